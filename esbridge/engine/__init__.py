@@ -1,0 +1,1 @@
+"""Engine layer: clients, provisioning, errors."""

@@ -1,0 +1,549 @@
+"""One :class:`Engine` over OpenSearch and Elasticsearch.
+
+The engine is identified from ``GET /`` and driven through the official client
+that matches it:
+
+* OpenSearch (any version): ``opensearch-py``.
+* Elasticsearch 7.x: ``elasticsearch7`` (the 7.x client under its own module
+  name).  Elasticsearch 7.0-7.13 servers that do not report the ``default``
+  build flavour (embedded nodes) fail that client's product check although
+  esbridge has already identified them from ``GET /``; esbridge's own check
+  replaces it.
+* Elasticsearch 8.x and 9.x: ``elasticsearch``, sending the REST API
+  compatibility headers of the *server's* major version so that a 9.x client
+  can talk to an 8.x server.
+
+Every request goes through :meth:`Engine.request`, which retries 429, 502, 503,
+504 and connection errors with exponential backoff and turns engine errors into
+:class:`~esbridge.errors.EngineError` with the engine's type and reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlencode, urlsplit
+
+from esbridge.errors import (
+    ConfigurationError,
+    EngineError,
+    EngineUnavailableError,
+    IndexNotFoundError,
+    UnsupportedEngineError,
+)
+
+log = logging.getLogger(__name__)
+
+Distribution = Literal["opensearch", "elasticsearch"]
+
+#: Statuses worth retrying: the engine asked us to slow down or is not ready.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """How to reach a cluster.
+
+    Attributes:
+        url: base URL, e.g. ``https://search.example.com:9200``.
+        username: basic-auth user (with ``password``).
+        password: basic-auth password.
+        api_key: an API key, either ``id:key`` or already base64-encoded.
+        ca_certs: path of a CA bundle to verify the server's certificate.
+        verify_certs: verify TLS certificates (turn off only for local testing).
+        timeout: seconds per request.
+        max_retries: retries for 429/5xx/connection errors (0 = no retry).
+        backoff: first retry delay in seconds (doubles each time, capped at 30 s).
+    """
+
+    url: str
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    api_key: str | None = field(default=None, repr=False)
+    ca_certs: str | None = None
+    verify_certs: bool = True
+    timeout: float = 60.0
+    max_retries: int = 5
+    backoff: float = 0.5
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigurationError(
+                f"engine URL {self.url!r} is not an http(s) URL such as http://localhost:9200"
+            )
+        if (self.username is None) != (self.password is None):
+            raise ConfigurationError("give both username and password for basic auth, or neither")
+        if self.username is not None and self.api_key is not None:
+            raise ConfigurationError("give either basic auth (username/password) or api_key, not both")
+        if self.ca_certs is not None and not os.path.exists(self.ca_certs):
+            raise ConfigurationError(f"CA file {self.ca_certs!r} (ca_certs) does not exist")
+        if self.timeout <= 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout}")
+        if self.max_retries < 0:
+            raise ConfigurationError(f"max_retries must be >= 0, got {self.max_retries}")
+
+    @classmethod
+    def from_env(cls, url: str | None = None, **overrides: Any) -> ConnectionOptions:
+        """Options from ``ESBRIDGE_URL``, ``ESBRIDGE_USERNAME``, ``ESBRIDGE_PASSWORD``,
+        ``ESBRIDGE_API_KEY``, ``ESBRIDGE_CA_CERTS`` and ``ESBRIDGE_VERIFY_CERTS``;
+        explicit arguments win."""
+        env = os.environ
+        url = url or env.get("ESBRIDGE_URL")
+        if not url:
+            raise ConfigurationError("no engine URL: pass --url or set ESBRIDGE_URL")
+        values: dict[str, Any] = {
+            "username": env.get("ESBRIDGE_USERNAME"),
+            "password": env.get("ESBRIDGE_PASSWORD"),
+            "api_key": env.get("ESBRIDGE_API_KEY"),
+            "ca_certs": env.get("ESBRIDGE_CA_CERTS"),
+        }
+        verify = env.get("ESBRIDGE_VERIFY_CERTS")
+        if verify is not None:
+            values["verify_certs"] = verify.strip().lower() not in ("0", "false", "no", "off")
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(url=url, **values)
+
+    def auth_header(self) -> dict[str, str]:
+        """The ``Authorization`` header for the API key (empty without one)."""
+        if self.api_key is None:
+            return {}
+        key = self.api_key
+        if ":" in key:
+            key = base64.b64encode(key.encode()).decode()
+        return {"authorization": f"ApiKey {key}"}
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What ``GET /`` said about the server."""
+
+    distribution: Distribution
+    version: tuple[int, int, int]
+    number: str
+    cluster_name: str
+    lucene_version: str
+
+    @property
+    def label(self) -> str:
+        """``OpenSearch 3.8.0`` / ``Elasticsearch 7.10.2``."""
+        name = "OpenSearch" if self.distribution == "opensearch" else "Elasticsearch"
+        return f"{name} {self.number}"
+
+
+def parse_info(body: Mapping[str, Any]) -> EngineInfo:
+    """Identify the server from its ``GET /`` body.
+
+    Raises:
+        UnsupportedEngineError: for anything that is not OpenSearch >= 1 or
+            Elasticsearch >= 7.
+    """
+    version = body.get("version") or {}
+    number = str(version.get("number", ""))
+    try:
+        major, minor, patch = (int(p) for p in number.split("-")[0].split(".")[:3])
+    except ValueError:
+        raise UnsupportedEngineError(
+            f"the server at this URL did not report a version number (GET / gave {dict(body)!r})"
+        ) from None
+    if version.get("distribution") == "opensearch":
+        dist: Distribution = "opensearch"
+        if major < 1:
+            raise UnsupportedEngineError(f"OpenSearch {number} is too old; esbridge needs 1.0 or later")
+    elif body.get("tagline") == "You Know, for Search":
+        dist = "elasticsearch"
+        if major < 7:
+            raise UnsupportedEngineError(
+                f"Elasticsearch {number} is too old; esbridge needs 7.0 or later"
+            )
+    else:
+        raise UnsupportedEngineError(
+            f"the server is neither OpenSearch nor Elasticsearch (GET / gave {dict(body)!r})"
+        )
+    return EngineInfo(
+        distribution=dist,
+        version=(major, minor, patch),
+        number=number,
+        cluster_name=str(body.get("cluster_name", "")),
+        lucene_version=str(version.get("lucene_version", "")),
+    )
+
+
+class _Transport:
+    """A thin adapter: one ``perform(method, path, params, body, headers)`` per client."""
+
+    def perform(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        body: Any,
+        headers: Mapping[str, str],
+    ) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _OpenSearchTransport(_Transport):
+    def __init__(self, options: ConnectionOptions) -> None:
+        from opensearchpy import OpenSearch
+
+        kwargs: dict[str, Any] = {
+            "hosts": [options.url],
+            "timeout": options.timeout,
+            "max_retries": 0,
+            "verify_certs": options.verify_certs,
+            "ssl_show_warn": options.verify_certs,
+            "headers": options.auth_header(),
+        }
+        if options.username is not None:
+            kwargs["http_auth"] = (options.username, options.password)
+        if options.ca_certs:
+            kwargs["ca_certs"] = options.ca_certs
+        self.client = OpenSearch(**kwargs)
+
+    def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+                headers: Mapping[str, str]) -> Any:
+        from opensearchpy import ConnectionError as OSConnectionError
+        from opensearchpy import TransportError
+
+        try:
+            return self.client.transport.perform_request(
+                method, path, params=dict(params or {}), body=body, headers=dict(headers)
+            )
+        except OSConnectionError as err:
+            raise _Unreachable(str(err)) from err
+        except TransportError as err:
+            status = err.status_code if isinstance(err.status_code, int) else None
+            raise _HttpError(status, err.info if not isinstance(err.info, Exception) else str(err)) from err
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _Elasticsearch7Transport(_Transport):
+    def __init__(self, options: ConnectionOptions) -> None:
+        from elasticsearch7 import Elasticsearch, Transport
+
+        class _IdentifiedTransport(Transport):  # type: ignore[misc]
+            # esbridge identified the server from GET / before choosing this client.
+            def _do_verify_elasticsearch(self, headers: Any, timeout: Any) -> None:
+                self._verified_elasticsearch = True
+
+        kwargs: dict[str, Any] = {
+            "timeout": options.timeout,
+            "max_retries": 0,
+            "retry_on_timeout": False,
+            "verify_certs": options.verify_certs,
+            "ssl_show_warn": options.verify_certs,
+            "headers": options.auth_header(),
+            "transport_class": _IdentifiedTransport,
+        }
+        if options.username is not None:
+            kwargs["http_auth"] = (options.username, options.password)
+        if options.ca_certs:
+            kwargs["ca_certs"] = options.ca_certs
+        self.client = Elasticsearch([options.url], **kwargs)
+
+    def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+                headers: Mapping[str, str]) -> Any:
+        from elasticsearch7 import ConnectionError as ESConnectionError
+        from elasticsearch7 import TransportError
+
+        sent = {"accept": "application/json", **headers}
+        if body is not None:
+            sent.setdefault("content-type", "application/json")
+        try:
+            return self.client.transport.perform_request(
+                method, path, headers=sent, params=dict(params or {}), body=body
+            )
+        except ESConnectionError as err:
+            raise _Unreachable(str(err)) from err
+        except TransportError as err:
+            status = err.status_code if isinstance(err.status_code, int) else None
+            raise _HttpError(status, err.info if not isinstance(err.info, Exception) else str(err)) from err
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _ElasticsearchTransport(_Transport):
+    """Elasticsearch 8.x/9.x through the ``elasticsearch`` client."""
+
+    def __init__(self, options: ConnectionOptions, server_major: int) -> None:
+        from elasticsearch import Elasticsearch
+
+        self.server_major = server_major
+        kwargs: dict[str, Any] = {
+            "request_timeout": options.timeout,
+            "max_retries": 0,
+            "retry_on_timeout": False,
+            "verify_certs": options.verify_certs,
+            "ssl_show_warn": options.verify_certs,
+        }
+        if options.username is not None:
+            kwargs["basic_auth"] = (options.username, options.password or "")
+        if options.api_key is not None:
+            kwargs["api_key"] = options.api_key if ":" not in options.api_key else tuple(
+                options.api_key.split(":", 1)
+            )
+        if options.ca_certs:
+            kwargs["ca_certs"] = options.ca_certs
+        self.client = Elasticsearch(options.url, **kwargs)
+
+    def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+                headers: Mapping[str, str]) -> Any:
+        from elastic_transport import ConnectionError as ESConnectionError
+        from elasticsearch import ApiError
+
+        mime = "application/vnd.elasticsearch+json"
+        wanted = {"accept": f"{mime}; compatible-with={self.server_major}"}
+        if body is not None:
+            ctype = headers.get("content-type", "application/json")
+            kind = "x-ndjson" if "ndjson" in ctype else "json"
+            wanted["content-type"] = f"application/vnd.elasticsearch+{kind}; compatible-with={self.server_major}"
+        try:
+            resp = self.client.perform_request(method, path, params=dict(params or {}),
+                                               headers=wanted, body=body)
+        except ESConnectionError as err:
+            raise _Unreachable(str(err)) from err
+        except ApiError as err:
+            raise _HttpError(err.meta.status, err.body) from err
+        return resp.body
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _Unreachable(Exception):
+    pass
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int | None, body: Any) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+
+def engine_error(status: int | None, body: Any, *, context: str = "") -> EngineError:
+    """Build the typed error for an engine error body (``{"error": {...}, "status": ...}``)."""
+    if isinstance(body, (bytes, str)):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            body = {"error": {"type": "http_error", "reason": str(body)[:500]}}
+    err = body.get("error") if isinstance(body, Mapping) else None
+    if isinstance(err, str):
+        err = {"type": "error", "reason": err}
+    err = err or {}
+    root = list(err.get("root_cause") or [])
+    caused = err.get("caused_by") or {}
+    error_type = err.get("type") or (root[0].get("type") if root else None)
+    reason = err.get("reason") or (root[0].get("reason") if root else None) or str(body)[:500]
+    script_stack = list(err.get("script_stack") or caused.get("script_stack") or [])
+    for rc in root:
+        script_stack = script_stack or list(rc.get("script_stack") or [])
+    index = err.get("index") or (root[0].get("index") if root else None)
+    detail = f"{error_type}: {reason}" if error_type else str(reason)
+    if caused and caused.get("reason") and caused.get("reason") != reason:
+        detail += f" (caused by {caused.get('type')}: {caused.get('reason')})"
+    message = f"{context}: {detail}" if context else detail
+    cls = IndexNotFoundError if error_type == "index_not_found_exception" else EngineError
+    return cls(
+        message,
+        status=status,
+        error_type=error_type,
+        reason=reason,
+        root_cause=root,
+        index=index,
+        script_stack=script_stack,
+        body=body,
+    )
+
+
+class Engine:
+    """A connection to one OpenSearch or Elasticsearch cluster.
+
+    Use :meth:`connect`; the engine is identified from ``GET /`` and the client
+    matching it is chosen.  All calls go through :meth:`request`.
+    """
+
+    def __init__(self, options: ConnectionOptions, info: EngineInfo, transport: _Transport,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.options = options
+        self.info = info
+        self._transport = transport
+        self._sleep = sleep
+
+    @classmethod
+    def connect(cls, options: ConnectionOptions | str) -> Engine:
+        """Connect to the cluster at ``options`` (or a URL) and identify it.
+
+        Raises:
+            EngineUnavailableError: nothing answered at the URL.
+            UnsupportedEngineError: the server is not OpenSearch or Elasticsearch >= 7.
+        """
+        if isinstance(options, str):
+            options = ConnectionOptions(url=options)
+        probe = _OpenSearchTransport(options)
+        probe_engine = cls(options, EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
+        try:
+            body = probe_engine.request("GET", "/", context=f"identifying the engine at {options.url}")
+        finally:
+            probe.close()
+        info = parse_info(body)
+        transport: _Transport
+        if info.distribution == "opensearch":
+            transport = _OpenSearchTransport(options)
+        elif info.version[0] == 7:
+            transport = _Elasticsearch7Transport(options)
+        else:
+            transport = _ElasticsearchTransport(options, info.version[0])
+        log.debug("connected to %s at %s", info.label, options.url)
+        return cls(options, info, transport)
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._transport.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def distribution(self) -> Distribution:
+        return self.info.distribution
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        ndjson: bool = False,
+        context: str = "",
+        retry: bool = True,
+    ) -> Any:
+        """Send one request; retry what is worth retrying; raise typed errors.
+
+        Args:
+            method: HTTP method.
+            path: path below the base URL, starting with ``/``.
+            params: query-string parameters.
+            body: a JSON-serialisable body, or for ``ndjson`` the NDJSON text.
+            ndjson: send ``body`` as ``application/x-ndjson`` (bulk, msearch).
+            context: what the call is for, put in front of error messages.
+            retry: retry 429/502/503/504 and connection errors.
+
+        Raises:
+            EngineUnavailableError: the engine could not be reached after the retries.
+            EngineError: the engine answered with an error (typed, with its reason).
+        """
+        headers = {"content-type": "application/x-ndjson"} if ndjson else {}
+        if params:
+            # In the URL ourselves: the clients treat some names (``timeout``) as their own.
+            query = urlencode({k: _param(v) for k, v in params.items() if v is not None})
+            path = f"{path}{'&' if '?' in path else '?'}{query}"
+            params = None
+        attempts = 1 + (self.options.max_retries if retry else 0)
+        delay = self.options.backoff
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                return self._transport.perform(method, path, params, body, headers)
+            except _Unreachable as err:
+                if last:
+                    where = f"{context}: " if context else ""
+                    raise EngineUnavailableError(
+                        f"{where}cannot reach the engine at {self.options.url} ({err}); "
+                        "check the URL, that the engine is running, and TLS/auth options",
+                    ) from err
+            except _HttpError as err:
+                if err.status not in RETRY_STATUSES or last:
+                    raise engine_error(err.status, err.body, context=context) from err
+            wait = min(30.0, delay) * (0.5 + random.random())
+            log.info("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
+            self._sleep(wait)
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ---- small helpers used across the package --------------------------------
+
+    def index_exists(self, index: str) -> bool:
+        """Whether ``index`` (or an alias of that name) exists."""
+        try:
+            found = self.request("HEAD", f"/{_quote(index)}")
+        except IndexNotFoundError:
+            return False
+        except EngineError as err:
+            if err.status == 404:
+                return False
+            raise
+        return found is not False  # some clients answer HEAD with a bool
+
+    def refresh(self, index: str) -> None:
+        self.request("POST", f"/{_quote(index)}/_refresh", context=f"refreshing index {index!r}")
+
+    def delete_index(self, index: str, *, missing_ok: bool = True) -> None:
+        try:
+            self.request("DELETE", f"/{_quote(index)}", context=f"deleting index {index!r}")
+        except IndexNotFoundError:
+            if not missing_ok:
+                raise
+
+    def count(self, index: str, query: Mapping[str, Any] | None = None) -> int:
+        body = {"query": query} if query is not None else None
+        resp = self.request("POST", f"/{_quote(index)}/_count", body=body, context=f"counting {index!r}")
+        return int(resp["count"])
+
+    def analyze(self, index: str, text: str, *, field: str | None = None,
+                analyzer: str | None = None) -> list[str]:
+        """Tokens of ``text`` as the index's analyzer for ``field`` (or ``analyzer``) emits them."""
+        body: dict[str, Any] = {"text": text}
+        if field is not None:
+            body["field"] = field
+        if analyzer is not None:
+            body["analyzer"] = analyzer
+        resp = self.request("POST", f"/{_quote(index)}/_analyze", body=body,
+                            context=f"analysing text with {field or analyzer!r} of {index!r}")
+        return [str(tok["token"]) for tok in resp.get("tokens", [])]
+
+    def search(self, index: str, body: Mapping[str, Any], *,
+               params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        resp: dict[str, Any] = self.request(
+            "POST", f"/{_quote(index)}/_search", body=dict(body), params=params,
+            context=f"searching {index!r}",
+        )
+        return resp
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _quote(index: str) -> str:
+    from urllib.parse import quote
+
+    return quote(index, safe=",*")
+
+
+def ndjson_lines(items: Sequence[Mapping[str, Any]]) -> str:
+    """NDJSON text for bulk/msearch bodies (one compact JSON object a line)."""
+    return "".join(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in items)

@@ -1,0 +1,482 @@
+"""A local engine node run from Maven Central artifacts, for machines without Docker.
+
+``esbridge engine start`` installs the jars of an embedded-node runner (pinned
+with their SHA-1 in ``esbridge/engine/runners/*.txt``), starts one node in its
+own JVM, and waits until it is healthy.  The node runs with the
+analysis-common, lang-painless and mapper-extras modules, bound to 127.0.0.1,
+as a single-node cluster that joins no other.
+
+Layout under the cache directory (``$ESBRIDGE_HOME``, default
+``~/.cache/esbridge``)::
+
+    engines/<distribution>-<version>/lib/*.jar    the runner and its dependencies
+    nodes/<name>/                                 data, logs, config of one node
+    nodes/<name>/node.json                        pid, port, distribution, version
+    nodes/<name>/console.log                      the JVM's output
+
+Java: see :func:`find_java` (OpenSearch 3.x needs Java 21+, Elasticsearch 7.10
+Java 11+; Elasticsearch 7.10 prefers the oldest qualifying runtime).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from esbridge.errors import ConfigurationError, ProvisioningError
+
+DEFAULT_MAVEN_REPO = "https://repo1.maven.org/maven2"
+
+
+@dataclass(frozen=True)
+class RunnerSpec:
+    """An embedded-node runner: which engine, which main class, which jars."""
+
+    distribution: str
+    version: str
+    main_class: str
+    lockfile: str
+    config_name: str
+    min_java: int
+
+
+RUNNERS: dict[str, RunnerSpec] = {
+    "opensearch": RunnerSpec(
+        distribution="opensearch",
+        version="3.8.0",
+        main_class="org.codelibs.opensearch.runner.OpenSearchRunner",
+        lockfile="opensearch-3.8.0.txt",
+        config_name="opensearch.yml",
+        min_java=21,
+    ),
+    "elasticsearch": RunnerSpec(
+        distribution="elasticsearch",
+        version="7.10.2",
+        main_class="org.codelibs.elasticsearch.runner.ElasticsearchClusterRunner",
+        lockfile="elasticsearch-7.10.2.txt",
+        config_name="elasticsearch.yml",
+        min_java=11,
+    ),
+}
+
+
+def runner_spec(distribution: str) -> RunnerSpec:
+    """The runner for ``distribution``; an error lists the valid ones."""
+    try:
+        return RUNNERS[distribution]
+    except KeyError:
+        raise ConfigurationError(
+            f"no local runner for distribution {distribution!r}; choose one of {', '.join(RUNNERS)}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Artifact:
+    group: str
+    artifact: str
+    version: str
+    classifier: str | None
+    sha1: str
+
+    @property
+    def filename(self) -> str:
+        suffix = f"-{self.classifier}" if self.classifier else ""
+        return f"{self.artifact}-{self.version}{suffix}.jar"
+
+    def url(self, repo: str) -> str:
+        return f"{repo.rstrip('/')}/{self.group.replace('.', '/')}/{self.artifact}/{self.version}/{self.filename}"
+
+
+def read_lockfile(spec: RunnerSpec) -> list[Artifact]:
+    """The pinned artifacts of ``spec``."""
+    text = resources.files("esbridge.engine").joinpath("runners", spec.lockfile).read_text("utf-8")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        coord, sha1 = line.split()
+        parts = coord.split(":")
+        classifier = parts[3] if len(parts) == 4 else None
+        out.append(Artifact(parts[0], parts[1], parts[2], classifier, sha1))
+    return out
+
+
+def cache_dir() -> Path:
+    """esbridge's cache directory (``$ESBRIDGE_HOME`` or ``~/.cache/esbridge``)."""
+    root = os.environ.get("ESBRIDGE_HOME")
+    return Path(root) if root else Path.home() / ".cache" / "esbridge"
+
+
+def lib_dir(spec: RunnerSpec) -> Path:
+    return cache_dir() / "engines" / f"{spec.distribution}-{spec.version}" / "lib"
+
+
+def _download(art: Artifact, dest: Path, repo: str, timeout: float = 120.0) -> None:
+    target = dest / art.filename
+    if target.exists() and _sha1(target) == art.sha1:
+        return
+    tmp = target.with_suffix(".part")
+    url = art.url(repo)
+    last: Exception | None = None
+    for attempt in range(4):
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as out:
+                shutil.copyfileobj(resp, out, 1 << 20)
+            got = _sha1(tmp)
+            if got != art.sha1:
+                raise ProvisioningError(
+                    f"{url}: SHA-1 {got} does not match the pinned {art.sha1}; refusing to use it"
+                )
+            os.replace(tmp, target)
+            return
+        except (urllib.error.URLError, OSError, TimeoutError) as err:
+            last = err
+            time.sleep(1.0 * (attempt + 1))
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    raise ProvisioningError(f"could not download {url}: {last}")
+
+
+def _sha1(path: Path) -> str:
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def install(distribution: str, *, progress: bool = True) -> Path:
+    """Download (or verify) the runner's jars; return the directory holding them.
+
+    Idempotent: jars already present with the right SHA-1 are kept.  The Maven
+    repository is ``$ESBRIDGE_MAVEN_REPO`` (default Maven Central).
+    """
+    spec = runner_spec(distribution)
+    artifacts = read_lockfile(spec)
+    dest = lib_dir(spec)
+    marker = dest / ".complete"
+    if marker.exists() and marker.read_text() == spec.lockfile + str(len(artifacts)):
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    repo = os.environ.get("ESBRIDGE_MAVEN_REPO", DEFAULT_MAVEN_REPO)
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(artifacts), desc=f"installing {spec.distribution} {spec.version}",
+               unit="jar", disable=not progress, file=sys.stderr)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for fut in [pool.submit(_download, art, dest, repo) for art in artifacts]:
+            fut.result()
+            bar.update(1)
+    bar.close()
+    wanted = {a.filename for a in artifacts}
+    for stray in dest.glob("*.jar"):
+        if stray.name not in wanted:
+            stray.unlink()
+    marker.write_text(spec.lockfile + str(len(artifacts)))
+    return dest
+
+
+def find_java(min_version: int) -> str:
+    """A Java runtime of at least ``min_version`` with full locale data.
+
+    Tried in order: ``$ESBRIDGE_JAVA``, ``$JAVA_HOME/bin/java``, ``java`` on the
+    PATH, then the JDKs under ``/usr/lib/jvm``.  A runtime qualifies only if it
+    has the Thai locale data: the engines' analysis-common module builds a Thai
+    analyzer for every index, and jlink-trimmed runtimes that drop that data
+    make every index creation fail.
+
+    Raises:
+        ProvisioningError: with what to install when none qualifies.
+    """
+    candidates: list[str] = []
+    if os.environ.get("ESBRIDGE_JAVA"):
+        candidates.append(os.environ["ESBRIDGE_JAVA"])
+    if os.environ.get("JAVA_HOME"):
+        candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
+    on_path = shutil.which("java")
+    if on_path:
+        candidates.append(on_path)
+    jvm_root = Path("/usr/lib/jvm")
+    if jvm_root.is_dir():
+        candidates.extend(str(p / "bin" / "java") for p in sorted(jvm_root.iterdir(), reverse=True))
+    seen: list[str] = []
+    for cand in dict.fromkeys(candidates):
+        version, full = java_probe(cand)
+        if version is None:
+            continue
+        seen.append(f"{cand} (Java {version}{'' if full else ', no Thai locale data'})")
+        if version >= min_version and full:
+            return cand
+    raise ProvisioningError(
+        f"no Java {min_version}+ runtime with full locale data found "
+        f"(tried: {', '.join(seen) or 'none found'}); install a full JDK {min_version} or later "
+        "(e.g. Debian's openjdk-17-jre-headless for Java 17, or Eclipse Temurin) and point "
+        "ESBRIDGE_JAVA or JAVA_HOME at it"
+    )
+
+
+def java_probe(java: str) -> tuple[int | None, bool]:
+    """``(major version, has Thai locale data)`` of ``java``; ``(None, False)`` if it does not run."""
+    try:
+        out = subprocess.run([java, "-XshowSettings:all", "-version"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None, False
+    version = None
+    for line in out.stderr.splitlines():
+        line = line.strip()
+        if line.startswith("java.specification.version"):
+            value = line.split("=", 1)[1].strip()
+            version = int(value.split(".")[1] if value.startswith("1.") else value)
+    locales = out.stderr.split("Available locales:", 1)[-1]
+    has_thai = any(tok.strip().startswith("th_") or tok.strip() == "th" for tok in locales.split(","))
+    return version, has_thai
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A local node that esbridge started."""
+
+    name: str
+    distribution: str
+    version: str
+    pid: int
+    port: int
+    home: str
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def node_dir(name: str) -> Path:
+    if not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise ConfigurationError(f"node name {name!r} must be a plain name such as 'default'")
+    return cache_dir() / "nodes" / name
+
+
+#: The runners accept HTTP ports up to 9299 only.
+HTTP_PORTS = range(9201, 9300)
+
+
+def _free_port(candidates: Sequence[int] | None = None) -> int:
+    for port in candidates or ():
+        if _port_free(port):
+            return port
+    if candidates:
+        raise ProvisioningError(
+            f"no free HTTP port in {candidates[0]}-{candidates[-1]} on 127.0.0.1; stop a node "
+            "(esbridge engine stop) or free a port"
+        )
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def _http_json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read().decode("utf-8"))
+
+
+def status(name: str = "default") -> NodeInfo | None:
+    """The node ``name`` if it is running and answering, else ``None``."""
+    meta = node_dir(name) / "node.json"
+    if not meta.exists():
+        return None
+    info = NodeInfo(**json.loads(meta.read_text()))
+    if not _alive(info.pid):
+        return None
+    try:
+        _http_json(info.url + "/")
+    except (OSError, ValueError):
+        return None
+    return info
+
+
+def log_tail(name: str, lines: int = 40) -> str:
+    """The last ``lines`` lines of the node's console log."""
+    path = node_dir(name) / "console.log"
+    if not path.exists():
+        return "(no log)"
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+
+
+def start(
+    distribution: str = "opensearch",
+    *,
+    name: str | None = None,
+    port: int | None = None,
+    heap: str = "1g",
+    timeout: float = 180.0,
+    progress: bool = True,
+) -> NodeInfo:
+    """Start a local node (installing it first if needed) and wait until it is healthy.
+
+    If a node of that name is already running it is returned as it is.
+
+    Args:
+        distribution: ``"opensearch"`` or ``"elasticsearch"``.
+        name: node name (directory under the cache), default the distribution.
+        port: HTTP port on 127.0.0.1 (default: a free one).
+        heap: JVM heap (``-Xms``/``-Xmx``).
+        timeout: seconds to wait for the cluster to be at least yellow.
+
+    Raises:
+        ProvisioningError: with the node's log tail when it does not come up.
+    """
+    spec = runner_spec(distribution)
+    name = name or distribution
+    running = status(name)
+    if running is not None:
+        if running.distribution != distribution:
+            raise ProvisioningError(
+                f"node {name!r} is running {running.distribution}; stop it first "
+                f"(esbridge engine stop --name {name})"
+            )
+        return running
+    lib = install(distribution, progress=progress)
+    java = find_java(spec.min_java)
+    home = node_dir(name)
+    home.mkdir(parents=True, exist_ok=True)
+    if port is None:
+        port = _free_port(HTTP_PORTS)
+    elif port not in HTTP_PORTS:
+        raise ConfigurationError(f"port {port} is outside {HTTP_PORTS[0]}-{HTTP_PORTS[-1]}, the range the node runner accepts")
+    elif not _port_free(port):
+        raise ProvisioningError(f"port {port} on 127.0.0.1 is in use; choose another with --port")
+    transport_port = _free_port()
+    conf = home / "node_1" / "config"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / spec.config_name).write_text(
+        "\n".join(
+            [
+                f"cluster.name: esbridge-{name}",
+                "discovery.type: single-node",
+                "network.host: 127.0.0.1",
+                f"transport.port: {transport_port}",
+                "action.destructive_requires_name: false",
+                "cluster.routing.allocation.disk.threshold_enabled: false",
+                "",
+            ]
+        )
+    )
+    console = open(home / "console.log", "w")
+    cmd = [
+        java,
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        "-Djava.awt.headless=true",
+        "-Dfile.encoding=UTF-8",
+        "-Dlog4j2.formatMsgNoLookups=true",
+        "-cp",
+        str(lib / "*"),
+        spec.main_class,
+        "-basePath", str(home),
+        "-numOfNode", "1",
+        "-baseHttpPort", str(port - 1),
+        "-clusterName", f"esbridge-{name}",
+    ]
+    proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, cwd=home)
+    console.close()
+    info = NodeInfo(name=name, distribution=distribution, version=spec.version, pid=proc.pid,
+                    port=port, home=str(home))
+    (home / "node.json").write_text(json.dumps(asdict(info)))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ProvisioningError(
+                f"the {distribution} node exited with code {proc.returncode} while starting; "
+                f"last lines of its log:\n{log_tail(name)}"
+            )
+        try:
+            health = _http_json(f"{info.url}/_cluster/health?wait_for_status=yellow&timeout=2s")
+            if health.get("status") in ("yellow", "green"):
+                return info
+        except (OSError, ValueError):
+            pass
+        time.sleep(1.0)
+    stop(name)
+    raise ProvisioningError(
+        f"the {distribution} node did not become healthy within {timeout:.0f}s; "
+        f"last lines of its log:\n{log_tail(name)}"
+    )
+
+
+def stop(name: str = "default", *, timeout: float = 30.0) -> bool:
+    """Stop the node ``name``; ``True`` if one was running."""
+    meta = node_dir(name) / "node.json"
+    if not meta.exists():
+        return False
+    info = NodeInfo(**json.loads(meta.read_text()))
+    was = _alive(info.pid)
+    if was:
+        try:
+            os.killpg(info.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while _alive(info.pid) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        if _alive(info.pid):
+            try:
+                os.killpg(info.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    meta.unlink(missing_ok=True)
+    return was
+
+
+def wipe(name: str) -> None:
+    """Stop the node and delete its data."""
+    stop(name)
+    shutil.rmtree(node_dir(name), ignore_errors=True)
+
+
+def running_nodes() -> Sequence[NodeInfo]:
+    """Every node under the cache directory that is running."""
+    root = cache_dir() / "nodes"
+    if not root.exists():
+        return []
+    return [n for n in (status(p.name) for p in sorted(root.iterdir()) if p.is_dir()) if n is not None]

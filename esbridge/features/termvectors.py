@@ -1,0 +1,319 @@
+"""Term vectors and index-wide statistics for a set of candidates, in one batched call.
+
+For a query's per-channel terms and a list of candidate ids, :func:`fetch_features`
+sends ``_mtermvectors`` requests holding
+
+* the candidates, by id, with the channel sub-fields they need (term frequencies
+  only: no positions, offsets or statistics), ``batch_size`` ids a request;
+* one artificial document per channel **per shard**, routed to that shard,
+  whose fields hold the channel's query terms verbatim (``keyword`` analyzer),
+  asking for term and field statistics.
+
+Term-vector statistics are those of the shard that answers, so the per-shard
+answers are summed: ``df`` and ``N`` (``doc_count``) and ``sum_ttf`` over every
+shard are exactly the collection statistics the engine itself uses under
+``dfs_query_then_fetch``.  Like the engine's, they are Lucene's index
+statistics: a deleted or updated document still counts until the segment that
+holds it is merged away, so after deletions esbridge and the engine agree with
+each other (both count the not-yet-merged deletions) rather than with a count
+of live documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.client import Engine
+from esbridge.errors import ConfigurationError, EngineError
+from esbridge.index.definitions import IndexLayout
+from esbridge.scoring.arrays import ChannelArrays, FieldArrays, ScoringInput
+
+#: Candidates per ``_mtermvectors`` request.
+DEFAULT_BATCH_SIZE = 500
+_PLACEHOLDER = "\u0000esbridge"
+
+
+@dataclass(frozen=True)
+class QueryChannel:
+    """A channel's analysed query: distinct terms in first-seen order and their counts."""
+
+    terms: tuple[str, ...]
+    qtf: tuple[int, ...]
+
+    @classmethod
+    def from_tokens(cls, tokens: Iterable[str]) -> QueryChannel:
+        counts: dict[str, int] = {}
+        for tok in tokens:
+            counts[tok] = counts.get(tok, 0) + 1
+        return cls(tuple(counts), tuple(counts.values()))
+
+
+@dataclass(frozen=True)
+class FieldStats:
+    """Index-wide statistics of one indexed (sub-)field for some terms."""
+
+    doc_count: int
+    sum_ttf: int
+    df: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def avgdl(self) -> float:
+        """Lucene's mean length: ``sum_ttf / doc_count`` (0 for an empty field)."""
+        return self.sum_ttf / self.doc_count if self.doc_count else 0.0
+
+
+@dataclass(frozen=True)
+class CandidateVectors:
+    """Raw per-candidate term frequencies: ``vectors[i][subfield] = {term: tf}``."""
+
+    ids: tuple[str, ...]
+    vectors: tuple[dict[str, dict[str, int]], ...]
+    found: tuple[bool, ...]
+    versions: tuple[tuple[int, int] | None, ...] = ()
+
+
+def analyze_query(engine: Engine, index: str, layout: IndexLayout, text: str,
+                  channels: Sequence[str]) -> dict[str, QueryChannel]:
+    """The query's terms per channel, from the index's own analyzers (``_analyze``)."""
+    out = {}
+    for ch in channels:
+        if ch not in layout.channels:
+            raise ConfigurationError(f"index has no channel {ch!r}; it has {list(layout.channels)}")
+        tokens = engine.analyze(index, text, field=layout.subfield(layout.combined, ch)) if text else []
+        out[ch] = QueryChannel.from_tokens(tokens)
+    return out
+
+
+class ShardRouting:
+    """One routing value per shard of an index, so that a request can reach every shard."""
+
+    def __init__(self, engine: Engine, index: str) -> None:
+        self.engine = engine
+        self.index = index
+        self._routings: list[str] | None = None
+
+    def routings(self) -> list[str]:
+        if self._routings is None:
+            settings = self.engine.request("GET", f"/{self.index}/_settings/index.number_of_shards",
+                                           context=f"reading the shard count of {self.index!r}")
+            n_shards = 0
+            for spec in settings.values():
+                n_shards += int(spec["settings"]["index"]["number_of_shards"])
+            by_shard: dict[tuple[str, int], str] = {}
+            wanted = n_shards
+            candidate = 0
+            while len(by_shard) < wanted:
+                if candidate > 64 * wanted + 64:
+                    raise EngineError(
+                        f"could not find a routing value for every shard of {self.index!r} "
+                        f"({len(by_shard)} of {wanted} found)"
+                    )
+                resp = self.engine.request("GET", f"/{self.index}/_search_shards",
+                                           params={"routing": str(candidate)},
+                                           context=f"locating the shards of {self.index!r}")
+                for group in resp["shards"]:
+                    copy = group[0]
+                    by_shard.setdefault((copy["index"], int(copy["shard"])), str(candidate))
+                candidate += 1
+            self._routings = sorted(set(by_shard.values()), key=int)
+            if len(self._routings) < len(by_shard):  # several concrete indices behind an alias
+                self._routings = list(by_shard.values())
+        return list(self._routings)
+
+
+def _stats_docs(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: Sequence[str],
+                routings: Sequence[str]) -> list[dict[str, Any]]:
+    docs = []
+    for ch, qc in query.items():
+        terms = list(qc.terms) or [_PLACEHOLDER]
+        subfields = [layout.subfield(f, ch) for f in fields]
+        source = {f: terms for f in fields}
+        for routing in routings:
+            docs.append({
+                "doc": source,
+                "routing": routing,
+                "fields": subfields,
+                "per_field_analyzer": {sf: "keyword" for sf in subfields},
+                "term_statistics": True,
+                "field_statistics": True,
+                "positions": False,
+                "offsets": False,
+                "payloads": False,
+            })
+    return docs
+
+
+def _candidate_doc(doc_id: str, subfields: Sequence[str]) -> dict[str, Any]:
+    return {
+        "_id": doc_id,
+        "fields": list(subfields),
+        "term_statistics": False,
+        "field_statistics": False,
+        "positions": False,
+        "offsets": False,
+        "payloads": False,
+    }
+
+
+def _sum_stats(answers: Sequence[Mapping[str, Any]], subfield: str) -> FieldStats:
+    doc_count = sum_ttf = 0
+    df: dict[str, int] = {}
+    for ans in answers:
+        tv = (ans.get("term_vectors") or {}).get(subfield)
+        if not tv:
+            continue
+        fs = tv.get("field_statistics") or {}
+        doc_count += int(fs.get("doc_count", 0))
+        sum_ttf += int(fs.get("sum_ttf", 0))
+        for term, info in (tv.get("terms") or {}).items():
+            df[term] = df.get(term, 0) + int(info.get("doc_freq") or 0)
+    return FieldStats(doc_count=doc_count, sum_ttf=sum_ttf, df=df)
+
+
+@dataclass
+class FetchResult:
+    """What one fetch brought back: candidate vectors and per-subfield statistics."""
+
+    candidates: CandidateVectors
+    stats: dict[str, FieldStats]
+    requests: int
+
+
+def fetch_raw(
+    engine: Engine,
+    index: str,
+    layout: IndexLayout,
+    query: Mapping[str, QueryChannel],
+    ids: Sequence[str],
+    *,
+    fields: Sequence[str],
+    routing: ShardRouting | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> FetchResult:
+    """Candidate term vectors and summed per-shard statistics, in as few requests as possible.
+
+    Args:
+        fields: the (text or combined) fields whose channel sub-fields are read.
+    """
+    if batch_size < 1:
+        raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+    routing = routing or ShardRouting(engine, index)
+    subfields = [layout.subfield(f, ch) for f in fields for ch in query]
+    stat_fields = list(dict.fromkeys([*fields, layout.combined]))
+    stats_docs = _stats_docs(layout, query, stat_fields, routing.routings())
+    n_stats = len(stats_docs)
+    vectors: list[dict[str, dict[str, int]]] = []
+    found: list[bool] = []
+    versions: list[tuple[int, int] | None] = []
+    stats_answers: list[Mapping[str, Any]] = []
+    requests = 0
+    chunks = [list(ids[i:i + batch_size]) for i in range(0, len(ids), batch_size)] or [[]]
+    for n, chunk in enumerate(chunks):
+        docs = [_candidate_doc(i, subfields) for i in chunk]
+        if n == 0:
+            docs = stats_docs + docs
+        if not docs:
+            continue
+        resp = engine.request("POST", f"/{index}/_mtermvectors", body={"docs": docs},
+                              context=f"fetching term vectors from {index!r}")
+        requests += 1
+        answers = resp["docs"]
+        if n == 0:
+            stats_answers = answers[:n_stats]
+            answers = answers[n_stats:]
+        for doc_id, ans in zip(chunk, answers):
+            if "error" in ans:
+                raise EngineError(
+                    f"term vectors of document {doc_id!r} in {index!r} failed: {ans['error']}",
+                    index=index, body=ans,
+                )
+            ok = bool(ans.get("found"))
+            found.append(ok)
+            versions.append((int(ans.get("_version", 0)), 0) if ok else None)
+            tvs = ans.get("term_vectors") or {}
+            vectors.append({
+                sf: {t: int(v["term_freq"]) for t, v in (tv.get("terms") or {}).items()}
+                for sf, tv in tvs.items()
+            })
+    stats = {sf: _sum_stats(stats_answers, sf)
+             for sf in (layout.subfield(f, ch) for f in stat_fields for ch in query)}
+    cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found),
+                             versions=tuple(versions))
+    return FetchResult(candidates=cands, stats=stats, requests=requests)
+
+
+def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],
+                  stats: FieldStats) -> FieldArrays:
+    col = {t: j for j, t in enumerate(terms)}
+    tf = np.zeros((len(cands.ids), len(terms)), dtype=np.float64)
+    lengths = np.zeros(len(cands.ids), dtype=np.float64)
+    for i, vec in enumerate(cands.vectors):
+        field_terms = vec.get(subfield)
+        if not field_terms:
+            continue
+        lengths[i] = sum(field_terms.values())
+        for t, j in col.items():
+            freq = field_terms.get(t)
+            if freq:
+                tf[i, j] = freq
+    return FieldArrays(tf=tf, doc_len=lengths, avgdl=stats.avgdl)
+
+
+def build_input(
+    result: FetchResult,
+    layout: IndexLayout,
+    query: Mapping[str, QueryChannel],
+    *,
+    fields: Sequence[str],
+    field_weights: Mapping[str, float] | None = None,
+    entropy: Mapping[str, Mapping[str, float]] | None = None,
+) -> ScoringInput:
+    """Per-channel arrays for the scorers from a :func:`fetch_raw` result.
+
+    With ``fields == (layout.combined,)`` the channel arrays are the combined
+    field's.  With the text fields, ``tf`` and ``doc_len`` are the BM25F
+    pseudo-frequency and pseudo-length ``sum_f w_f * x_f``; ``df`` and ``N``
+    always come from the combined field.
+    """
+    weights = {f: float((field_weights or {}).get(f, 1.0)) for f in fields}
+    channels: dict[str, ChannelArrays] = {}
+    for ch, qc in query.items():
+        combined_sf = layout.subfield(layout.combined, ch)
+        per_field = {f: _field_arrays(result.candidates, layout.subfield(f, ch), qc.terms,
+                                      result.stats[layout.subfield(f, ch)]) for f in fields}
+        comb_stats = result.stats.get(combined_sf) or result.stats[layout.subfield(fields[0], ch)]
+        n_docs = comb_stats.doc_count
+        if tuple(fields) == (layout.combined,):
+            only = per_field[layout.combined]
+            tf, doc_len, avgdl = only.tf, only.doc_len, only.avgdl
+            text_fields: dict[str, FieldArrays] = {}
+        else:
+            tf = sum((weights[f] * per_field[f].tf for f in fields), np.zeros((len(result.candidates.ids), len(qc.terms))))
+            doc_len = sum((weights[f] * per_field[f].doc_len for f in fields), np.zeros(len(result.candidates.ids)))
+            total = sum(weights[f] * result.stats[layout.subfield(f, ch)].sum_ttf for f in fields)
+            avgdl = total / n_docs if n_docs else 0.0
+            text_fields = per_field
+        unique = np.array([
+            float(len(set().union(*(vec.get(layout.subfield(f, ch), {}) for f in fields))))
+            for vec in result.candidates.vectors
+        ], dtype=np.float64)
+        ent = None
+        if entropy is not None and ch in entropy:
+            ent = np.array([float(entropy[ch].get(t, 0.0)) for t in qc.terms], dtype=np.float64)
+        channels[ch] = ChannelArrays(
+            terms=qc.terms,
+            qtf=np.asarray(qc.qtf, dtype=np.float64),
+            df=np.array([float(comb_stats.df.get(t, 0)) for t in qc.terms], dtype=np.float64),
+            n_docs=n_docs,
+            tf=tf,
+            doc_len=doc_len,
+            avgdl=avgdl,
+            fields=text_fields,
+            unique_terms=unique,
+            entropy=ent,
+        )
+    return ScoringInput(channels=channels)

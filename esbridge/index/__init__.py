@@ -1,0 +1,5 @@
+"""Index definitions: the index body built from ``mappings/``, and the layout read back."""
+
+from esbridge.index.definitions import IndexLayout, build_index_body, create_index, read_layout
+
+__all__ = ["IndexLayout", "build_index_body", "create_index", "read_layout"]

@@ -1,0 +1,216 @@
+"""Index bodies built from the JSON files in ``mappings/``.
+
+An esbridge index has, for every text field ``f`` (default ``title`` and
+``text``), the channel sub-fields ``f.base``, ``f.prefix``, ``f.bigram`` and
+``f.micro`` with stored term vectors, plus ``f.length`` (the exact base-channel
+token count); the fields are also copied into a combined all-fields field with
+the same sub-fields.  The layout is recorded in the mapping's ``_meta`` so that
+any later session can read it back with :func:`read_layout`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from esbridge.engine.client import Engine
+from esbridge.errors import ConfigurationError, EngineError
+
+#: Name of the combined all-fields field unless the index says otherwise.
+DEFAULT_COMBINED = "esb_all"
+_FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def load_mapping_file(name: str) -> Any:
+    """Parse ``mappings/<name>`` (shipped with the package)."""
+    path = resources.files("esbridge.resources").joinpath("mappings", name)
+    return json.loads(path.read_text("utf-8"))
+
+
+def channel_analyzers() -> dict[str, str]:
+    """Channel name -> analyzer name, from ``mappings/channels.json``."""
+    return {ch: spec["analyzer"] for ch, spec in load_mapping_file("channels.json").items()}
+
+
+@dataclass(frozen=True)
+class IndexLayout:
+    """Which text fields an esbridge index has and how they are indexed.
+
+    Attributes:
+        fields: the text fields (each with channel sub-fields).
+        combined: the combined all-fields field.
+        channels: the channel names (sub-field suffixes).
+        id_field: the source field holding the document id (also the ``_id``).
+    """
+
+    fields: tuple[str, ...] = ("title", "text")
+    combined: str = DEFAULT_COMBINED
+    channels: tuple[str, ...] = ("base", "prefix", "bigram", "micro")
+    id_field: str = "_id"
+
+    def __post_init__(self) -> None:
+        if not self.fields:
+            raise ConfigurationError("an esbridge index needs at least one text field")
+        for name in (*self.fields, self.combined):
+            if not _FIELD_NAME.match(name):
+                raise ConfigurationError(
+                    f"field name {name!r} must start with a letter and hold only letters, digits and _"
+                )
+        if self.combined in self.fields:
+            raise ConfigurationError(
+                f"the combined field {self.combined!r} must not also be a text field"
+            )
+        if len(set(self.fields)) != len(self.fields):
+            raise ConfigurationError(f"text fields are repeated: {list(self.fields)}")
+
+    def subfield(self, field: str, channel: str) -> str:
+        """``<field>.<channel>``, the indexed sub-field of one channel."""
+        return f"{field}.{channel}"
+
+    def all_subfields(self) -> list[str]:
+        """Every channel sub-field of every text field and of the combined field."""
+        return [self.subfield(f, ch) for f in (*self.fields, self.combined) for ch in self.channels]
+
+    def to_meta(self) -> dict[str, Any]:
+        return {"fields": list(self.fields), "combined": self.combined,
+                "channels": list(self.channels), "id_field": self.id_field}
+
+
+def build_index_body(
+    layout: IndexLayout | None = None,
+    *,
+    shards: int = 1,
+    replicas: int = 0,
+    bm25: tuple[float, float] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The settings and mappings of an esbridge index.
+
+    Args:
+        layout: text fields and combined field (default ``title`` + ``text``).
+        shards: number of primary shards.
+        replicas: number of replicas.
+        bm25: ``(k1, b)`` for the engine's BM25 on every field (default: the engine's
+            own 1.2 / 0.75).
+        meta: extra entries for ``_meta.esbridge`` (e.g. a content fingerprint).
+    """
+    layout = layout or IndexLayout()
+    if shards < 1:
+        raise ConfigurationError(f"shards must be >= 1, got {shards}")
+    if replicas < 0:
+        raise ConfigurationError(f"replicas must be >= 0, got {replicas}")
+    body = load_mapping_file("index.json")
+    index_settings = body["settings"]["index"]
+    index_settings["number_of_shards"] = shards
+    index_settings["number_of_replicas"] = replicas
+    body["settings"]["analysis"] = load_mapping_file("analysis.json")
+    if bm25 is not None:
+        k1, b = bm25
+        if not (math.isfinite(k1) and k1 >= 0):
+            raise ConfigurationError(f"bm25 k1 must be a finite number >= 0, got {k1}")
+        if not (0.0 <= b <= 1.0):
+            raise ConfigurationError(f"bm25 b must be in [0, 1], got {b}")
+        body["settings"]["similarity"] = {"default": {"type": "BM25", "k1": k1, "b": b}}
+    field_template = load_mapping_file("text_field.json")
+    known = set(field_template["fields"])
+    missing = [ch for ch in layout.channels if ch not in known]
+    if missing:
+        raise ConfigurationError(f"channels {missing} have no sub-field in mappings/text_field.json")
+    props: dict[str, Any] = {}
+    for name in layout.fields:
+        spec = copy.deepcopy(field_template)
+        spec["copy_to"] = [layout.combined]
+        props[name] = spec
+    props[layout.combined] = copy.deepcopy(field_template)
+    if layout.id_field != "_id":
+        props[layout.id_field] = {"type": "keyword"}
+    body["mappings"]["properties"] = props
+    body["mappings"]["_meta"] = {"esbridge": {**layout.to_meta(), **dict(meta or {})}}
+    return body
+
+
+def create_index(
+    engine: Engine,
+    index: str,
+    layout: IndexLayout | None = None,
+    *,
+    shards: int = 1,
+    replicas: int = 0,
+    bm25: tuple[float, float] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    body: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Create ``index`` with esbridge's mapping (or ``body``) and wait for it to be usable.
+
+    Raises:
+        EngineError: when the engine rejects the index, saying which setting and why.
+    """
+    if body is None:
+        body = build_index_body(layout, shards=shards, replicas=replicas, bm25=bm25, meta=meta)
+    try:
+        engine.request("PUT", f"/{index}", body=dict(body), params={"wait_for_active_shards": "1"})
+    except EngineError as err:
+        raise EngineError(
+            f"the engine rejected index {index!r}: {err.error_type}: {err.reason}"
+            + _setting_hint(err),
+            status=err.status, error_type=err.error_type, reason=err.reason,
+            root_cause=err.root_cause, index=index, body=err.body,
+        ) from err
+    engine.request("GET", "/_cluster/health/" + index,
+                   params={"wait_for_status": "yellow", "timeout": "60s"},
+                   context=f"waiting for index {index!r}")
+    return dict(body)
+
+
+def _setting_hint(err: EngineError) -> str:
+    reason = err.reason or ""
+    m = re.search(r"\[([a-z0-9_.]+)\]", reason)
+    return f" (setting or field: {m.group(1)})" if m else ""
+
+
+def read_layout(engine: Engine, index: str) -> IndexLayout:
+    """The layout recorded in ``index``'s mapping.
+
+    Raises:
+        ConfigurationError: the index was not created by esbridge (no ``_meta.esbridge``).
+    """
+    resp = engine.request("GET", f"/{index}/_mapping", context=f"reading the mapping of {index!r}")
+    for _name, spec in resp.items():
+        meta = (spec.get("mappings") or {}).get("_meta", {}).get("esbridge")
+        if meta:
+            return IndexLayout(
+                fields=tuple(meta["fields"]),
+                combined=meta["combined"],
+                channels=tuple(meta["channels"]),
+                id_field=meta.get("id_field", "_id"),
+            )
+    raise ConfigurationError(
+        f"index {index!r} has no esbridge layout in its mapping; create it with "
+        "`esbridge index` (or esbridge.index.create_index) so its channel sub-fields exist"
+    )
+
+
+def index_meta(engine: Engine, index: str) -> dict[str, Any]:
+    """The ``_meta.esbridge`` entries of ``index`` (empty if none)."""
+    resp = engine.request("GET", f"/{index}/_mapping", context=f"reading the mapping of {index!r}")
+    for _name, spec in resp.items():
+        meta = (spec.get("mappings") or {}).get("_meta", {}).get("esbridge")
+        if meta:
+            return dict(meta)
+    return {}
+
+
+def sequence_of_fields(value: str | Sequence[str]) -> tuple[str, ...]:
+    """``"title,text"`` or ``["title", "text"]`` -> ``("title", "text")``."""
+    if isinstance(value, str):
+        value = [v for v in value.split(",")]
+    out = tuple(v.strip() for v in value if v.strip())
+    if not out:
+        raise ConfigurationError("no text fields given")
+    return out

@@ -1,0 +1,313 @@
+"""Ingestion: documents from JSONL (or a BEIR corpus) into an esbridge index.
+
+Streaming, with bounded memory: documents are read one line at a time and sent
+in bulk requests of at most ``chunk_docs`` documents or ``chunk_bytes`` bytes.
+Every input line ends either indexed or in the report with its line number, id
+and reason; nothing is dropped silently.  Documents rejected by the engine with
+429 are sent again with backoff.  Re-running is idempotent: the document id is
+the engine's ``_id``, so a second run overwrites rather than duplicates.
+After the run the index is refreshed and the number of the input's ids present
+in the index is checked against the number indexed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from esbridge.engine.client import Engine, ndjson_lines
+from esbridge.errors import ConfigurationError, IngestError
+from esbridge.index.definitions import IndexLayout, create_index, read_layout
+
+#: Documents above this many bytes of JSON are reported, not sent.
+DEFAULT_MAX_DOC_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DocumentFailure:
+    """One document that was not indexed, and why."""
+
+    line: int | None
+    doc_id: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line is not None else "input"
+        ident = f" (id {self.doc_id!r})" if self.doc_id is not None else ""
+        return f"{where}{ident}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """A parsed input document (or the reason it could not be parsed)."""
+
+    line: int
+    doc_id: str | None
+    source: dict[str, Any] | None
+    error: str | None = None
+    size: int = 0
+
+
+@dataclass
+class IngestReport:
+    """The outcome of an ingestion run."""
+
+    index: str
+    read: int = 0
+    indexed: int = 0
+    failures: list[DocumentFailure] = field(default_factory=list)
+    present: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> str:
+        text = (f"{self.indexed} of {self.read} documents indexed into {self.index!r} "
+                f"in {self.seconds:.1f}s")
+        if self.failures:
+            text += f"; {len(self.failures)} failed"
+        return text
+
+
+def read_jsonl(
+    path: str | os.PathLike[str],
+    *,
+    id_field: str = "_id",
+    fields: Sequence[str] = ("title", "text"),
+    max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
+) -> Iterator[SourceDocument]:
+    """Parse a JSONL file one line at a time.
+
+    Each line becomes a :class:`SourceDocument`; a malformed line, a missing or
+    non-scalar id, a text field that is not a string, or a document above
+    ``max_doc_bytes`` gives one with ``error`` set instead of raising.  Blank
+    lines are skipped.  Fields other than ``fields`` are not indexed.
+
+    Raises:
+        ConfigurationError: the file does not exist or holds no document.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigurationError(f"input file {str(p)!r} does not exist")
+    seen = 0
+    with open(p, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            seen += 1
+            yield parse_document(raw, line_no, id_field=id_field, fields=fields,
+                                 max_doc_bytes=max_doc_bytes)
+    if seen == 0:
+        raise ConfigurationError(f"input file {str(p)!r} holds no documents (it is empty)")
+
+
+def parse_document(
+    raw: bytes | str,
+    line_no: int,
+    *,
+    id_field: str = "_id",
+    fields: Sequence[str] = ("title", "text"),
+    max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
+) -> SourceDocument:
+    """Validate one JSON document for indexing (see :func:`read_jsonl`)."""
+    size = len(raw)
+    if size > max_doc_bytes:
+        doc_id = _peek_id(raw, id_field)
+        return SourceDocument(line_no, doc_id, None,
+                              f"document is {size / 1e6:.1f} MB, above the limit of "
+                              f"{max_doc_bytes / 1e6:.1f} MB (raise --max-doc-bytes to index it)", size)
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as err:
+        return SourceDocument(line_no, None, None, f"malformed JSON: {err}", size)
+    if not isinstance(obj, dict):
+        return SourceDocument(line_no, None, None,
+                              f"expected a JSON object, got {type(obj).__name__}", size)
+    raw_id = obj.get(id_field)
+    if raw_id is None or raw_id == "":
+        return SourceDocument(line_no, None, None, f"missing id field {id_field!r}", size)
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
+        return SourceDocument(line_no, None, None,
+                              f"id field {id_field!r} must be a string or integer, "
+                              f"got {type(raw_id).__name__}", size)
+    doc_id = str(raw_id)
+    if len(doc_id.encode("utf-8")) > 512:
+        return SourceDocument(line_no, doc_id[:40] + "...", None,
+                              "id is longer than 512 bytes, the engine's limit", size)
+    source: dict[str, Any] = {}
+    for name in fields:
+        value = obj.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return SourceDocument(line_no, doc_id, None,
+                                  f"field {name!r} must be a string, got {type(value).__name__}", size)
+        source[name] = value
+    if id_field != "_id":
+        source[id_field] = doc_id
+    return SourceDocument(line_no, doc_id, source, None, size)
+
+
+def _peek_id(raw: bytes | str, id_field: str) -> str | None:
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    value = obj.get(id_field) if isinstance(obj, dict) else None
+    return str(value) if isinstance(value, (str, int)) else None
+
+
+def _chunks(docs: Iterable[SourceDocument], chunk_docs: int,
+            chunk_bytes: int) -> Iterator[list[SourceDocument]]:
+    batch: list[SourceDocument] = []
+    size = 0
+    for doc in docs:
+        batch.append(doc)
+        size += doc.size
+        if len(batch) >= chunk_docs or size >= chunk_bytes:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _send(engine: Engine, index: str, docs: Sequence[SourceDocument], *, max_retries: int,
+          backoff: float) -> list[DocumentFailure]:
+    pending = list(docs)
+    failures: list[DocumentFailure] = []
+    delay = backoff
+    for attempt in range(max_retries + 1):
+        lines: list[Mapping[str, Any]] = []
+        for d in pending:
+            lines.append({"index": {"_index": index, "_id": d.doc_id}})
+            lines.append(d.source or {})
+        resp = engine.request("POST", "/_bulk", body=ndjson_lines(lines), ndjson=True,
+                              context=f"bulk indexing into {index!r}")
+        retry: list[SourceDocument] = []
+        for doc, item in zip(pending, resp["items"]):
+            result = item.get("index") or next(iter(item.values()))
+            status = int(result.get("status", 500))
+            if status < 300:
+                continue
+            err = result.get("error") or {}
+            if status == 429 and attempt < max_retries:
+                retry.append(doc)
+                continue
+            reason = f"{err.get('type', 'error')}: {err.get('reason', err)}"
+            caused = err.get("caused_by") or {}
+            if caused.get("reason"):
+                reason += f" (caused by {caused.get('type')}: {caused['reason']})"
+            failures.append(DocumentFailure(doc.line, doc.doc_id, f"rejected by the engine: {reason}"))
+        if not retry:
+            return failures
+        pending = retry
+        time.sleep(delay)
+        delay = min(delay * 2, 30.0)
+    return failures  # pragma: no cover
+
+
+def count_present(engine: Engine, index: str, ids: Iterable[str], batch: int = 10_000) -> int:
+    """How many of ``ids`` are documents of ``index``."""
+    total = 0
+    chunk: list[str] = []
+    for doc_id in ids:
+        chunk.append(doc_id)
+        if len(chunk) >= batch:
+            total += engine.count(index, {"ids": {"values": chunk}})
+            chunk = []
+    if chunk:
+        total += engine.count(index, {"ids": {"values": chunk}})
+    return total
+
+
+def ingest(
+    engine: Engine,
+    index: str,
+    docs: Iterable[SourceDocument],
+    *,
+    layout: IndexLayout | None = None,
+    create: bool = True,
+    shards: int = 1,
+    bm25: tuple[float, float] | None = None,
+    chunk_docs: int = 500,
+    chunk_bytes: int = 8 * 1024 * 1024,
+    max_retries: int = 5,
+    backoff: float = 0.5,
+    progress: bool = True,
+    strict: bool = False,
+) -> IngestReport:
+    """Index ``docs`` into ``index``, creating it with esbridge's mapping if needed.
+
+    Args:
+        docs: parsed documents (see :func:`read_jsonl`); failed parses are reported.
+        layout: the text fields; for an existing index it must match the index's own.
+        create: create the index if it does not exist.
+        strict: raise :class:`IngestError` at the end if any document failed
+            (what was indexed stays indexed).
+
+    Returns:
+        The report: counts, every failure with line, id and reason, and the number
+        of input ids found in the index after a refresh.
+    """
+    if chunk_docs < 1 or chunk_bytes < 1:
+        raise ConfigurationError("chunk_docs and chunk_bytes must be >= 1")
+    started = time.monotonic()
+    if engine.index_exists(index):
+        existing = read_layout(engine, index)
+        if layout is not None and layout != existing:
+            raise ConfigurationError(
+                f"index {index!r} exists with fields {list(existing.fields)}; "
+                f"the input asks for {list(layout.fields)} — use another index name or the same fields"
+            )
+    elif create:
+        create_index(engine, index, layout, shards=shards, bm25=bm25)
+    else:
+        raise ConfigurationError(f"index {index!r} does not exist (and create=False)")
+    report = IngestReport(index=index)
+    indexed_ids: set[str] = set()
+    from tqdm import tqdm
+
+    bar = tqdm(desc=f"indexing {index}", unit="doc", disable=not progress, file=sys.stderr)
+    try:
+        for batch in _chunks(docs, chunk_docs, chunk_bytes):
+            report.read += len(batch)
+            good = []
+            for d in batch:
+                if d.error is not None:
+                    report.failures.append(DocumentFailure(d.line, d.doc_id, d.error))
+                else:
+                    good.append(d)
+            if good:
+                failed = _send(engine, index, good, max_retries=max_retries, backoff=backoff)
+                bad = {(f.line, f.doc_id) for f in failed}
+                report.failures.extend(failed)
+                for d in good:
+                    if (d.line, d.doc_id) not in bad and d.doc_id is not None:
+                        indexed_ids.add(d.doc_id)
+                report.indexed += len(good) - len(failed)
+            bar.update(len(batch))
+    finally:
+        bar.close()
+        engine.refresh(index)
+    report.present = count_present(engine, index, indexed_ids)
+    report.seconds = time.monotonic() - started
+    if report.present != len(indexed_ids):
+        raise IngestError(
+            f"after indexing, {report.present} of the {len(indexed_ids)} distinct indexed ids are in "
+            f"{index!r}; documents were lost or deleted concurrently",
+            report.failures,
+        )
+    if strict and report.failures:
+        raise IngestError(
+            f"{len(report.failures)} document(s) were not indexed into {index!r}; first: "
+            f"{report.failures[0]}", report.failures,
+        )
+    return report

@@ -1,0 +1,1 @@
+"""Engine artifacts (mappings, Painless scripts) shipped with the package."""
