@@ -132,6 +132,18 @@ class EngineInfo:
     lucene_version: str
 
     @property
+    def lucene_major(self) -> int:
+        """Major version of the engine's Lucene (0 if not reported)."""
+        head = self.lucene_version.split(".")[0]
+        return int(head) if head.isdigit() else 0
+
+    @property
+    def bm25_k1_plus_one(self) -> bool:
+        """Whether the engine's BM25 multiplies by ``k1 + 1``: Lucene 8 and older do
+        (Elasticsearch 7.x), Lucene 9 and later do not (OpenSearch 2+, Elasticsearch 8+)."""
+        return 0 < self.lucene_major < 9
+
+    @property
     def label(self) -> str:
         """``OpenSearch 3.8.0`` / ``Elasticsearch 7.10.2``."""
         name = "OpenSearch" if self.distribution == "opensearch" else "Elasticsearch"

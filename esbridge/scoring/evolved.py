@@ -1,1 +1,338 @@
-"""(being written)"""
+"""The evolved multi-channel scorer (seed evolved-step-297; SCORING.md §4).
+
+.. math::
+
+    score = R(base) + w_pfx·R(pfx) + w_bi·R(bi) + w_mic·G(q_mic)·R(mic)
+
+    R(q, d) = ln(1 + E) · B_cov · B_spec · B_coord · B_anc / B_len
+
+Each channel's ``R`` is computed from that channel's :class:`ChannelArrays` alone;
+the pieces are one small pure function each below, vectorised over the candidates.
+
+Notation (per channel): ``T`` distinct query terms (``|q| = T``), ``D`` candidates,
+``M = {t : tf(t, d) > 0}`` the matched terms of a candidate.  A channel with
+``T = 0`` has ``R = 0``.  A channel weighted 0 is not computed (and may be missing
+from the input); one weighted above 0 that is missing raises ``KeyError`` naming it.
+
+Parts returned for explanations, per channel ``c`` that was computed:
+``c.evidence`` (``E``), ``c.B_cov``, ``c.B_spec``, ``c.B_coord``, ``c.B_anc``,
+``c.B_len``, ``c.R``; and ``micro.G`` (the gate, broadcast to ``(D,)``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from esbridge.scoring.arrays import CHANNELS, ChannelArrays, FloatArray, ScoreResult, ScoringInput
+from esbridge.scoring.common import (
+    ChannelWeights,
+    IdfVariant,
+    check_idf_variant,
+    check_nonnegative,
+    check_positive,
+    sigmoid,
+    weighted_channels,
+)
+from esbridge.scoring.registry import Scorer, register
+
+#: The channel whose relevance the gate ``G`` multiplies.
+GATED_CHANNEL = "micro"
+
+__all__ = [
+    "EVOLVED",
+    "EvolvedParams",
+    "GATED_CHANNEL",
+    "IdfVariant",
+    "anchor_multiplier",
+    "channel_relevance",
+    "coordination_multiplier",
+    "coverage_multiplier",
+    "evidence",
+    "length_damper",
+    "matched_mass",
+    "mic_gate",
+    "score_evolved",
+    "specificity_multiplier",
+    "term_weight",
+]
+
+
+@dataclass(frozen=True)
+class EvolvedParams:
+    """Parameters of the evolved scorer.
+
+    Every number must be finite and >= 0; ``gamma`` and ``mu_m`` must be > 0.
+    ``idf`` is an :class:`IdfVariant` (its string value is accepted and converted).
+    """
+
+    # term weight w(t) = qtf·alpha_qtf·IDF·(IDF/(IDF+1))^gamma_e·(IDF/(IDF+gamma))^beta_tf
+    alpha_qtf: float = 1.0  # starting value, pending tuning on training data (neutral scale)
+    gamma_e: float = 0.6  # architecture A's clarity power (SCORING.md §4)
+    gamma: float = 1.0  # starting value, pending tuning on training data (same offset as the clarity term)
+    beta_tf: float = 0.0  # starting value, pending tuning on training data (factor off: (.)^0 = 1)
+    # multipliers
+    gamma_cov: float = 0.25  # architecture A's coverage_gamma (SCORING.md §4)
+    beta_spec: float = 0.1  # starting value, pending tuning on training data (B_spec <= 1 + 0.1·3 = 1.3)
+    c_spec: float = 3.0  # seed evolved-step-297
+    floor: float = 10.0  # starting value, pending tuning on training data (a short passage, in tokens)
+    gamma_coord: float = 2.5  # seed evolved-step-297
+    alpha_anc: float = 0.2  # starting value, pending tuning on training data (B_anc <= 1 + 0.2·ln 2)
+    pi_anchor: float = 4.2  # seed evolved-step-297 (π)
+    alpha_len: float = 0.15  # seed evolved-step-297 (= architecture A's dl_alpha)
+    # channel weights (base is 1)
+    w_pfx: float = 0.18  # architecture A's prefix_weight (SCORING.md §4)
+    w_bi: float = 0.1  # starting value, pending tuning on training data
+    w_mic: float = 0.05  # starting value, pending tuning on training data
+    # micro-channel gate G(q) = sigmoid((mean IDF(q) - pi_l) / mu_m)
+    mic_gate: bool = False  # SCORING.md §4: the seed notes G -> 1, so off by default
+    pi_l: float = 2.0  # starting value, pending tuning on training data
+    mu_m: float = 1.0  # starting value, pending tuning on training data
+    idf: IdfVariant = IdfVariant.SURPRISAL  # SCORING.md §4 (architecture A's lineage)
+
+    def __post_init__(self) -> None:
+        check_idf_variant(self)
+        check_nonnegative(self)
+        check_positive(self, "gamma", "mu_m")
+
+    @property
+    def channel_weights(self) -> ChannelWeights:
+        """``base = 1``, ``prefix = w_pfx``, ``bigram = w_bi``, ``micro = w_mic``."""
+        return ChannelWeights(base=1.0, prefix=self.w_pfx, bigram=self.w_bi, micro=self.w_mic)
+
+
+# --- term weight and evidence ----------------------------------------------------
+
+
+def term_weight(
+    idf: FloatArray,
+    qtf: FloatArray,
+    *,
+    alpha_qtf: float,
+    gamma_e: float,
+    gamma: float,
+    beta_tf: float,
+) -> FloatArray:
+    """Query-term weight.
+
+    ``w(t) = qtf(t,q) · α_qtf · IDF(t) · (IDF/(IDF + 1))^γ_e · (IDF/(IDF + γ))^β_tf``
+
+    Source: seed evolved-step-297 (the under-brace of ``E``); the clarity factor
+    ``(IDF/(IDF+1))^γ_e`` is architecture A's.  ``idf`` must be >= 0 and ``γ`` > 0.
+
+    Returns:
+        ``(T,)`` weights, >= 0.
+    """
+    idf = np.asarray(idf, dtype=np.float64)
+    clarity = (idf / (idf + 1.0)) ** gamma_e
+    focus = (idf / (idf + gamma)) ** beta_tf
+    return np.asarray(qtf, dtype=np.float64) * (alpha_qtf * idf * clarity * focus)
+
+
+def evidence(tf: FloatArray, w: FloatArray) -> FloatArray:
+    """Evidence ``E = Σ_{t in M} w(t) · ln(1 + tf(t,d)/1.0)``.
+
+    Unmatched terms add ``ln 1 = 0``, so the sum runs over all query terms.
+    Source: seed evolved-step-297.
+
+    Returns:
+        ``(D,)``.
+    """
+    return np.log1p(tf) @ w
+
+
+def matched_mass(tf: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(Σ_{t in M} w(t), |M|)`` per candidate, ``M = {t : tf(t,d) > 0}``.
+
+    Returns:
+        two ``(D,)`` arrays.
+    """
+    both = np.asarray((tf > 0.0) @ np.column_stack((w, np.ones_like(w))), dtype=np.float64)
+    return both[:, 0], both[:, 1]
+
+
+# --- multipliers -----------------------------------------------------------------
+
+
+def coverage_multiplier(matched_w: FloatArray, total_w: float, gamma_cov: float) -> FloatArray:
+    """Coverage ``B_cov = 1 + γ_cov · Σ_{t in M} w(t) / Σ_{t in q} w(t)``.
+
+    With ``Σ_q w = 0`` the ratio is taken as 0 (``B_cov = 1``).
+    Source: seed evolved-step-297 (architecture A's soft-AND coverage).
+    """
+    if total_w <= 0.0:
+        return np.ones_like(matched_w)
+    return 1.0 + (gamma_cov / total_w) * matched_w
+
+
+def specificity_multiplier(
+    tf: FloatArray,
+    doc_len: FloatArray,
+    df: FloatArray,
+    n_docs: int,
+    w: FloatArray,
+    *,
+    beta_spec: float,
+    c_spec: float,
+    floor: float,
+) -> FloatArray:
+    """Specificity ``B_spec = 1 + β_spec/Σ_q w · Σ_{t in M, PMI > 0} w(t) · min(PMI(t,d), C_spec)``.
+
+    ``PMI(t,d) = ln(tf(t,d) · N / (|d|_eff · df(t)))``, ``|d|_eff = max(|d|, floor)``.
+
+    Computed as ``Σ_t w(t) · ln(clip(tf·N/(|d|_eff·df), 1, e^C_spec))``: the clip at 1
+    drops unmatched terms (``tf = 0``) and ``PMI <= 0``, the clip at ``e^C_spec`` is
+    the cap.  ``df`` is floored at 1 (a term absent from the index is in no
+    candidate) and a zero ``|d|_eff`` contributes nothing, so the value stays finite.
+    With ``Σ_q w = 0``, ``B_spec = 1``.  Source: seed evolved-step-297.
+    """
+    total_w = float(np.sum(w))
+    if total_w <= 0.0 or beta_spec == 0.0:
+        return np.ones(tf.shape[0], dtype=np.float64)
+    d_eff = np.maximum(np.asarray(doc_len, dtype=np.float64), floor)
+    inv_len = np.zeros_like(d_eff)
+    np.divide(1.0, d_eff, out=inv_len, where=d_eff > 0.0)
+    x = tf * (float(n_docs) / np.maximum(df, 1.0))
+    x *= inv_len[:, None]
+    np.clip(x, 1.0, math.exp(c_spec), out=x)
+    np.log(x, out=x)
+    return 1.0 + (beta_spec / total_w) * (x @ w)
+
+
+def coordination_multiplier(
+    n_matched: FloatArray, n_terms: int, total_w: float, gamma_coord: float
+) -> FloatArray:
+    """Coordination ``B_coord = 1 + γ_coord · γ_coord/(γ_coord + ln(1 + Σ_q w)) · |M|/|q|``.
+
+    ``|q| = T``, the number of distinct query terms; ``T = 0`` gives 1.  Long,
+    common-term queries (large ``Σ_q w``) get a smaller reward per matched term.
+    Source: seed evolved-step-297.
+    """
+    den = gamma_coord + math.log1p(max(total_w, 0.0))
+    if n_terms == 0 or den <= 0.0:
+        return np.ones_like(n_matched)
+    return 1.0 + (gamma_coord * gamma_coord / den / n_terms) * n_matched
+
+
+def anchor_multiplier(tf: FloatArray, idf: FloatArray, pi_anchor: float, alpha_anc: float) -> FloatArray:
+    """Anchor ``B_anc = 1 + α_anc · ln(1 + A)``, ``A = max_{t in M, IDF > π} (IDF − π)/IDF``.
+
+    ``A = 0`` when no matched term has ``IDF > π``.  Rewards the single best rare
+    term hit.  Source: seed evolved-step-297.
+    """
+    idf = np.asarray(idf, dtype=np.float64)
+    cols = np.flatnonzero(idf > pi_anchor)
+    if cols.size == 0 or alpha_anc == 0.0:
+        return np.ones(tf.shape[0], dtype=np.float64)
+    excess = (idf[cols] - pi_anchor) / idf[cols]
+    best = ((tf[:, cols] > 0.0) * excess).max(axis=1)
+    out: FloatArray = 1.0 + alpha_anc * np.log1p(best)
+    return out
+
+
+def length_damper(doc_len: FloatArray, avgdl: float, alpha_len: float) -> FloatArray:
+    """Length damper ``B_len = 1 + α_len · ln(1 + (|d| + 1)/(avgdl + 1))`` (a divisor, >= 1).
+
+    Gentler than BM25's pivoted normalisation.  A negative ``avgdl`` is read as 0.
+    Source: seed evolved-step-297.
+    """
+    doc_len = np.asarray(doc_len, dtype=np.float64)
+    return 1.0 + alpha_len * np.log1p((doc_len + 1.0) / (max(avgdl, 0.0) + 1.0))
+
+
+def mic_gate(idf: FloatArray, pi_l: float, mu_m: float) -> float:
+    """Micro-channel gate ``G(q) = sigmoid((mean_{t in q} IDF(t) − π_L) / μ_m)``.
+
+    The mean is over the channel's distinct query terms; an empty query gives
+    ``G = 1`` (its ``R`` is 0 anyway).  Source: seed evolved-step-297.
+    """
+    idf = np.asarray(idf, dtype=np.float64)
+    if idf.size == 0:
+        return 1.0
+    return sigmoid((float(idf.mean()) - pi_l) / mu_m)
+
+
+# --- one channel, all channels ---------------------------------------------------
+
+
+def channel_relevance(
+    arrays: ChannelArrays, params: EvolvedParams
+) -> tuple[FloatArray, dict[str, FloatArray]]:
+    """One channel's ``R = ln(1 + E) · B_cov · B_spec · B_coord · B_anc / B_len``.
+
+    Returns:
+        ``R`` ``(D,)`` and the parts ``{"evidence", "B_cov", "B_spec", "B_coord",
+        "B_anc", "B_len"}`` (without the channel prefix).
+    """
+    idf = params.idf.compute(arrays.df, arrays.n_docs)
+    w = term_weight(
+        idf,
+        arrays.qtf,
+        alpha_qtf=params.alpha_qtf,
+        gamma_e=params.gamma_e,
+        gamma=params.gamma,
+        beta_tf=params.beta_tf,
+    )
+    total_w = float(w.sum())
+    tf = arrays.tf
+    e = evidence(tf, w)
+    matched_w, n_matched = matched_mass(tf, w)
+    parts = {
+        "evidence": e,
+        "B_cov": coverage_multiplier(matched_w, total_w, params.gamma_cov),
+        "B_spec": specificity_multiplier(
+            tf,
+            arrays.doc_len,
+            arrays.df,
+            arrays.n_docs,
+            w,
+            beta_spec=params.beta_spec,
+            c_spec=params.c_spec,
+            floor=params.floor,
+        ),
+        "B_coord": coordination_multiplier(n_matched, arrays.n_terms, total_w, params.gamma_coord),
+        "B_anc": anchor_multiplier(tf, idf, params.pi_anchor, params.alpha_anc),
+        "B_len": length_damper(arrays.doc_len, arrays.avgdl, params.alpha_len),
+    }
+    r = np.log1p(e)
+    r *= parts["B_cov"]
+    r *= parts["B_spec"]
+    r *= parts["B_coord"]
+    r *= parts["B_anc"]
+    r /= parts["B_len"]
+    return r, parts
+
+
+def score_evolved(inputs: ScoringInput, params: EvolvedParams) -> ScoreResult:
+    """``score = R(base) + w_pfx·R(pfx) + w_bi·R(bi) + w_mic·G(q_mic)·R(mic)``.
+
+    ``G = 1`` unless ``params.mic_gate``.  Source: seed evolved-step-297.
+    """
+    channels = weighted_channels(inputs, params.channel_weights)
+    n = channels[0][2].n_candidates if channels else inputs.n_candidates
+    scores = np.zeros(n, dtype=np.float64)
+    out_parts: dict[str, FloatArray] = {}
+    for name, weight, arrays in channels:
+        r, parts = channel_relevance(arrays, params)
+        if params.mic_gate and name == GATED_CHANNEL:
+            gate = mic_gate(params.idf.compute(arrays.df, arrays.n_docs), params.pi_l, params.mu_m)
+            out_parts[f"{name}.G"] = np.full(n, gate)
+            weight *= gate
+        for key, value in parts.items():
+            out_parts[f"{name}.{key}"] = value
+        out_parts[f"{name}.R"] = r
+        scores += weight * r
+    return ScoreResult(scores=scores, parts=out_parts)
+
+
+EVOLVED: Scorer[EvolvedParams] = register(
+    Scorer(
+        name="evolved",
+        params_type=EvolvedParams,
+        fn=score_evolved,
+        channels=CHANNELS,
+        description="Evolved multi-channel lexical scorer (seed evolved-step-297)",
+    )
+)

@@ -1,0 +1,119 @@
+"""One way to get an engine, used by the CLI, the tests and CI alike.
+
+In order:
+
+1. an existing cluster: an explicit URL, or ``ESBRIDGE_URL`` (with the
+   authentication and TLS options of :class:`~esbridge.engine.client.ConnectionOptions`);
+2. where a Docker engine answers, a container started with testcontainers
+   (images of :data:`DOCKER_IMAGES`, configured like ``docker-compose.yml``);
+3. otherwise a local node run from Maven Central artifacts
+   (:mod:`esbridge.engine.local`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from esbridge.engine import local
+from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.errors import ConfigurationError, ProvisioningError
+
+#: Images used where Docker is available; the same as docker-compose.yml.
+DOCKER_IMAGES: dict[str, str] = {
+    "opensearch": "opensearchproject/opensearch:3.8.0",
+    "elasticsearch": "docker.elastic.co/elasticsearch/elasticsearch:7.10.2",
+}
+
+_DOCKER_ENV: dict[str, dict[str, str]] = {
+    "opensearch": {
+        "discovery.type": "single-node",
+        "DISABLE_SECURITY_PLUGIN": "true",
+        "DISABLE_INSTALL_DEMO_CONFIG": "true",
+        "OPENSEARCH_JAVA_OPTS": "-Xms1g -Xmx1g",
+    },
+    "elasticsearch": {
+        "discovery.type": "single-node",
+        "xpack.security.enabled": "false",
+        "ES_JAVA_OPTS": "-Xms1g -Xmx1g",
+    },
+}
+
+
+@dataclass
+class ProvisionedEngine:
+    """Where an engine came from, and how to let it go."""
+
+    url: str
+    source: str  # "url", "docker" or "local"
+    distribution: str
+    handle: Any = None
+
+    def release(self) -> None:
+        """Stop what was started here (a container); local nodes keep running until
+        ``esbridge engine stop``."""
+        if self.source == "docker" and self.handle is not None:
+            self.handle.stop()
+            self.handle = None
+
+
+def docker_available() -> bool:
+    """Whether a Docker engine answers (not just a client on the PATH)."""
+    if os.environ.get("ESBRIDGE_NO_DOCKER"):
+        return False
+    if shutil.which("docker") is None and not os.environ.get("DOCKER_HOST"):
+        return False
+    try:
+        out = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and bool(out.stdout.strip())
+
+
+def start_container(distribution: str) -> ProvisionedEngine:
+    """Start the distribution's image with testcontainers and wait until it answers."""
+    try:
+        from testcontainers.core.container import DockerContainer
+        from testcontainers.core.waiting_utils import wait_for_logs
+    except ImportError as err:
+        raise ProvisioningError(
+            'testcontainers is not installed; `pip install "esbridge[test]"`'
+        ) from err
+    if distribution not in DOCKER_IMAGES:
+        raise ConfigurationError(
+            f"no image for distribution {distribution!r}; choose one of {', '.join(DOCKER_IMAGES)}"
+        )
+    image = os.environ.get(f"ESBRIDGE_{distribution.upper()}_IMAGE", DOCKER_IMAGES[distribution])
+    container = DockerContainer(image).with_exposed_ports(9200)
+    for key, value in _DOCKER_ENV[distribution].items():
+        container = container.with_env(key, value)
+    container.start()
+    wait_for_logs(container, r"started", timeout=180)
+    url = f"http://{container.get_container_host_ip()}:{container.get_exposed_port(9200)}"
+    return ProvisionedEngine(url=url, source="docker", distribution=distribution, handle=container)
+
+
+def provision(distribution: str = "opensearch", *, url: str | None = None,
+              use_docker: bool | None = None, progress: bool = True) -> ProvisionedEngine:
+    """An engine URL by the rules of this module (see the module docstring)."""
+    url = url or os.environ.get("ESBRIDGE_URL")
+    if url:
+        return ProvisionedEngine(url=url, source="url", distribution=distribution)
+    if use_docker is None:
+        use_docker = docker_available()
+    if use_docker:
+        return start_container(distribution)
+    node = local.start(distribution, progress=progress)
+    return ProvisionedEngine(url=node.url, source="local", distribution=distribution)
+
+
+def connect(distribution: str = "opensearch", *, url: str | None = None,
+            **options: Any) -> Engine:
+    """Connect to the engine at ``url``/``ESBRIDGE_URL``, or to esbridge's local node of
+    ``distribution`` (started on demand)."""
+    prov = provision(distribution, url=url, use_docker=False)
+    return Engine.connect(ConnectionOptions.from_env(prov.url, **options))
