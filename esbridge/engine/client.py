@@ -139,9 +139,15 @@ class EngineInfo:
 
     @property
     def bm25_k1_plus_one(self) -> bool:
-        """Whether the engine's BM25 multiplies by ``k1 + 1``: Lucene 8 and older do
-        (Elasticsearch 7.x), Lucene 9 and later do not (OpenSearch 2+, Elasticsearch 8+)."""
-        return 0 < self.lucene_major < 9
+        """Whether the engine's default BM25 multiplies by ``k1 + 1``.
+
+        Elasticsearch (7.x to 9.x) registers Lucene's ``LegacyBM25Similarity``, which
+        does; so did OpenSearch before 3.0.  OpenSearch 3.x uses Lucene's
+        ``BM25Similarity``, which does not.
+        """
+        if self.distribution == "elasticsearch":
+            return True
+        return self.version[0] < 3
 
     @property
     def label(self) -> str:

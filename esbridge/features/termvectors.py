@@ -193,18 +193,22 @@ def fetch_raw(
     fields: Sequence[str],
     routing: ShardRouting | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    stats_query: Mapping[str, QueryChannel] | None = None,
 ) -> FetchResult:
     """Candidate term vectors and summed per-shard statistics, in as few requests as possible.
 
     Args:
         fields: the (text or combined) fields whose channel sub-fields are read.
+        stats_query: the channels and terms to fetch statistics for (default: all of
+            ``query``; empty: none, e.g. when they are cached).
     """
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
     routing = routing or ShardRouting(engine, index)
     subfields = [layout.subfield(f, ch) for f in fields for ch in query]
     stat_fields = list(dict.fromkeys([*fields, layout.combined]))
-    stats_docs = _stats_docs(layout, query, stat_fields, routing.routings())
+    stats_query = query if stats_query is None else stats_query
+    stats_docs = _stats_docs(layout, stats_query, stat_fields, routing.routings()) if stats_query else []
     n_stats = len(stats_docs)
     vectors: list[dict[str, dict[str, int]]] = []
     found: list[bool] = []
@@ -240,7 +244,7 @@ def fetch_raw(
                 for sf, tv in tvs.items()
             })
     stats = {sf: _sum_stats(stats_answers, sf)
-             for sf in (layout.subfield(f, ch) for f in stat_fields for ch in query)}
+             for sf in (layout.subfield(f, ch) for f in stat_fields for ch in stats_query)}
     cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found),
                              versions=tuple(versions))
     return FetchResult(candidates=cands, stats=stats, requests=requests)
