@@ -1,0 +1,173 @@
+"""The ``esbridge`` command: a thin layer over the public API.
+
+Every command reaches the engine the same way: ``--url`` or ``ESBRIDGE_URL`` for
+an existing cluster, otherwise esbridge's local node of ``--distribution``
+(started on demand from Maven Central artifacts).  Errors print one line that
+says what to fix and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from esbridge.errors import EsbridgeError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _connection_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("engine connection")
+    g.add_argument("--url", help="engine URL (default: $ESBRIDGE_URL, else esbridge's local node)")
+    g.add_argument("--distribution", choices=["opensearch", "elasticsearch"], default="opensearch",
+                   help="local node to start when no URL is given (default: opensearch)")
+    g.add_argument("--username", help="basic-auth user (password from $ESBRIDGE_PASSWORD)")
+    g.add_argument("--api-key", help="API key, id:key or base64 (default: $ESBRIDGE_API_KEY)")
+    g.add_argument("--ca-certs", help="CA bundle to verify the engine's TLS certificate")
+    g.add_argument("--no-verify-certs", action="store_true", help="do not verify TLS certificates")
+    g.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+
+
+def _connect(args: argparse.Namespace) -> Any:
+    import os
+
+    from esbridge.engine.client import ConnectionOptions, Engine
+    from esbridge.engine.provision import provision
+
+    prov = provision(args.distribution, url=args.url, use_docker=False)
+    opts = ConnectionOptions.from_env(
+        prov.url,
+        username=args.username,
+        password=os.environ.get("ESBRIDGE_PASSWORD") if args.username else None,
+        api_key=args.api_key,
+        ca_certs=args.ca_certs,
+        verify_certs=False if args.no_verify_certs else None,
+        timeout=args.timeout,
+    )
+    return Engine.connect(opts)
+
+
+# ---- engine ------------------------------------------------------------------------------
+
+def _cmd_engine(args: argparse.Namespace) -> int:
+    from esbridge.engine import local
+
+    name = args.name or args.distribution
+    if args.action == "install":
+        path = local.install(args.distribution)
+        print(f"{args.distribution} {local.runner_spec(args.distribution).version} installed in {path}")
+    elif args.action == "start":
+        node = local.start(args.distribution, name=name, port=args.port, heap=args.heap,
+                           timeout=args.wait)
+        print(f"{node.distribution} {node.version} running at {node.url} (pid {node.pid}, node {node.name!r})")
+        print(f"export ESBRIDGE_URL={node.url}")
+    elif args.action == "stop":
+        stopped = local.stop(name)
+        print(f"node {name!r} stopped" if stopped else f"node {name!r} was not running")
+    else:
+        nodes = local.running_nodes()
+        if not nodes:
+            print("no local node is running (start one with: esbridge engine start)")
+            return 3
+        for node in nodes:
+            print(f"{node.name}\t{node.distribution} {node.version}\t{node.url}\tpid {node.pid}")
+    return 0
+
+
+# ---- index -------------------------------------------------------------------------------
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from esbridge.index.definitions import IndexLayout
+    from esbridge.ingest import ingest, read_jsonl
+
+    if bool(args.dataset) == bool(args.input):
+        raise EsbridgeError("give exactly one of --dataset (a BEIR folder) or --input (a JSONL file)")
+    fields = tuple(args.field) if args.field else ("title", "text")
+    if args.dataset:
+        source = Path(args.dataset) / "corpus.jsonl"
+        if not source.is_file():
+            raise EsbridgeError(f"{args.dataset!r} is not a BEIR folder: {source} does not exist")
+        id_field = "_id"
+        index = args.index or Path(args.dataset).resolve().name
+    else:
+        source = Path(args.input)
+        id_field = args.id_field
+        if not args.index:
+            raise EsbridgeError("--index is required with --input")
+        index = args.index
+    engine = _connect(args)
+    if args.recreate:
+        engine.delete_index(index)
+    layout = IndexLayout(fields=fields)
+    report = ingest(
+        engine, index,
+        read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes),
+        layout=layout, shards=args.shards, progress=not args.quiet,
+    )
+    for failure in report.failures[: args.show_failures]:
+        print(f"not indexed: {failure}", file=sys.stderr)
+    if len(report.failures) > args.show_failures:
+        print(f"... and {len(report.failures) - args.show_failures} more", file=sys.stderr)
+    print(report.summary())
+    return 0 if report.ok else 4
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="esbridge",
+        description="Exact modern lexical scoring (BM25F, BMX, evolved) on Elasticsearch and OpenSearch.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("engine", help="manage esbridge's local engine node")
+    p.add_argument("action", choices=["install", "start", "stop", "status"])
+    p.add_argument("--distribution", choices=["opensearch", "elasticsearch"], default="opensearch")
+    p.add_argument("--name", help="node name (default: the distribution)")
+    p.add_argument("--port", type=int, help="HTTP port on 127.0.0.1 (default: a free one in 9201-9299)")
+    p.add_argument("--heap", default="1g", help="JVM heap (default 1g)")
+    p.add_argument("--wait", type=float, default=180.0, help="seconds to wait for health (default 180)")
+    p.set_defaults(func=_cmd_engine)
+
+    p = sub.add_parser("index", help="index a BEIR corpus or a JSONL file")
+    p.add_argument("--dataset", help="BEIR-layout folder (corpus.jsonl with _id, title, text)")
+    p.add_argument("--input", help="JSONL file, one document a line")
+    p.add_argument("--index", help="index name (default: the dataset folder's name)")
+    p.add_argument("--id-field", default="_id", help="id field of --input documents (default _id)")
+    p.add_argument("--field", action="append", help="a text field to index (repeat; default title and text)")
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--recreate", action="store_true", help="delete the index first")
+    p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024)
+    p.add_argument("--show-failures", type=int, default=20, help="failures to list (default 20)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _connection_args(p)
+    p.set_defaults(func=_cmd_index)
+
+    from esbridge import cli_search
+
+    cli_search.add_commands(sub, _connection_args, _connect)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``esbridge`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except EsbridgeError as err:
+        print(f"esbridge: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("esbridge: interrupted", file=sys.stderr)
+        return 130
+    except json.JSONDecodeError as err:
+        print(f"esbridge: error: input is not valid JSON: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,395 @@
+"""Rerank and rescore through the engine.
+
+A :class:`Reranker` is bound to an engine, an index, a scorer and a window.
+
+* :meth:`Reranker.search` runs the first stage (built from the engine's own
+  ``_analyze`` of the query text, per channel), fetches term vectors and
+  index-wide statistics for the top ``window`` hits, rescores them exactly and
+  returns an engine-shaped response whose ``_score`` is esbridge's and whose
+  first-stage score is kept under ``_esbridge``.
+* :meth:`Reranker.rescore` does the same to any Elasticsearch or OpenSearch
+  search response: the top ``window_size`` hits are reordered, the hits beyond
+  the window keep their order and scores below them, as the engine's own
+  rescore API does.
+
+Query text is never interpolated into a query string or a script: the first
+stage is a ``bool`` of ``term`` clauses on the analysed tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.client import Engine
+from esbridge.errors import ConfigurationError, EngineError
+from esbridge.features.cache import FeatureStore, TermVectorCache
+from esbridge.features.entropy import CollectionEntropy
+from esbridge.features.termvectors import QueryChannel, analyze_query, build_input
+from esbridge.index.definitions import IndexLayout, read_layout
+from esbridge.scoring import ScoreResult, ScoringInput, get_scorer
+from esbridge.scoring.common import channels_needed
+
+#: Distinct query terms sent to the first stage at most (the engines' clause limit is 1024).
+MAX_FIRST_STAGE_TERMS = 1000
+
+
+class FirstStage(str, Enum):
+    """How candidates are found.
+
+    ``BM25``: the engine's BM25 over the combined all-fields field (``base``
+    channel), the flat BM25 of Anserini/Pyserini.
+    ``MULTI_MATCH``: BM25 ``best_fields`` over the text fields' ``base`` sub-fields.
+    ``BM25F``: the engine's ``combined_fields`` over the text fields (Elasticsearch
+    7.13+; an error elsewhere).
+    ``CHANNELS``: a ``bool`` over the four channels of the combined field, for recall.
+    """
+
+    BM25 = "bm25"
+    MULTI_MATCH = "multi_match"
+    BM25F = "bm25f"
+    CHANNELS = "channels"
+
+
+@dataclass(frozen=True)
+class RerankStats:
+    """Timings and cache figures of the last call (seconds)."""
+
+    analyze: float = 0.0
+    first_stage: float = 0.0
+    features: float = 0.0
+    scoring: float = 0.0
+    fetch_source: float = 0.0
+    candidates: int = 0
+    dropped_terms: int = 0
+
+
+@dataclass
+class _Prepared:
+    query: dict[str, QueryChannel]
+    dropped: int
+
+
+@dataclass
+class Reranker:
+    """Exact rescoring of an engine's candidates with one of esbridge's scorers.
+
+    Args:
+        engine: the connected engine.
+        index: an index created by esbridge (its layout is read from the mapping).
+        scorer: a registered scorer name (see :func:`esbridge.scoring.available_scorers`).
+        params: the scorer's parameter object (default: its defaults).
+        window: how many first-stage hits are rescored.
+        first_stage: how candidates are found (:class:`FirstStage`) or a query dict.
+        field_weights: BM25F-style weights per text field (``{"title": 2.0}``); fields
+            not named weigh 1.  With all weights 1 the combined field is read.
+        dfs: use ``dfs_query_then_fetch`` in the first stage (index-wide statistics
+            there too); default on for indices with more than one shard.
+        vector_cache: a shared :class:`TermVectorCache` (default: a new one).
+    """
+
+    engine: Engine
+    index: str
+    scorer: str = "evolved"
+    params: Any = None
+    window: int = 100
+    first_stage: FirstStage | str | Mapping[str, Any] = FirstStage.BM25
+    field_weights: Mapping[str, float] | None = None
+    dfs: bool | None = None
+    vector_cache: TermVectorCache | None = None
+    layout: IndexLayout | None = None
+    last: RerankStats = field(default_factory=RerankStats)
+
+    def __post_init__(self) -> None:
+        self._scorer = get_scorer(self.scorer)
+        if self.params is None:
+            self.params = self._scorer.params_type()
+        elif not isinstance(self.params, self._scorer.params_type):
+            raise ConfigurationError(
+                f"params for scorer {self.scorer!r} must be {self._scorer.params_type.__name__}, "
+                f"got {type(self.params).__name__}"
+            )
+        if self.window < 1:
+            raise ConfigurationError(f"window must be >= 1, got {self.window}")
+        if isinstance(self.first_stage, str) and not isinstance(self.first_stage, FirstStage):
+            try:
+                self.first_stage = FirstStage(self.first_stage)
+            except ValueError:
+                raise ConfigurationError(
+                    f"unknown first stage {self.first_stage!r}; choose one of "
+                    f"{', '.join(fs.value for fs in FirstStage)} or pass a query dict"
+                ) from None
+        self.layout = self.layout or read_layout(self.engine, self.index)
+        for name, weight in (self.field_weights or {}).items():
+            if name not in self.layout.fields:
+                raise ConfigurationError(
+                    f"field_weights names {name!r}, which is not a text field of {self.index!r} "
+                    f"({', '.join(self.layout.fields)})"
+                )
+            if not (np.isfinite(weight) and weight >= 0):
+                raise ConfigurationError(f"field weight of {name!r} must be finite and >= 0, got {weight}")
+        self.store = FeatureStore(self.engine, self.index, self.layout, vector_cache=self.vector_cache)
+        self._entropy: CollectionEntropy | None = None
+        self._max_window: int | None = None
+        self._n_shards: int | None = None
+
+    # ---- the pieces ------------------------------------------------------------------
+
+    @property
+    def channels(self) -> tuple[str, ...]:
+        """The channels the scorer reads with these parameters."""
+        return channels_needed(self.params, self._scorer.channels)
+
+    def _fields(self) -> tuple[str, ...]:
+        per_field = self.scorer.startswith("bm25f")
+        weights = self.field_weights or {}
+        if per_field or any(w != 1.0 for w in weights.values()):
+            return tuple(self.layout.fields)  # type: ignore[union-attr]
+        return (self.layout.combined,)  # type: ignore[union-attr]
+
+    def max_result_window(self) -> int:
+        if self._max_window is None:
+            resp = self.engine.request(
+                "GET", f"/{self.index}/_settings/index.max_result_window",
+                params={"include_defaults": "true"}, context=f"reading settings of {self.index!r}")
+            value = 10_000
+            for spec in resp.values():
+                for part in ("settings", "defaults"):
+                    got = ((spec.get(part) or {}).get("index") or {}).get("max_result_window")
+                    if got is not None:
+                        value = int(got)
+                        break
+            self._max_window = value
+        return self._max_window
+
+    def _check_window(self, window: int) -> None:
+        limit = self.max_result_window()
+        if window > limit:
+            raise ConfigurationError(
+                f"window {window} is above index.max_result_window ({limit}) of {self.index!r}; "
+                "lower the window or raise that index setting"
+            )
+
+    def analyze(self, text: str) -> _Prepared:
+        """The query's tokens per channel from the index's analyzers."""
+        channels = list(dict.fromkeys(["base", *self.channels]))
+        if self.first_stage == FirstStage.CHANNELS:
+            channels = list(dict.fromkeys([*channels, *self.layout.channels]))  # type: ignore[union-attr]
+        query = analyze_query(self.engine, self.index, self.layout, text, channels)  # type: ignore[arg-type]
+        dropped = sum(max(0, len(qc.terms) - MAX_FIRST_STAGE_TERMS) for qc in query.values())
+        return _Prepared(query=query, dropped=dropped)
+
+    def first_stage_query(self, prepared: _Prepared, text: str) -> dict[str, Any]:
+        """The first-stage query (a ``bool`` of ``term`` clauses on analysed tokens)."""
+        layout = self.layout
+        assert layout is not None
+        fs = self.first_stage
+        if isinstance(fs, Mapping):
+            return dict(fs)
+
+        def clauses(ch: str, fields: Sequence[str], boost: float = 1.0) -> list[dict[str, Any]]:
+            qc = prepared.query.get(ch) or QueryChannel((), ())
+            order = sorted(range(len(qc.terms)), key=lambda j: -qc.qtf[j])[:MAX_FIRST_STAGE_TERMS]
+            out = []
+            for j in order:
+                for f in fields:
+                    out.append({"term": {layout.subfield(f, ch): {"value": qc.terms[j],
+                                                                   "boost": qc.qtf[j] * boost}}})
+            return out
+
+        if fs == FirstStage.BM25:
+            should = clauses("base", [layout.combined])
+        elif fs == FirstStage.MULTI_MATCH:
+            # best_fields = the best field's score per document: a dis_max per field
+            should = [{"dis_max": {"queries": [{"bool": {"should": clauses("base", [f])}}
+                                               for f in layout.fields]}}] if prepared.query["base"].terms else []
+        elif fs == FirstStage.BM25F:
+            if self.engine.distribution != "elasticsearch" or self.engine.info.version < (7, 13, 0):
+                raise ConfigurationError(
+                    f"first stage 'bm25f' needs the combined_fields query (Elasticsearch 7.13+); "
+                    f"{self.engine.info.label} does not have it — use 'bm25' or 'multi_match'"
+                )
+            should = [{"combined_fields": {"query": text,
+                                           "fields": [layout.subfield(f, "base") for f in layout.fields]}}]
+        else:
+            weights = {"base": 1.0, "prefix": 0.3, "bigram": 0.5, "micro": 0.2}
+            should = [c for ch in layout.channels
+                      for c in clauses(ch, [layout.combined], weights.get(ch, 0.2))]
+        if not should:
+            return {"match_none": {}}
+        return {"bool": {"should": should}}
+
+    def _search_params(self) -> dict[str, Any]:
+        dfs = self.dfs
+        if dfs is None:
+            if self._n_shards is None:
+                self._n_shards = len(self.store.routing.routings())
+            dfs = self._n_shards > 1
+        return {"search_type": "dfs_query_then_fetch"} if dfs else {}
+
+    def score_hits(self, prepared: _Prepared, ids: Sequence[str],
+                   versions: Sequence[tuple[int, int] | None]) -> tuple[ScoreResult, list[bool]]:
+        """Scores of candidates ``ids`` for an analysed query (input order)."""
+        query = {ch: prepared.query[ch] for ch in self.channels}
+        fields = self._fields()
+        fetched = self.store.fetch(query, ids, versions, fields=fields)
+        entropy = None
+        if self.scorer.startswith("bmx"):
+            if self._entropy is None:
+                self._entropy = CollectionEntropy(self.engine, self.index, self.layout, progress=False)  # type: ignore[arg-type]
+            entropy = {ch: self._entropy.table(ch) for ch in query}
+        inputs: ScoringInput = build_input(fetched, self.layout, query, fields=fields,  # type: ignore[arg-type]
+                                           field_weights=self.field_weights, entropy=entropy)
+        return self._scorer.score(inputs, self.params), list(fetched.candidates.found)
+
+    # ---- public API --------------------------------------------------------------------
+
+    def search(self, query_text: str, size: int = 10, *, filter: Any = None,
+               fields: Sequence[str] | None = None, explain: bool = False,
+               window: int | None = None) -> dict[str, Any]:
+        """Search ``query_text`` and return the top ``size`` hits, reranked.
+
+        Args:
+            filter: a query clause (or list) restricting the candidates, as in a ``bool``
+                filter; it does not score.
+            fields: ``_source`` fields to return (default: all).
+            explain: add each hit's score parts under ``_esbridge.parts``.
+            window: hits to rescore (default: the reranker's window; at least ``size``).
+
+        Returns:
+            An engine-shaped search response.
+        """
+        if size < 0:
+            raise ConfigurationError(f"size must be >= 0, got {size}")
+        window = max(window or self.window, size)
+        self._check_window(window)
+        t0 = time.perf_counter()
+        prepared = self.analyze(query_text)
+        t1 = time.perf_counter()
+        query = self.first_stage_query(prepared, query_text)
+        if filter is not None:
+            query = {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}
+        body = {"size": window, "query": query, "_source": False, "seq_no_primary_term": True,
+                "track_total_hits": True}
+        response = self.engine.search(self.index, body, params=self._search_params())
+        t2 = time.perf_counter()
+        hits = response["hits"]["hits"]
+        reranked = self._rerank_hits(prepared, hits, explain)
+        t3 = time.perf_counter()
+        top = reranked[:size]
+        self._attach_sources(top, fields)
+        t4 = time.perf_counter()
+        out = dict(response)
+        out["hits"] = dict(response["hits"])
+        out["hits"]["hits"] = top
+        out["hits"]["max_score"] = top[0]["_score"] if top else None
+        out["_esbridge"] = self._meta(prepared, len(hits))
+        self.last = RerankStats(analyze=t1 - t0, first_stage=t2 - t1,
+                                features=self._feature_time, scoring=t3 - t2 - self._feature_time,
+                                fetch_source=t4 - t3, candidates=len(hits),
+                                dropped_terms=prepared.dropped)
+        return out
+
+    def rescore(self, response: Mapping[str, Any], query_text: str, *, window_size: int | None = None,
+                explain: bool = False) -> dict[str, Any]:
+        """Rerank the top ``window_size`` hits of an engine search response.
+
+        Hits beyond the window keep their order and scores, below the window, as the
+        engine's rescore API does.  The response is not modified; a copy is returned.
+
+        Raises:
+            ConfigurationError: the response is not a search response.
+        """
+        if not isinstance(response, Mapping) or not isinstance(response.get("hits"), Mapping) \
+                or not isinstance(response["hits"].get("hits"), list):
+            raise ConfigurationError("the response has no hits.hits list; pass a search response body")
+        window = window_size or self.window
+        if window < 1:
+            raise ConfigurationError(f"window_size must be >= 1, got {window}")
+        hits = copy.deepcopy(response["hits"]["hits"])
+        for i, h in enumerate(hits):
+            if not isinstance(h, Mapping) or "_id" not in h:
+                raise ConfigurationError(f"hit {i} of the response has no _id")
+            other = h.get("_index")
+            if other not in (None, self.index) and not self._same_index(str(other)):
+                raise ConfigurationError(
+                    f"hit {h['_id']!r} comes from index {other!r}, not {self.index!r}; rescore "
+                    "responses of one index at a time"
+                )
+        prepared = self.analyze(query_text)
+        head = self._rerank_hits(prepared, hits[:window], explain)
+        tail = hits[window:]
+        out = copy.deepcopy(dict(response))
+        out["hits"]["hits"] = head + tail
+        out["hits"]["max_score"] = max((h["_score"] for h in head if h.get("_score") is not None),
+                                       default=response["hits"].get("max_score"))
+        out["_esbridge"] = self._meta(prepared, len(head))
+        return out
+
+    # ---- internals ---------------------------------------------------------------------
+
+    _feature_time: float = 0.0
+    _concrete: set[str] | None = None
+
+    def _same_index(self, name: str) -> bool:
+        if self._concrete is None:
+            resp = self.engine.request("GET", f"/{self.index}/_settings/index.uuid",
+                                       context=f"resolving {self.index!r}")
+            self._concrete = set(resp)
+        return name in self._concrete
+
+    def _meta(self, prepared: _Prepared, n: int) -> dict[str, Any]:
+        meta: dict[str, Any] = {"scorer": self.scorer, "window": n,
+                                "terms": {ch: list(qc.terms) for ch, qc in prepared.query.items()}}
+        if prepared.dropped:
+            meta["first_stage_terms_dropped"] = prepared.dropped
+        return meta
+
+    def _rerank_hits(self, prepared: _Prepared, hits: list[dict[str, Any]],
+                     explain: bool) -> list[dict[str, Any]]:
+        self._feature_time = 0.0
+        if not hits:
+            return []
+        ids = [str(h["_id"]) for h in hits]
+        versions = [
+            (int(h["_seq_no"]), int(h["_primary_term"])) if "_seq_no" in h and "_primary_term" in h else None
+            for h in hits
+        ]
+        t0 = time.perf_counter()
+        result, found = self.score_hits(prepared, ids, versions)
+        self._feature_time = time.perf_counter() - t0
+        missing = [i for i, ok in zip(ids, found) if not ok]
+        if missing:
+            raise EngineError(
+                f"{len(missing)} hit(s) are no longer in {self.index!r} (deleted since the search?): "
+                f"{', '.join(missing[:5])}", index=self.index)
+        order = np.lexsort((np.arange(len(hits)), -result.scores))
+        out = []
+        for rank in order:
+            h = dict(hits[rank])
+            meta: dict[str, Any] = {"first_stage_score": h.get("_score"), "first_stage_rank": int(rank) + 1}
+            if explain:
+                meta["parts"] = {k: float(v[rank]) for k, v in result.parts.items()
+                                 if np.ndim(v) == 1 and len(v) == len(hits)}
+            h["_score"] = float(result.scores[rank])
+            h["_esbridge"] = meta
+            out.append(h)
+        return out
+
+    def _attach_sources(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> None:
+        if not hits:
+            return
+        body: dict[str, Any] = {"ids": [h["_id"] for h in hits]}
+        params = {"_source_includes": ",".join(fields)} if fields else None
+        resp = self.engine.request("POST", f"/{self.index}/_mget", body=body, params=params,
+                                   context=f"fetching sources from {self.index!r}")
+        by_id = {d["_id"]: d.get("_source") for d in resp["docs"] if d.get("found")}
+        for h in hits:
+            if h["_id"] in by_id:
+                h["_source"] = by_id[h["_id"]]
