@@ -146,9 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     _connection_args(p)
     p.set_defaults(func=_cmd_index)
 
-    from esbridge import cli_search
+    from esbridge import cli_eval, cli_search
 
     cli_search.add_commands(sub, _connection_args, _connect)
+    cli_eval.add_commands(sub, _connection_args, _connect)
     return parser
 
 
@@ -161,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EsbridgeError as err:
         print(f"esbridge: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("esbridge: interrupted", file=sys.stderr)
         return 130

@@ -195,7 +195,7 @@ class Reranker:
 
         def clauses(ch: str, fields: Sequence[str], boost: float = 1.0) -> list[dict[str, Any]]:
             qc = prepared.query.get(ch) or QueryChannel((), ())
-            order = sorted(range(len(qc.terms)), key=lambda j: -qc.qtf[j])[:MAX_FIRST_STAGE_TERMS]
+            order = self._first_stage_terms(ch, qc)
             out = []
             for j in order:
                 for f in fields:
@@ -224,6 +224,21 @@ class Reranker:
         if not should:
             return {"match_none": {}}
         return {"bool": {"should": should}}
+
+    def _first_stage_terms(self, channel: str, qc: QueryChannel) -> list[int]:
+        """Indices of the terms the first stage sends: all of them, or for a query with
+        more than :data:`MAX_FIRST_STAGE_TERMS` distinct terms, the indexed ones of
+        highest ``qtf * IDF`` (index-wide statistics); the scorer still reads every term."""
+        if len(qc.terms) <= MAX_FIRST_STAGE_TERMS:
+            return list(range(len(qc.terms)))
+        layout = self.layout
+        assert layout is not None
+        stats = self.store.fetch({channel: qc}, [], [], fields=[layout.combined]).stats
+        st = stats[layout.subfield(layout.combined, channel)]
+        df = np.array([st.df.get(t, 0) for t in qc.terms], dtype=np.float64)
+        idf = np.log1p((st.doc_count - df + 0.5) / (df + 0.5))
+        weight = np.where(df > 0, np.asarray(qc.qtf, dtype=np.float64) * idf, -np.inf)  # absent terms match nothing
+        return [int(j) for j in np.lexsort((np.arange(len(qc.terms)), -weight))[:MAX_FIRST_STAGE_TERMS]]
 
     def _search_params(self) -> dict[str, Any]:
         dfs = self.dfs

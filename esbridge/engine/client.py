@@ -414,7 +414,10 @@ class Engine:
         if isinstance(options, str):
             options = ConnectionOptions(url=options)
         probe = _OpenSearchTransport(options)
-        probe_engine = cls(options, EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
+        from dataclasses import replace
+
+        probe_opts = replace(options, max_retries=min(options.max_retries, 2))
+        probe_engine = cls(probe_opts, EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
         try:
             body = probe_engine.request("GET", "/", context=f"identifying the engine at {options.url}")
         finally:
@@ -486,7 +489,7 @@ class Engine:
                 if last:
                     where = f"{context}: " if context else ""
                     raise EngineUnavailableError(
-                        f"{where}cannot reach the engine at {self.options.url} ({err}); "
+                        f"{where}cannot reach the engine at {self.options.url} ({_short_reason(err)}); "
                         "check the URL, that the engine is running, and TLS/auth options",
                     ) from err
             except _HttpError as err:
@@ -546,6 +549,19 @@ class Engine:
             context=f"searching {index!r}",
         )
         return resp
+
+
+def _short_reason(err: Exception) -> str:
+    """The innermost cause of a connection failure, e.g. ``Connection refused``."""
+    import re
+
+    text = str(err)
+    for pattern in (r"\[Errno -?\d+\] ([^)\]'\"]+)", r"(certificate verify failed[^)'\"]*)",
+                    r"(timed out|Read timed out)"):
+        m = re.search(pattern, text)
+        if m:
+            return m.group(1).strip()
+    return text[:160]
 
 
 def _param(value: Any) -> str:

@@ -7,8 +7,9 @@
   miss counts.
 * :class:`StatsCache` keeps index-wide term and field statistics for one index
   *state*: the state is read from ``_stats`` (document counts and indexing and
-  deletion totals of the primaries) at most every ``check_interval`` seconds,
-  and every entry is dropped when it changes.
+  deletion totals of the primaries) before each use (or at most every
+  ``check_interval`` seconds, if set, trading freshness for one request), and
+  every entry is dropped when it changes.
 * :class:`FeatureStore` puts both in front of
   :func:`esbridge.features.termvectors.fetch_raw`: one request fetches only what
   is missing.
@@ -93,7 +94,7 @@ class TermVectorCache:
 class StatsCache:
     """Index-wide statistics of one index state; cleared when the state changes."""
 
-    def __init__(self, engine: Engine, index: str, check_interval: float = 1.0) -> None:
+    def __init__(self, engine: Engine, index: str, check_interval: float = 0.0) -> None:
         self.engine = engine
         self.index = index
         self.check_interval = check_interval
@@ -160,7 +161,7 @@ class FeatureStore:
     """Term vectors and statistics of one index, fetched once and reused while valid."""
 
     def __init__(self, engine: Engine, index: str, layout: IndexLayout, *,
-                 vector_cache: TermVectorCache | None = None, stats_check_interval: float = 1.0,
+                 vector_cache: TermVectorCache | None = None, stats_check_interval: float = 0.0,
                  batch_size: int = 500) -> None:
         self.engine = engine
         self.index = index

@@ -21,6 +21,12 @@ from typing import Any
 
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EngineError
+from esbridge.painless import ScriptedSimilarity, SimilarityKind, failing_scripts, resolve_similarities
+
+#: What ``similarity=`` accepts: a scripted similarity's name or object, or several.
+SimilaritySpec = (
+    str | SimilarityKind | ScriptedSimilarity | Sequence[str | SimilarityKind | ScriptedSimilarity] | None
+)
 
 #: Name of the combined all-fields field unless the index says otherwise.
 DEFAULT_COMBINED = "esb_all"
@@ -89,6 +95,7 @@ def build_index_body(
     replicas: int = 0,
     bm25: tuple[float, float] | None = None,
     meta: Mapping[str, Any] | None = None,
+    similarity: SimilaritySpec = None,
 ) -> dict[str, Any]:
     """The settings and mappings of an esbridge index.
 
@@ -99,8 +106,14 @@ def build_index_body(
         bm25: ``(k1, b)`` for the engine's BM25 on every field (default: the engine's
             own 1.2 / 0.75).
         meta: extra entries for ``_meta.esbridge`` (e.g. a content fingerprint).
+        similarity: scripted similarities (``bm25_pyserini``, ``evolved``, ``bmx`` or
+            :class:`~esbridge.painless.ScriptedSimilarity` objects): each adds the
+            sub-field ``<field>.base_<name>`` (base analyzer, scored by it) to every text
+            field and the combined field, recorded in ``_meta.esbridge.similarities``;
+            the channel sub-fields are unchanged.
     """
     layout = layout or IndexLayout()
+    sims = resolve_similarities(similarity)
     if shards < 1:
         raise ConfigurationError(f"shards must be >= 1, got {shards}")
     if replicas < 0:
@@ -119,6 +132,9 @@ def build_index_body(
         body["settings"]["similarity"] = {"default": {"type": "BM25", "k1": k1, "b": b}}
     field_template = load_mapping_file("text_field.json")
     known = set(field_template["fields"])
+    for sim in sims:
+        body["settings"].setdefault("similarity", {})[sim.settings_name] = sim.settings()
+        field_template["fields"][sim.subfield] = sim.field_mapping(channel_analyzers()["base"])
     missing = [ch for ch in layout.channels if ch not in known]
     if missing:
         raise ConfigurationError(f"channels {missing} have no sub-field in mappings/text_field.json")
@@ -132,6 +148,8 @@ def build_index_body(
         props[layout.id_field] = {"type": "keyword"}
     body["mappings"]["properties"] = props
     body["mappings"]["_meta"] = {"esbridge": {**layout.to_meta(), **dict(meta or {})}}
+    if sims:
+        body["mappings"]["_meta"]["esbridge"]["similarities"] = {s.name: s.meta() for s in sims}
     return body
 
 
@@ -145,22 +163,30 @@ def create_index(
     bm25: tuple[float, float] | None = None,
     meta: Mapping[str, Any] | None = None,
     body: Mapping[str, Any] | None = None,
+    similarity: SimilaritySpec = None,
 ) -> dict[str, Any]:
     """Create ``index`` with esbridge's mapping (or ``body``) and wait for it to be usable.
 
     Raises:
-        EngineError: when the engine rejects the index, saying which setting and why.
+        EngineError: when the engine rejects the index, saying which setting and why
+            (for a scripted similarity: the ``painless/`` file and Painless's ``script_stack``).
     """
+    sims = resolve_similarities(similarity)
+    scripts = [s for sim in sims for s in sim.scripts()]
     if body is None:
-        body = build_index_body(layout, shards=shards, replicas=replicas, bm25=bm25, meta=meta)
+        body = build_index_body(layout, shards=shards, replicas=replicas, bm25=bm25, meta=meta,
+                                similarity=sims)
     try:
         engine.request("PUT", f"/{index}", body=dict(body), params={"wait_for_active_shards": "1"})
     except EngineError as err:
+        culprits = failing_scripts(err, scripts)
+        where = "".join(f" (in painless/{s.name})" for s in culprits)
+        stack = ("\nscript_stack:\n  " + "\n  ".join(err.script_stack)) if err.script_stack else ""
         raise EngineError(
             f"the engine rejected index {index!r}: {err.error_type}: {err.reason}"
-            + _setting_hint(err),
+            + _setting_hint(err) + where + stack,
             status=err.status, error_type=err.error_type, reason=err.reason,
-            root_cause=err.root_cause, index=index, body=err.body,
+            root_cause=err.root_cause, index=index, script_stack=err.script_stack, body=err.body,
         ) from err
     engine.request("GET", "/_cluster/health/" + index,
                    params={"wait_for_status": "yellow", "timeout": "60s"},

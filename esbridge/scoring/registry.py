@@ -10,12 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from esbridge.errors import ConfigurationError
 from esbridge.scoring.arrays import ScoreResult, ScoringInput
 
 P = TypeVar("P")
 
 
-class UnknownScorerError(ValueError):
+class UnknownScorerError(ConfigurationError):
     """Raised for a scorer name that is not registered."""
 
 

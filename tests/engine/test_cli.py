@@ -1,0 +1,82 @@
+"""The command line, in-process, against the real engines."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from esbridge.cli import main
+from esbridge.engine.client import Engine
+from esbridge.ingest import ingest, read_jsonl
+from tests.data import beir
+
+
+@pytest.fixture
+def med_index(engine: Engine, index_name: str) -> str:
+    ingest(engine, index_name, read_jsonl(beir("med") / "corpus.jsonl"), progress=False, strict=True)
+    return index_name
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str, stdin: str | None = None) -> tuple[int, str, str]:
+    old = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    try:
+        code = main(list(argv))
+    finally:
+        sys.stdin = old
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_search_json_and_rescore(engine: Engine, med_index: str, capsys: pytest.CaptureFixture[str]) -> None:
+    url = engine.options.url
+    code, out, _ = run(capsys, "search", med_index, "blood glucose in diabetes", "--scorer", "bmx",
+                       "--size", "5", "--json", "--url", url)
+    assert code == 0
+    resp = json.loads(out)
+    assert len(resp["hits"]["hits"]) == 5 and resp["_esbridge"]["scorer"] == "bmx"
+    raw = engine.search(med_index, {"size": 20, "query": {"match": {"esb_all.base": "blood glucose"}}})
+    code, out, _ = run(capsys, "rescore", med_index, "blood glucose", "--window", "10", "--url", url,
+                       stdin=json.dumps(raw))
+    assert code == 0
+    rescored = json.loads(out)
+    assert [h["_id"] for h in rescored["hits"]["hits"][10:]] == [h["_id"] for h in raw["hits"]["hits"][10:]]
+    code, out, _ = run(capsys, "search", med_index, "blood glucose", "--size", "3", "--url", url)
+    assert code == 0 and out.splitlines()[0].split()[:2] == ["rank", "score"]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["search", "no-such-index", "x"], "does not exist"),
+    (["search", "{index}", "x", "--scorer", "bm99"], "valid scorers"),
+    (["search", "{index}", "x", "--window", "20000"], "max_result_window"),
+    (["search", "{index}", "x", "--param", "k1=-1", "--scorer", "bm25"], "k1"),
+    (["rescore", "{index}", "x"], "not valid JSON"),
+])
+def test_errors_are_one_clear_line(engine: Engine, med_index: str, capsys: pytest.CaptureFixture[str],
+                                   argv: list[str], needle: str) -> None:
+    argv = [a.replace("{index}", med_index) for a in argv] + ["--url", engine.options.url]
+    code, out, err = run(capsys, *argv, stdin="{not json")
+    assert code != 0 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("esbridge: error:") and needle in lines[0]
+
+
+def test_unreachable_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "search", "x", "y", "--url", "http://127.0.0.1:1", "--timeout", "2")
+    assert code == 2 and "cannot reach the engine" in err and len(err.strip().splitlines()) == 1
+
+
+def test_index_command_reports_bad_documents(engine: Engine, index_name: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "d.jsonl"
+    src.write_text('{"id": "1", "body": "fine"}\n{"id": "2", "body": ["not", "a", "string"]}\n')
+    code, out, err = run(capsys, "index", "--input", str(src), "--index", index_name, "--id-field", "id",
+                         "--field", "body", "--quiet", "--url", engine.options.url)
+    assert code == 4
+    assert "1 of 2 documents indexed" in out
+    assert "line 2 (id '2'): field 'body' must be a string" in err

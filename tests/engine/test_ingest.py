@@ -1,0 +1,116 @@
+"""Ingestion: every document indexed or reported; bad input never loses indexed documents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from esbridge.engine.client import Engine
+from esbridge.errors import ConfigurationError, EngineError, IngestError
+from esbridge.index import IndexLayout, build_index_body, create_index
+from esbridge.ingest import ingest, read_jsonl
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_bad_documents_are_reported_and_good_ones_kept(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    big = json.dumps({"_id": "huge", "title": "big", "text": "word " * 2_100_000})  # ~10.5 MB
+    src = write(tmp_path / "docs.jsonl", [
+        json.dumps({"_id": "ok1", "title": "Alpha", "text": "first good document"}),
+        '{"_id": "broken", "title": ',                                   # malformed JSON
+        json.dumps({"title": "no id", "text": "x"}),                       # missing id
+        json.dumps({"_id": "numfield", "title": "t", "text": 42}),         # non-string field
+        json.dumps({"_id": "ok2", "title": "Beta", "text": "second good document"}),
+        big,
+        json.dumps({"_id": 7, "text": "integer id is fine"}),
+        "",
+    ])
+    report = ingest(engine, index_name, read_jsonl(src), progress=False)
+    assert report.indexed == 3 and report.read == 7 and report.present == 3
+    reasons = {(f.line, f.doc_id): f.reason for f in report.failures}
+    assert "malformed JSON" in reasons[(2, None)]
+    assert "missing id field '_id'" in reasons[(3, None)]
+    assert "field 'text' must be a string, got int" in reasons[(4, "numfield")]
+    assert "above the limit" in reasons[(6, "huge")]
+    assert engine.count(index_name) == 3
+    # strict mode raises, naming the first failure, and keeps what was indexed
+    with pytest.raises(IngestError, match="line 2"):
+        ingest(engine, index_name, read_jsonl(src), progress=False, strict=True)
+    assert engine.count(index_name) == 3
+
+
+def test_rerun_is_idempotent(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    src = write(tmp_path / "d.jsonl", [json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) for i in range(25)])
+    first = ingest(engine, index_name, read_jsonl(src), progress=False, chunk_docs=7)
+    second = ingest(engine, index_name, read_jsonl(src), progress=False, chunk_docs=10)
+    assert first.indexed == second.indexed == 25
+    assert engine.count(index_name) == 25
+
+
+def test_large_document_can_be_indexed_when_allowed(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    src = write(tmp_path / "big.jsonl", [json.dumps({"_id": "big", "text": "token " * 1_800_000})])
+    report = ingest(engine, index_name, read_jsonl(src, max_doc_bytes=20_000_000), progress=False)
+    assert report.indexed == 1 and not report.failures
+
+
+def test_engine_rejections_are_per_document(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    """A document the engine refuses (here: a title that this test index maps as an
+    integer) is reported with the engine's reason; the rest of its bulk request is indexed."""
+    body = build_index_body(IndexLayout())
+    body["mappings"]["properties"]["title"] = {"type": "integer"}
+    create_index(engine, index_name, body=body)
+    src = write(tmp_path / "d.jsonl", [
+        json.dumps({"_id": "fine", "title": "12", "text": "ordinary words"}),
+        json.dumps({"_id": "refused", "title": "not a number", "text": "more words"}),
+        json.dumps({"_id": "fine2", "title": "13", "text": "more words"}),
+    ])
+    report = ingest(engine, index_name, read_jsonl(src), progress=False)
+    assert report.indexed == 2
+    assert [(f.line, f.doc_id) for f in report.failures] == [(2, "refused")]
+    assert "rejected by the engine: mapper_parsing_exception" in report.failures[0].reason
+    assert engine.count(index_name) == 2
+
+
+def test_empty_and_missing_files(tmp_path: Path) -> None:
+    empty = write(tmp_path / "empty.jsonl", [""])
+    with pytest.raises(ConfigurationError, match="holds no documents"):
+        list(read_jsonl(empty))
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        list(read_jsonl(tmp_path / "missing.jsonl"))
+
+
+def test_custom_fields_and_id_field(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    src = write(tmp_path / "d.jsonl", [json.dumps({"pmid": "p1", "headline": "Heart attack", "body": "cardiac event"})])
+    layout = IndexLayout(fields=("headline", "body"), id_field="pmid")
+    report = ingest(engine, index_name, read_jsonl(src, id_field="pmid", fields=("headline", "body")),
+                    layout=layout, progress=False)
+    assert report.indexed == 1
+    hit = engine.search(index_name, {"query": {"match": {"esb_all.base": "cardiac"}}})["hits"]["hits"][0]
+    assert hit["_id"] == "p1" and hit["_source"]["pmid"] == "p1"
+    with pytest.raises(ConfigurationError, match="exists with fields"):
+        ingest(engine, index_name, read_jsonl(src), layout=IndexLayout(), progress=False)
+
+
+def test_mapping_is_accepted_and_channels_analyse_as_documented(engine: Engine, index_name: str) -> None:
+    create_index(engine, index_name, IndexLayout(), shards=2)
+    text = "The O(n log n) HbA1c Protein's running cells"
+    base = engine.analyze(index_name, text, field="text.base")
+    assert base == ["o", "n", "log", "n", "hba1c", "protein", "run", "cell"]
+    assert engine.analyze(index_name, text, field="text.prefix")[-3:] == ["prote", "runni", "cells"]
+    assert "log n" in engine.analyze(index_name, text, field="esb_all.bigram")
+    micro = engine.analyze(index_name, "HbA1c O(n log n)", field="title.micro")
+    assert micro == ["hb", "a", "1", "c", "o", "n", "log", "n"]
+
+
+def test_rejected_index_says_which_setting(engine: Engine, index_name: str) -> None:
+    body = build_index_body(IndexLayout())
+    body["settings"]["analysis"]["filter"]["esb_prefix5"]["length"] = -3
+    with pytest.raises(EngineError, match="the engine rejected index") as info:
+        create_index(engine, index_name, body=body)
+    assert info.value.reason
+    assert not engine.index_exists(index_name)

@@ -1,0 +1,158 @@
+"""Reranking and rescoring through a real engine."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from esbridge.engine.client import Engine
+from esbridge.errors import ConfigurationError
+from esbridge.features import analyze_query, build_input, fetch_raw
+from esbridge.index import IndexLayout, create_index, read_layout
+from esbridge.rerank import Reranker
+from esbridge.scoring import get_scorer
+from tests.data import judged_queries
+
+DOCS = {
+    "a": {"title": "Glycated haemoglobin HbA1c", "text": "HbA1c measures long-term glucose control in diabetes."},
+    "b": {"title": "Insulin therapy", "text": "Insulin lowers glucose; diabetes patients adjust insulin doses."},
+    "c": {"title": "Cardiac output", "text": "The heart pumps blood; exercise raises cardiac output."},
+    "d": {"title": "Diabetes and the heart", "text": "Diabetes raises cardiac risk and glucose damages vessels."},
+    "e": {"title": "Sorting", "text": "An O(n log n) algorithm sorts the list of glucose readings."},
+}
+
+
+@pytest.fixture
+def small_index(engine: Engine, index_name: str) -> str:
+    create_index(engine, index_name, IndexLayout(), shards=2)
+    for doc_id, src in DOCS.items():
+        engine.request("PUT", f"/{index_name}/_doc/{doc_id}", body=src)
+    engine.refresh(index_name)
+    return index_name
+
+
+def test_search_returns_engine_shape_with_exact_scores(engine: Engine, scifact_indices: dict[int, str]) -> None:
+    index = scifact_indices[3]
+    rr = Reranker(engine, index, scorer="evolved", window=50)
+    q = judged_queries("scifact", limit=1)[0]["text"]
+    resp = rr.search(q, size=10, explain=True)
+    hits = resp["hits"]["hits"]
+    assert len(hits) == 10 and resp["hits"]["total"]["value"] >= 50
+    scores = [h["_score"] for h in hits]
+    assert scores == sorted(scores, reverse=True) and resp["hits"]["max_score"] == scores[0]
+    for h in hits:
+        assert h["_source"]["title"] is not None
+        meta = h["_esbridge"]
+        assert meta["first_stage_score"] > 0 and 1 <= meta["first_stage_rank"] <= 50
+        assert {"base.evidence", "base.B_cov", "prefix.R"} <= set(meta["parts"])
+    # the reranked scores are exactly the scorer's on freshly fetched features
+    layout = read_layout(engine, index)
+    terms = analyze_query(engine, index, layout, q, ["base", "prefix", "bigram", "micro"])
+    ids = [h["_id"] for h in hits]
+    fresh = fetch_raw(engine, index, layout, terms, ids, fields=[layout.combined])
+    expected = get_scorer("evolved").score(build_input(fresh, layout, terms, fields=[layout.combined])).scores
+    np.testing.assert_allclose(scores, expected, rtol=1e-12)
+
+
+def test_rescore_keeps_hits_beyond_the_window(engine: Engine, scifact_indices: dict[int, str]) -> None:
+    index = scifact_indices[1]
+    q = judged_queries("scifact", limit=2)[1]["text"]
+    layout = read_layout(engine, index)
+    response = engine.search(index, {"size": 30, "query": {"match": {"esb_all.base": q}}})
+    rr = Reranker(engine, index, scorer="bmx")
+    out = rr.rescore(response, q, window_size=10)
+    before = response["hits"]["hits"]
+    after = out["hits"]["hits"]
+    assert len(after) == 30
+    assert {h["_id"] for h in after[:10]} == {h["_id"] for h in before[:10]}
+    assert [h["_id"] for h in after[10:]] == [h["_id"] for h in before[10:]]
+    assert [h["_score"] for h in after[10:]] == [h["_score"] for h in before[10:]]
+    assert response["hits"]["hits"] is before and "_esbridge" not in before[0]  # input untouched
+    head = [h["_score"] for h in after[:10]]
+    assert head == sorted(head, reverse=True)
+    assert layout.combined == "esb_all"
+
+
+def test_filter_passes_through_and_source_fields(engine: Engine, small_index: str) -> None:
+    rr = Reranker(engine, small_index, scorer="bm25", window=10)
+    resp = rr.search("glucose diabetes", size=10, filter={"ids": {"values": ["a", "e"]}}, fields=["title"])
+    assert {h["_id"] for h in resp["hits"]["hits"]} == {"a", "e"}
+    assert set(resp["hits"]["hits"][0]["_source"]) == {"title"}
+
+
+def test_updated_document_is_never_scored_from_stale_vectors(engine: Engine, small_index: str) -> None:
+    rr = Reranker(engine, small_index, scorer="bm25", window=10)
+    first = {h["_id"]: h["_score"] for h in rr.search("cardiac heart", size=10)["hits"]["hits"]}
+    again = {h["_id"]: h["_score"] for h in rr.search("cardiac heart", size=10)["hits"]["hits"]}
+    assert first == again and rr.store.vectors.counts().hits >= len(first)
+    engine.request("PUT", f"/{small_index}/_doc/c", body={"title": "Cardiac", "text": "cardiac cardiac cardiac heart"},
+                   params={"refresh": "true"})
+    updated = {h["_id"]: h["_score"] for h in rr.search("cardiac heart", size=10)["hits"]["hits"]}
+    assert updated["c"] != first["c"]
+    # and the new score is the one computed from the new text
+    fresh = Reranker(engine, small_index, scorer="bm25", window=10)
+    assert {h["_id"]: h["_score"] for h in fresh.search("cardiac heart", size=10)["hits"]["hits"]} == pytest.approx(updated)
+    assert rr.store.stats.refreshes >= 1
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "the of and",                                            # stopwords only
+    "\"quoted\" \\backslash\\ {\"json\": [1, 2]} doc['x'].value; params._source }",
+    "Ünïcödé ✓ 日本語のテキスト 🙂 \u0000 \u202e",
+    "glucose " * 1250,                                       # 10,000 characters
+])
+def test_hostile_and_odd_queries(engine: Engine, small_index: str, text: str) -> None:
+    for scorer in ("evolved", "bmx", "bm25"):
+        rr = Reranker(engine, small_index, scorer=scorer, window=10)
+        resp = rr.search(text, size=5)
+        for h in resp["hits"]["hits"]:
+            assert np.isfinite(h["_score"])
+        json.dumps(resp)
+
+
+def test_stopword_query_finds_nothing_and_long_query_works(engine: Engine, small_index: str) -> None:
+    rr = Reranker(engine, small_index, window=10)
+    assert rr.search("the of and", size=5)["hits"]["hits"] == []
+    words = " ".join(f"w{i}" for i in range(1500)) + " glucose"
+    resp = rr.search(words, size=5)
+    assert resp["_esbridge"]["first_stage_terms_dropped"] > 0
+    assert resp["hits"]["hits"]
+
+
+def test_bad_options_are_clear(engine: Engine, small_index: str) -> None:
+    with pytest.raises(ConfigurationError, match="not a text field"):
+        Reranker(engine, small_index, field_weights={"abstract": 2.0})
+    with pytest.raises(ConfigurationError, match="valid scorers"):
+        Reranker(engine, small_index, scorer="bm99")
+    rr = Reranker(engine, small_index)
+    with pytest.raises(ConfigurationError, match="max_result_window"):
+        rr.search("glucose", window=10_001)
+    with pytest.raises(ConfigurationError, match="unknown first stage"):
+        Reranker(engine, small_index, first_stage="magic")
+
+
+def test_first_stages(engine: Engine, small_index: str) -> None:
+    for fs in ("bm25", "multi_match", "channels"):
+        ids = [h["_id"] for h in Reranker(engine, small_index, window=10, first_stage=fs)
+               .search("glucose diabetes", size=10)["hits"]["hits"]]
+        assert {"a", "b", "d"} <= set(ids)
+    # the channels stage finds prefix-only matches ("diabetic" shares "diabe" with "diabetes")
+    ids = [h["_id"] for h in Reranker(engine, small_index, window=10, first_stage="channels")
+           .search("diabetic", size=10)["hits"]["hits"]]
+    assert {"b", "d"} <= set(ids)
+    custom = Reranker(engine, small_index, window=10, first_stage={"ids": {"values": ["c"]}})
+    assert [h["_id"] for h in custom.search("heart", size=10)["hits"]["hits"]] == ["c"]
+
+
+def test_field_weights_use_per_field_vectors(engine: Engine, small_index: str) -> None:
+    plain = Reranker(engine, small_index, scorer="bm25", window=10).search("heart", size=10)
+    boosted = Reranker(engine, small_index, scorer="bm25", window=10,
+                       field_weights={"title": 3.0}).search("heart", size=10)
+    p = {h["_id"]: h["_score"] for h in plain["hits"]["hits"]}
+    b = {h["_id"]: h["_score"] for h in boosted["hits"]["hits"]}
+    assert b["d"] / b["c"] != pytest.approx(p["d"] / p["c"])  # "heart" is in d's title only
+    resp = Reranker(engine, small_index, scorer="bm25f_pubmed", window=10).search("heart", size=10)
+    assert resp["hits"]["hits"]
