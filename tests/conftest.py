@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from esbridge.engine import local
 from esbridge.engine.client import Engine
 from esbridge.engine.provision import ProvisionedEngine, provision
 from tests.data import beir
@@ -23,18 +24,36 @@ from tests.data import beir
 ENGINES = [e.strip() for e in os.environ.get("ESBRIDGE_TEST_ENGINES", "opensearch,elasticsearch").split(",") if e.strip()]
 
 _provisioned: dict[str, ProvisionedEngine] = {}
+_started_here: list[str] = []
+_skipped: list[str] = []
 
 
 def _engine_url(distribution: str) -> str:
     if distribution not in _provisioned:
         url = os.environ.get(f"ESBRIDGE_TEST_URL_{distribution.upper()}")
-        _provisioned[distribution] = provision(distribution, url=url, progress=False)
+        was_running = local.status(distribution) is not None
+        prov = provision(distribution, url=url, progress=False)
+        if prov.source == "local" and not was_running:
+            _started_here.append(distribution)
+        _provisioned[distribution] = prov
     return _provisioned[distribution].url
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        _skipped.append(report.nodeid)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for prov in _provisioned.values():
         prov.release()
+    if not os.environ.get("ESBRIDGE_KEEP_NODES"):
+        for name in _started_here:
+            local.stop(name)
+    if _skipped and os.environ.get("CI"):
+        # In CI a skipped test is a failure: every engine test must have run.
+        print(f"\n{len(_skipped)} test(s) were skipped, which CI does not allow: {_skipped[:5]}")
+        session.exitstatus = 1
 
 
 @pytest.fixture(scope="session", params=ENGINES)
