@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import copy
 import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -38,6 +40,8 @@ from esbridge.scoring.common import channels_needed
 
 #: Distinct query terms sent to the first stage at most (the engines' clause limit is 1024).
 MAX_FIRST_STAGE_TERMS = 1000
+#: Windows up to this size fetch ``_source`` in the first stage (one request fewer).
+INLINE_SOURCE_WINDOW = 200
 
 
 class FirstStage(str, Enum):
@@ -136,6 +140,8 @@ class Reranker:
                 raise ConfigurationError(f"field weight of {name!r} must be finite and >= 0, got {weight}")
         self.store = FeatureStore(self.engine, self.index, self.layout, vector_cache=self.vector_cache)
         self._entropy: CollectionEntropy | None = None
+        self._analysis: OrderedDict[tuple[str, str], QueryChannel] = OrderedDict()
+        self._executor: ThreadPoolExecutor | None = None
         self._max_window: int | None = None
         self._n_shards: int | None = None
 
@@ -181,9 +187,34 @@ class Reranker:
         channels = list(dict.fromkeys(["base", *self.channels]))
         if self.first_stage == FirstStage.CHANNELS:
             channels = list(dict.fromkeys([*channels, *self.layout.channels]))  # type: ignore[union-attr]
-        query = analyze_query(self.engine, self.index, self.layout, text, channels)  # type: ignore[arg-type]
+        query = self._analyze_cached(text, channels)
         dropped = sum(max(0, len(qc.terms) - MAX_FIRST_STAGE_TERMS) for qc in query.values())
         return _Prepared(query=query, dropped=dropped)
+
+    def _analyze_cached(self, text: str, channels: Sequence[str]) -> dict[str, QueryChannel]:
+        """Per-channel analysis, from an LRU of recent query texts or (in parallel, one
+        ``_analyze`` per channel) from the engine.  An index's analyzers cannot change
+        while it is open, so an entry stays valid for the reranker's lifetime."""
+        missing = [ch for ch in channels if (text, ch) not in self._analysis]
+        if missing:
+            if len(missing) == 1:
+                got = analyze_query(self.engine, self.index, self.layout, text, missing)  # type: ignore[arg-type]
+            else:
+                futures = [self._pool().submit(analyze_query, self.engine, self.index, self.layout, text, [ch])
+                           for ch in missing]
+                got = {}
+                for fut in futures:
+                    got.update(fut.result())
+            for ch, qc in got.items():
+                self._analysis[(text, ch)] = qc
+            while len(self._analysis) > 20_000:
+                self._analysis.popitem(last=False)
+        return {ch: self._analysis[(text, ch)] for ch in channels}
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="esbridge-analyze")
+        return self._executor
 
     def first_stage_query(self, prepared: _Prepared, text: str) -> dict[str, Any]:
         """The first-stage query (a ``bool`` of ``term`` clauses on analysed tokens)."""
@@ -290,7 +321,10 @@ class Reranker:
         query = self.first_stage_query(prepared, query_text)
         if filter is not None:
             query = {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}
-        body = {"size": window, "query": query, "_source": False, "seq_no_primary_term": True,
+        # small windows bring _source with the first stage; large ones fetch it for the top hits only
+        inline_source = window <= INLINE_SOURCE_WINDOW
+        source: Any = (list(fields) if fields else True) if inline_source else False
+        body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True,
                 "track_total_hits": True}
         response = self.engine.search(self.index, body, params=self._search_params())
         t2 = time.perf_counter()
@@ -298,7 +332,8 @@ class Reranker:
         reranked = self._rerank_hits(prepared, hits, explain)
         t3 = time.perf_counter()
         top = reranked[:size]
-        self._attach_sources(top, fields)
+        if not inline_source:
+            self._attach_sources(top, fields)
         t4 = time.perf_counter()
         out = dict(response)
         out["hits"] = dict(response["hits"])

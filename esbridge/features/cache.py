@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 from esbridge.engine.client import Engine
 from esbridge.features.termvectors import (
+    EMPTY_VECTOR,
     CandidateVectors,
     FetchResult,
+    FieldVector,
     FieldStats,
     QueryChannel,
     ShardRouting,
@@ -56,12 +58,12 @@ class TermVectorCache:
         if max_entries < 0:
             raise ValueError(f"max_entries must be >= 0, got {max_entries}")
         self.max_entries = max_entries
-        self._data: OrderedDict[DocKey, dict[str, dict[str, int]]] = OrderedDict()
+        self._data: OrderedDict[DocKey, dict[str, FieldVector]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: DocKey, subfields: Sequence[str]) -> dict[str, dict[str, int]] | None:
+    def get(self, key: DocKey, subfields: Sequence[str]) -> dict[str, FieldVector] | None:
         with self._lock:
             entry = self._data.get(key)
             if entry is None or any(sf not in entry for sf in subfields):
@@ -71,13 +73,13 @@ class TermVectorCache:
             self.hits += 1
             return entry
 
-    def put(self, key: DocKey, vectors: Mapping[str, dict[str, int]], subfields: Sequence[str]) -> None:
+    def put(self, key: DocKey, vectors: Mapping[str, FieldVector], subfields: Sequence[str]) -> None:
         if self.max_entries == 0:
             return
         with self._lock:
             entry = dict(self._data.get(key, {}))
             for sf in subfields:
-                entry[sf] = dict(vectors.get(sf, {}))
+                entry[sf] = vectors.get(sf, EMPTY_VECTOR)
             self._data[key] = entry
             self._data.move_to_end(key)
             while len(self._data) > self.max_entries:
@@ -182,7 +184,7 @@ class FeatureStore:
         self.stats.validate()
         stat_fields = list(dict.fromkeys([*fields, self.layout.combined]))
         subfields = [self.layout.subfield(f, ch) for f in fields for ch in query]
-        cached: dict[int, dict[str, dict[str, int]]] = {}
+        cached: dict[int, dict[str, FieldVector]] = {}
         todo: list[int] = []
         for i, (doc_id, ver) in enumerate(zip(ids, versions)):
             entry = self.vectors.get((self.index, doc_id, *ver), subfields) if ver else None
@@ -201,7 +203,7 @@ class FeatureStore:
             self.requests += fetched.requests
             if need_stats:
                 self.stats.store(fetched.stats, need_stats, self.layout, stat_fields)
-        vectors: list[dict[str, dict[str, int]]] = [{} for _ in ids]
+        vectors: list[dict[str, FieldVector]] = [{} for _ in ids]
         found = [True] * len(ids)
         for i, entry in cached.items():
             vectors[i] = entry

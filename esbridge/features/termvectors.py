@@ -66,12 +66,25 @@ class FieldStats:
         return self.sum_ttf / self.doc_count if self.doc_count else 0.0
 
 
+class FieldVector(dict[str, int]):
+    """``{term: tf}`` of one document's (sub-)field, with its length (sum of the tfs)."""
+
+    __slots__ = ("length",)
+
+    def __init__(self, freqs: Mapping[str, int]) -> None:
+        super().__init__(freqs)
+        self.length = sum(self.values())
+
+
+EMPTY_VECTOR = FieldVector({})
+
+
 @dataclass(frozen=True)
 class CandidateVectors:
     """Raw per-candidate term frequencies: ``vectors[i][subfield] = {term: tf}``."""
 
     ids: tuple[str, ...]
-    vectors: tuple[dict[str, dict[str, int]], ...]
+    vectors: tuple[dict[str, FieldVector], ...]
     found: tuple[bool, ...]
     versions: tuple[tuple[int, int] | None, ...] = ()
 
@@ -210,7 +223,7 @@ def fetch_raw(
     stats_query = query if stats_query is None else stats_query
     stats_docs = _stats_docs(layout, stats_query, stat_fields, routing.routings()) if stats_query else []
     n_stats = len(stats_docs)
-    vectors: list[dict[str, dict[str, int]]] = []
+    vectors: list[dict[str, FieldVector]] = []
     found: list[bool] = []
     versions: list[tuple[int, int] | None] = []
     stats_answers: list[Mapping[str, Any]] = []
@@ -240,7 +253,7 @@ def fetch_raw(
             versions.append((int(ans.get("_version", 0)), 0) if ok else None)
             tvs = ans.get("term_vectors") or {}
             vectors.append({
-                sf: {t: int(v["term_freq"]) for t, v in (tv.get("terms") or {}).items()}
+                sf: FieldVector({t: int(v["term_freq"]) for t, v in (tv.get("terms") or {}).items()})
                 for sf, tv in tvs.items()
             })
     stats = {sf: _sum_stats(stats_answers, sf)
@@ -252,18 +265,14 @@ def fetch_raw(
 
 def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],
                   stats: FieldStats) -> FieldArrays:
-    col = {t: j for j, t in enumerate(terms)}
     tf = np.zeros((len(cands.ids), len(terms)), dtype=np.float64)
     lengths = np.zeros(len(cands.ids), dtype=np.float64)
     for i, vec in enumerate(cands.vectors):
-        field_terms = vec.get(subfield)
-        if not field_terms:
+        fv = vec.get(subfield)
+        if not fv:
             continue
-        lengths[i] = sum(field_terms.values())
-        for t, j in col.items():
-            freq = field_terms.get(t)
-            if freq:
-                tf[i, j] = freq
+        lengths[i] = fv.length
+        tf[i] = [fv.get(t, 0) for t in terms]
     return FieldArrays(tf=tf, doc_len=lengths, avgdl=stats.avgdl)
 
 
@@ -301,10 +310,12 @@ def build_input(
             total = sum(weights[f] * result.stats[layout.subfield(f, ch)].sum_ttf for f in fields)
             avgdl = total / n_docs if n_docs else 0.0
             text_fields = per_field
-        unique = np.array([
-            float(len(set().union(*(vec.get(layout.subfield(f, ch), {}) for f in fields))))
-            for vec in result.candidates.vectors
-        ], dtype=np.float64)
+        sfs = [layout.subfield(f, ch) for f in fields]
+        if len(sfs) == 1:
+            unique = np.array([float(len(vec.get(sfs[0], ()))) for vec in result.candidates.vectors])
+        else:
+            unique = np.array([float(len(set().union(*(vec.get(sf, {}) for sf in sfs))))
+                               for vec in result.candidates.vectors], dtype=np.float64)
         ent = None
         if entropy is not None and ch in entropy:
             ent = np.array([float(entropy[ch].get(t, 0.0)) for t in qc.terms], dtype=np.float64)

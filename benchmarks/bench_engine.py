@@ -1,0 +1,212 @@
+"""Engine-side benchmarks, each against the engine doing the same work in the same run.
+
+1. Indexing throughput on a BEIR corpus: esbridge's mapping (four channel sub-fields per
+   text field plus the combined field, term vectors) vs a plain one-text-field mapping.
+2. ``_mtermvectors`` time for 100 and 1,000 candidates (all four channels).
+3. Per-query latency over the judged queries, p50 and p95: the engine's BM25 alone vs
+   esbridge's rerank at windows 100 and 1,000, cold and warm term-vector cache, and where
+   the rerank's time goes.
+
+Usage (one command; starts esbridge's local node when no --url is given):
+
+    python benchmarks/bench_engine.py --dataset ../shared/data/scifact --distribution opensearch
+
+Results are printed as markdown and written to ``benchmarks/results/engine-<distribution>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.client import Engine
+from esbridge.engine.provision import provision
+from esbridge.ingest import ingest, read_jsonl
+from esbridge.rerank import Reranker
+
+HERE = Path(__file__).resolve().parent
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal")).split()[1])
+        mem = f", {kb / 1024 / 1024:.0f} GiB RAM"
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values) * 1000.0, q))
+
+
+def bench_indexing(engine: Engine, corpus: Path, repeats: int) -> list[str]:
+    plain_body = {"settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0}},
+                  "mappings": {"dynamic": False, "properties": {"text": {"type": "text"}}}}
+    docs = [json.loads(line) for line in open(corpus, encoding="utf-8") if line.strip()]
+    lines = [f"| mapping | docs | seconds (median of {repeats}) | docs/s |", "|---|---:|---:|---:|"]
+    results = {}
+    for label in ("plain one-text-field", "esbridge channels"):
+        times = []
+        for r in range(repeats):
+            name = f"bench-index-{r}"
+            engine.delete_index(name)
+            t0 = time.perf_counter()
+            if label.startswith("plain"):
+                engine.request("PUT", f"/{name}", body=plain_body)
+                from esbridge.engine.client import ndjson_lines
+
+                for i in range(0, len(docs), 500):
+                    chunk = docs[i:i + 500]
+                    body = []
+                    for d in chunk:
+                        body.append({"index": {"_index": name, "_id": d["_id"]}})
+                        body.append({"text": (d.get("title") or "") + " " + (d.get("text") or "")})
+                    engine.request("POST", "/_bulk", body=ndjson_lines(body), ndjson=True)
+                engine.refresh(name)
+            else:
+                ingest(engine, name, read_jsonl(corpus), progress=False, strict=True)
+            times.append(time.perf_counter() - t0)
+            engine.delete_index(name)
+        med = statistics.median(times)
+        results[label] = med
+        lines.append(f"| {label} | {len(docs)} | {med:.2f} | {len(docs) / med:.0f} |")
+    ratio = results["esbridge channels"] / results["plain one-text-field"]
+    lines.append(f"\nesbridge mapping / plain mapping indexing time: **{ratio:.2f}x**")
+    return lines
+
+
+def bench_termvectors(engine: Engine, index: str, queries: list[str]) -> list[str]:
+    rr = Reranker(engine, index, scorer="evolved", window=1000)
+    lines = ["| candidates | requests | ms per fetch (median) | p95 |", "|---:|---:|---:|---:|"]
+    for n in (100, 1000):
+        times = []
+        reqs = 0
+        for q in queries[:20]:
+            prepared = rr.analyze(q)
+            hits = engine.search(index, {"size": n, "_source": False,
+                                         "query": rr.first_stage_query(prepared, q)})["hits"]["hits"]
+            ids = [h["_id"] for h in hits]
+            from esbridge.features import fetch_raw
+
+            t0 = time.perf_counter()
+            res = fetch_raw(engine, index, rr.layout, prepared.query, ids, fields=[rr.layout.combined])  # type: ignore[arg-type]
+            times.append(time.perf_counter() - t0)
+            reqs = res.requests
+        lines.append(f"| {n} | {reqs} | {pct(times, 50):.1f} | {pct(times, 95):.1f} |")
+    return lines
+
+
+def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str) -> list[str]:
+    lines = ["| run | window | p50 ms | p95 ms | p50 ratio to engine |", "|---|---:|---:|---:|---:|"]
+    rows: list[tuple[str, int, list[float]]] = []
+    profile: dict[int, dict[str, float]] = {}
+    for window in (100, 1000):
+        engine_times = []
+        for q in queries:
+            rr0 = Reranker(engine, index, scorer=scorer, window=window)
+            prepared = rr0.analyze(q)
+            body = {"size": window, "query": {"match": {f"{rr0.layout.combined}.base": q}}}  # type: ignore[union-attr]
+            t0 = time.perf_counter()
+            engine.search(index, body)
+            engine_times.append(time.perf_counter() - t0)
+            del prepared
+        rows.append(("engine BM25 (match, same window)", window, engine_times))
+        rr = Reranker(engine, index, scorer=scorer, window=window)
+        cold, warm = [], []
+        parts = {"analyze": 0.0, "first_stage": 0.0, "features": 0.0, "scoring": 0.0, "fetch_source": 0.0}
+        for q in queries:
+            rr.store.vectors.clear()
+            t0 = time.perf_counter()
+            rr.search(q, size=10)
+            cold.append(time.perf_counter() - t0)
+        for q in queries:
+            t0 = time.perf_counter()
+            rr.search(q, size=10)
+            warm.append(time.perf_counter() - t0)
+            for k in parts:
+                parts[k] += getattr(rr.last, k)
+        profile[window] = {k: v / len(queries) * 1000 for k, v in parts.items()}
+        rows.append((f"esbridge {scorer}, cold cache", window, cold))
+        rows.append((f"esbridge {scorer}, warm cache", window, warm))
+    base = {w: pct(t, 50) for (label, w, t) in rows if label.startswith("engine")}
+    for label, window, times in rows:
+        lines.append(f"| {label} | {window} | {pct(times, 50):.1f} | {pct(times, 95):.1f} | "
+                     f"{pct(times, 50) / base[window]:.2f}x |")
+    lines.append("\nWhere a warm rerank's time goes (mean ms per query):\n")
+    lines.append("| window | analyze | first stage | features | scoring | fetch _source |")
+    lines.append("|---:|---:|---:|---:|---:|---:|")
+    for window, p in profile.items():
+        lines.append(f"| {window} | {p['analyze']:.1f} | {p['first_stage']:.1f} | {p['features']:.1f} | "
+                     f"{p['scoring']:.1f} | {p['fetch_source']:.1f} |")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True, help="BEIR-layout folder")
+    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
+    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    ap.add_argument("--scorer", default="evolved")
+    ap.add_argument("--queries", type=int, default=300, help="judged queries to time (default 300)")
+    ap.add_argument("--repeats", type=int, default=3, help="indexing repeats (default 3)")
+    ap.add_argument("--skip-indexing", action="store_true")
+    ap.add_argument("--out", default=None, help="markdown output (default benchmarks/results/engine-<dist>.md)")
+    args = ap.parse_args()
+
+    prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
+    engine = Engine.connect(prov.url)
+    folder = Path(args.dataset)
+    corpus = folder / "corpus.jsonl"
+    judged = set()
+    with open(folder / "qrels" / "test.tsv") as f:
+        next(f)
+        judged = {line.split("\t")[0] for line in f}
+    queries = [json.loads(line)["text"] for line in open(folder / "queries.jsonl")
+               if json.loads(line)["_id"] in judged][: args.queries]
+    index = f"bench-{folder.resolve().name}"
+    expected = sum(1 for line in open(corpus) if line.strip())
+    if not (engine.index_exists(index) and engine.count(index) == expected):
+        engine.delete_index(index)
+        ingest(engine, index, read_jsonl(corpus), progress=True, strict=True)
+
+    out: list[str] = [f"# Engine benchmarks: {engine.info.label}", "",
+                      f"Machine: {machine()}. Engine: {engine.info.label} (local node, 1 GiB heap, "
+                      f"same machine). Collection: {folder.resolve().name} ({expected} documents, "
+                      f"{len(queries)} queries).", "",
+                      f"Command: `python benchmarks/bench_engine.py --dataset <path to {folder.resolve().name}> "
+                      f"--distribution {args.distribution} --queries {args.queries}`", ""]
+    if not args.skip_indexing:
+        out += ["## Indexing throughput", ""] + bench_indexing(engine, corpus, args.repeats) + [""]
+    out += ["## `_mtermvectors` for the candidates (all four channels, combined field)", ""]
+    out += bench_termvectors(engine, index, queries) + [""]
+    out += [f"## Per-query latency ({len(queries)} queries, size 10)", ""]
+    out += bench_latency(engine, index, queries, args.scorer) + [""]
+    text = "\n".join(out)
+    print(text)
+    dest = Path(args.out) if args.out else HERE / "results" / f"engine-{args.distribution}.md"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
