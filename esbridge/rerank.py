@@ -148,6 +148,12 @@ class Reranker:
     # ---- the pieces ------------------------------------------------------------------
 
     @property
+    def _layout(self) -> IndexLayout:
+        if self.layout is None:  # set in __post_init__
+            raise RuntimeError("reranker has no index layout")
+        return self.layout
+
+    @property
     def channels(self) -> tuple[str, ...]:
         """The channels the scorer reads with these parameters."""
         return channels_needed(self.params, self._scorer.channels)
@@ -196,11 +202,12 @@ class Reranker:
         ``_analyze`` per channel) from the engine.  An index's analyzers cannot change
         while it is open, so an entry stays valid for the reranker's lifetime."""
         missing = [ch for ch in channels if (text, ch) not in self._analysis]
+        layout = self._layout
         if missing:
             if len(missing) == 1:
-                got = analyze_query(self.engine, self.index, self.layout, text, missing)  # type: ignore[arg-type]
+                got = analyze_query(self.engine, self.index, layout, text, missing)
             else:
-                futures = [self._pool().submit(analyze_query, self.engine, self.index, self.layout, text, [ch])
+                futures = [self._pool().submit(analyze_query, self.engine, self.index, layout, text, [ch])
                            for ch in missing]
                 got = {}
                 for fut in futures:

@@ -252,7 +252,7 @@ class _Elasticsearch7Transport(_Transport):
     def __init__(self, options: ConnectionOptions) -> None:
         from elasticsearch7 import Elasticsearch, Transport
 
-        class _IdentifiedTransport(Transport):  # type: ignore[misc]
+        class _IdentifiedTransport(Transport):
             # esbridge identified the server from GET / before choosing this client.
             def _do_verify_elasticsearch(self, headers: Any, timeout: Any) -> None:
                 self._verified_elasticsearch = True
