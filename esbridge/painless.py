@@ -29,7 +29,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -47,6 +47,7 @@ __all__ = [
     "ScriptedSimilarity",
     "SimilarityKind",
     "available_scripts",
+    "SimilarityConstants",
     "failing_scripts",
     "put_stored_script",
     "resolve_similarities",
@@ -79,10 +80,22 @@ def _painless_double(key: str, value: float) -> str:
 
 @dataclass(frozen=True)
 class PainlessScript:
-    """One ``.painless`` file: its name (used in error messages) and source text."""
+    """One ``.painless`` file: its name, source text and where it came from.
+
+    Attributes:
+        name: the file name, e.g. ``evolved.score.painless``.
+        source: the script text.
+        origin: where the file was read (default ``painless/<name>``), shown in errors.
+    """
 
     name: str
     source: str
+    origin: str = ""
+
+    @property
+    def location(self) -> str:
+        """``origin``, or ``painless/<name>`` for a shipped script."""
+        return self.origin or f"{RESOURCE_FOLDER}/{self.name}"
 
     @classmethod
     def load(cls, name: str) -> PainlessScript:
@@ -103,7 +116,7 @@ class PainlessScript:
         """A script from any file (e.g. one being developed); named by its file name."""
         p = Path(path)
         try:
-            return cls(name=p.name, source=p.read_text("utf-8"))
+            return cls(name=p.name, source=p.read_text("utf-8"), origin=str(p))
         except OSError as err:
             raise ConfigurationError(f"cannot read Painless script {str(p)!r}: {err}") from err
 
@@ -145,13 +158,13 @@ class PainlessScript:
         literals = {k: _painless_double(k, v) for k, v in values.items()}
         lines = []
         for line in self.source.splitlines(keepends=True):
-            body = line.rstrip("\r\n")
-            m = _CONSTANT.match(body)
+            text = line.rstrip("\r\n")
+            ending = line[len(text):]
+            m = _CONSTANT.match(text)
             if m and m.group("key") in literals:
-                body = m.group("head") + literals[m.group("key")] + m.group("tail")
-                line = body + line[len(line.rstrip("\r\n")):]
-            lines.append(line)
-        return PainlessScript(name=self.name, source="".join(lines))
+                text = m.group("head") + literals[m.group("key")] + m.group("tail")
+            lines.append(text + ending)
+        return PainlessScript(name=self.name, source="".join(lines), origin=self.origin)
 
     def inline(self) -> dict[str, Any]:
         """The script object ``{"lang": "painless", "source": ...}``."""
@@ -277,23 +290,23 @@ class BMXSimilarityConstants:
     Attributes:
         alpha: ``α >= 0``; ``None`` is the paper's ``max(min(1.5, avgdl/100), 0.5)``,
             computed in the script from the field's statistics.
-        mean_entropy: ``Ē`` fixed for the whole index (default 1.0, its value for a
-            one-term query and its upper bound); ``None`` reads ``Ē`` per query from the
-            query's boost, which then does not scale the score.
+        mean_entropy: ``Ē``, fixed for the whole index (default 1.0: its value for a
+            one-term query and its upper bound).  The per-query ``Ē`` cannot reach a
+            similarity: there are no ``params``, and ``query.boost`` cannot carry it because
+            Lucene merges a repeated query term into one clause with the boosts summed.
     """
 
     alpha: float | None = None
-    mean_entropy: float | None = 1.0
+    mean_entropy: float = 1.0
 
     def __post_init__(self) -> None:
         if self.alpha is not None:
             _check_finite(self, "alpha", minimum=0.0)
-        if self.mean_entropy is not None:
-            _check_finite(self, "mean_entropy", minimum=0.0)
+        _check_finite(self, "mean_entropy", minimum=0.0)
 
     def values(self) -> dict[str, float]:
         return {"alpha": -1.0 if self.alpha is None else float(self.alpha),
-                "mean_entropy": -1.0 if self.mean_entropy is None else float(self.mean_entropy)}
+                "mean_entropy": float(self.mean_entropy)}
 
 
 SimilarityConstants = BM25SimilarityConstants | EvolvedSimilarityConstants | BMXSimilarityConstants
@@ -380,8 +393,8 @@ def scripted_similarity(
         kind: ``bm25_pyserini``, ``evolved`` or ``bmx``.
         constants: the kind's constants dataclass (default: its defaults).
         name: short name (default: the kind); must differ between similarities of one index.
-        weight_script, script: replacement scripts (e.g. a file under development); they
-            must declare the same constants.
+        weight_script, script: replacement scripts (e.g. a file under development); each
+            gets the constants it declares.
 
     Raises:
         ConfigurationError: unknown kind, constants of another kind, or a bad name.
@@ -437,11 +450,6 @@ def resolve_similarities(
     return tuple(out)
 
 
-def constants_of(sim: ScriptedSimilarity) -> dict[str, Any]:
-    """The constants dataclass of ``sim`` as a plain dict (for reports)."""
-    return {f.name: getattr(sim.constants, f.name) for f in fields(sim.constants)}
-
-
 # ---------------------------------------------------------------------------
 # Errors and stored scripts
 # ---------------------------------------------------------------------------
@@ -488,8 +496,8 @@ def script_error(err: EngineError, scripts: Sequence[PainlessScript], *, action:
         action: what was being done, e.g. ``"creating index 'x'"``.
     """
     culprits = failing_scripts(err, scripts) or (list(scripts) if len(scripts) == 1 else [])
-    where = ", ".join(f"painless/{s.name}" for s in culprits) or "one of " + ", ".join(
-        f"painless/{s.name}" for s in scripts)
+    where = ", ".join(s.location for s in culprits) or "one of " + ", ".join(
+        s.location for s in scripts)
     message = f"{action}: Painless script {where} was rejected: {err.error_type}: {err.reason}"
     causes = [n.get("reason") for n in _error_nodes(err.body)
               if isinstance(n.get("reason"), str) and n.get("reason") != err.reason]
@@ -527,7 +535,7 @@ def put_stored_script(engine: Engine, script: PainlessScript, *, context: str = 
         return script_id
     try:
         engine.request("PUT", f"/_scripts/{script_id}/{context}", body={"script": script.inline()},
-                       context=f"storing painless/{script.name}")
+                       context=f"storing {script.location}")
     except EngineError as err:
         raise script_error(err, [script], action=f"storing script {script_id}") from err
     return script_id

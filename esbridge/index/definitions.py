@@ -118,7 +118,7 @@ def build_index_body(
         raise ConfigurationError(f"shards must be >= 1, got {shards}")
     if replicas < 0:
         raise ConfigurationError(f"replicas must be >= 0, got {replicas}")
-    body = load_mapping_file("index.json")
+    body: dict[str, Any] = load_mapping_file("index.json")
     index_settings = body["settings"]["index"]
     index_settings["number_of_shards"] = shards
     index_settings["number_of_replicas"] = replicas
@@ -180,7 +180,7 @@ def create_index(
         engine.request("PUT", f"/{index}", body=dict(body), params={"wait_for_active_shards": "1"})
     except EngineError as err:
         culprits = failing_scripts(err, scripts)
-        where = "".join(f" (in painless/{s.name})" for s in culprits)
+        where = "".join(f" (in {s.location})" for s in culprits)
         stack = ("\nscript_stack:\n  " + "\n  ".join(err.script_stack)) if err.script_stack else ""
         raise EngineError(
             f"the engine rejected index {index!r}: {err.error_type}: {err.reason}"
