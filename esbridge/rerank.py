@@ -53,6 +53,10 @@ class FirstStage(str, Enum):
     ``BM25F``: the engine's ``combined_fields`` over the text fields (Elasticsearch
     7.13+; an error elsewhere).
     ``CHANNELS``: a ``bool`` over the four channels of the combined field, for recall.
+
+    A string ``"similarity:<name>"`` ranks candidates inside the engine with one of
+    esbridge's scripted similarities (``bm25_pyserini``, ``evolved``, ``bmx``; the index
+    must have been created with it, see :func:`esbridge.index.create_index`).
     """
 
     BM25 = "bm25"
@@ -121,7 +125,10 @@ class Reranker:
             )
         if self.window < 1:
             raise ConfigurationError(f"window must be >= 1, got {self.window}")
-        if isinstance(self.first_stage, str) and not isinstance(self.first_stage, FirstStage):
+        self._similarity_field: str | None = None
+        if isinstance(self.first_stage, str) and self.first_stage.startswith("similarity:"):
+            self._similarity_field = self._scripted_subfield(self.first_stage.split(":", 1)[1])
+        elif isinstance(self.first_stage, str) and not isinstance(self.first_stage, FirstStage):
             try:
                 self.first_stage = FirstStage(self.first_stage)
             except ValueError:
@@ -241,7 +248,11 @@ class Reranker:
                                                                    "boost": qc.qtf[j] * boost}}})
             return out
 
-        if fs == FirstStage.BM25:
+        if self._similarity_field is not None:
+            sub = self._similarity_field
+            should = [{"term": {f"{layout.combined}.{sub}": c["term"][layout.subfield(layout.combined, "base")]}}
+                      for c in clauses("base", [layout.combined])]
+        elif fs == FirstStage.BM25:
             should = clauses("base", [layout.combined])
         elif fs == FirstStage.MULTI_MATCH:
             # best_fields = the best field's score per document: a dis_max per field
@@ -262,6 +273,18 @@ class Reranker:
         if not should:
             return {"match_none": {}}
         return {"bool": {"should": should}}
+
+    def _scripted_subfield(self, name: str) -> str:
+        """The sub-field of the scripted similarity ``name`` (``similarity:<name>`` first stage)."""
+        from esbridge.index.definitions import index_meta
+
+        sims = index_meta(self.engine, self.index).get("similarities") or {}
+        if name not in sims:
+            raise ConfigurationError(
+                f"first stage 'similarity:{name}' needs an index created with similarity={name!r}; "
+                f"{self.index!r} has {sorted(sims) or 'no scripted similarities'}"
+            )
+        return f"base_{name}"
 
     def _first_stage_terms(self, channel: str, qc: QueryChannel) -> list[int]:
         """Indices of the terms the first stage sends: all of them, or for a query with

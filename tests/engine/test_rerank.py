@@ -156,3 +156,19 @@ def test_field_weights_use_per_field_vectors(engine: Engine, small_index: str) -
     assert b["d"] / b["c"] != pytest.approx(p["d"] / p["c"])  # "heart" is in d's title only
     resp = Reranker(engine, small_index, scorer="bm25f_pubmed", window=10).search("heart", size=10)
     assert resp["hits"]["hits"]
+
+
+def test_scripted_similarity_first_stage(engine: Engine, index_name: str) -> None:
+    create_index(engine, index_name, IndexLayout(), similarity=["evolved"])
+    for doc_id, src in DOCS.items():
+        engine.request("PUT", f"/{index_name}/_doc/{doc_id}", body=src)
+    engine.refresh(index_name)
+    rr = Reranker(engine, index_name, scorer="evolved", window=10, first_stage="similarity:evolved")
+    resp = rr.search("glucose diabetes", size=10)
+    assert {"a", "b", "d"} <= {h["_id"] for h in resp["hits"]["hits"]}
+    first = {h["_id"]: h["_esbridge"]["first_stage_score"] for h in resp["hits"]["hits"]}
+    plain = {h["_id"]: h["_score"] for h in engine.search(
+        index_name, {"query": {"match": {"esb_all.base": "glucose diabetes"}}})["hits"]["hits"]}
+    assert first != pytest.approx(plain)  # ranked by the scripted similarity, not BM25
+    with pytest.raises(ConfigurationError, match="similarity='bmx'"):
+        Reranker(engine, index_name, first_stage="similarity:bmx")
