@@ -356,7 +356,13 @@ class Reranker:
         source: Any = (list(fields) if fields else True) if inline_source else False
         body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True,
                 "track_total_hits": True}
-        response = self.engine.search(self.index, body, params=self._search_params())
+        # index state and missing statistics depend only on the query: fetch them meanwhile
+        scored_query = {ch: prepared.query[ch] for ch in self.channels}
+        stats_future = self._pool().submit(self.store.prefetch_stats, scored_query, fields=self._fields())
+        try:
+            response = self.engine.search(self.index, body, params=self._search_params())
+        finally:
+            stats_future.result()
         t2 = time.perf_counter()
         hits = response["hits"]["hits"]
         reranked = self._rerank_hits(prepared, hits, explain)

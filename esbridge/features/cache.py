@@ -174,6 +174,23 @@ class FeatureStore:
         self.batch_size = batch_size
         self.requests = 0
 
+    def prefetch_stats(self, query: Mapping[str, QueryChannel], *, fields: Sequence[str]) -> None:
+        """Validate the statistics cache and fetch what ``query`` lacks, without candidates.
+
+        Needs only the analysed query, so a caller can run it while the first stage runs."""
+        self.stats.validate()
+        stat_fields = list(dict.fromkeys([*fields, self.layout.combined]))
+        subfields = [self.layout.subfield(f, ch) for f in fields for ch in query]
+        need = self.stats.missing(subfields, query, self.layout, stat_fields)
+        if need:
+            got = fetch_raw(self.engine, self.index, self.layout, need, [], fields=fields,
+                            routing=self.routing, stats_query=need)
+            self.requests += got.requests
+            self.stats.store(got.stats, need, self.layout, stat_fields)
+        self._prefetched = True
+
+    _prefetched = False
+
     def fetch(self, query: Mapping[str, QueryChannel], ids: Sequence[str],
               versions: Sequence[tuple[int, int] | None], *, fields: Sequence[str]) -> FetchResult:
         """Like :func:`fetch_raw`, through the caches.
@@ -181,7 +198,10 @@ class FeatureStore:
         ``versions[i]`` is ``(_seq_no, _primary_term)`` of ``ids[i]`` as the search
         returned it, or ``None`` to bypass the vector cache for that id.
         """
-        self.stats.validate()
+        if self._prefetched:
+            self._prefetched = False  # validated moments ago by prefetch_stats
+        else:
+            self.stats.validate()
         stat_fields = list(dict.fromkeys([*fields, self.layout.combined]))
         subfields = [self.layout.subfield(f, ch) for f in fields for ch in query]
         cached: dict[int, dict[str, FieldVector]] = {}
