@@ -38,6 +38,9 @@ from typing import Any
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.scoring.common import IdfVariant
+from esbridge.scoring.evolved import EvolvedParams
+
+_EVOLVED_DEFAULTS = EvolvedParams()
 
 __all__ = [
     "BM25SimilarityConstants",
@@ -250,12 +253,14 @@ class EvolvedSimilarityConstants:
     score ``w(t) · ln(1 + tf) / (1 + alpha_len · ln(1 + (|d|+1)/(avgdl+1)))``.
     """
 
-    alpha_qtf: float = 1.0
-    gamma_e: float = 0.6
-    gamma: float = 1.0
-    beta_tf: float = 0.0
-    alpha_len: float = 0.15
-    idf: IdfVariant = IdfVariant.SURPRISAL
+    # the defaults are EvolvedParams' (tuned, see esbridge/scoring/evolved.py), so that
+    # from_params(EvolvedParams()) == EvolvedSimilarityConstants()
+    alpha_qtf: float = _EVOLVED_DEFAULTS.alpha_qtf
+    gamma_e: float = _EVOLVED_DEFAULTS.gamma_e
+    gamma: float = _EVOLVED_DEFAULTS.gamma
+    beta_tf: float = _EVOLVED_DEFAULTS.beta_tf
+    alpha_len: float = _EVOLVED_DEFAULTS.alpha_len
+    idf: IdfVariant = _EVOLVED_DEFAULTS.idf
 
     def __post_init__(self) -> None:
         _check_finite(self, "alpha_qtf", "gamma_e", "beta_tf", "alpha_len", minimum=0.0)

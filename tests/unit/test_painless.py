@@ -77,7 +77,7 @@ def test_constants_are_rewritten_as_literals_only() -> None:
     # nothing but the declarations changed
     base = PainlessScript.load("evolved.weight.painless").source.splitlines()
     changed = [a for a, b in zip(base, sim.weight_script.source.splitlines()) if a != b]
-    assert changed == ["double GAMMA_E = 0.6; // esbridge:constant gamma_e"]
+    assert changed == ["double GAMMA_E = 1.24; // esbridge:constant gamma_e"]
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, "0.9; return 0", None])

@@ -1,0 +1,412 @@
+"""Parameter search for a scorer, on features fetched once.
+
+For every training query the first stage runs once, and the candidates' term
+vectors and index-wide statistics are fetched once into :class:`ScoringInput`
+arrays (the same arrays :meth:`Reranker.score_hits` builds).  Each parameter
+setting is then scored in numpy alone and judged with :class:`FastJudge`
+(``nDCG@10`` and ``R@100``, pinned to ir-measures by a test), so hundreds of
+settings cost no engine request.
+
+The objective is the mean over the training sets of each set's
+``combined_score = 0.8·R@100 + 0.2·nDCG@10``: one setting for all collections,
+each collection weighing the same whatever its number of queries.  The search is
+optuna's TPE sampler with a fixed seed (single-threaded, so reproducible), with
+the scorer's current defaults as the first trial.  Held-out sets (the test
+judgments of a collection tuned on ``train``, or the other half of a split
+tuned on ``test:tune``) are scored only after the search, for the report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.client import Engine
+from esbridge.errors import ConfigurationError
+from esbridge.evaluation.datasets import BeirDataset, Part, SplitSpec, file_sha256
+from esbridge.evaluation.indexing import PYSERINI_BM25, ensure_index, index_name, mapping_fingerprint
+from esbridge.evaluation.metrics import FastJudge, combined_score
+from esbridge.features.cache import TermVectorCache
+from esbridge.features.entropy import CollectionEntropy
+from esbridge.features.termvectors import build_input
+from esbridge.index.definitions import IndexLayout
+from esbridge.rerank import Reranker
+from esbridge.scoring import ScoringInput, get_scorer
+
+__all__ = [
+    "SEARCH_SPACES",
+    "Dimension",
+    "QueryFeatures",
+    "QuerySet",
+    "TuneResult",
+    "collect_features",
+    "evaluate",
+    "heldout_split",
+    "search",
+]
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One searched parameter: its range and whether it is searched on a log scale."""
+
+    name: str
+    low: float
+    high: float
+    log: bool = False
+    seeded: bool = False  # a value the seed documents fix; searched only with space="all"
+
+
+#: Parameters searched per scorer.  Evolved: the values SCORING.md §4 leaves open,
+#: plus (``seeded``) the ones fixed by the seeds, searched only when asked.
+SEARCH_SPACES: Mapping[str, tuple[Dimension, ...]] = {
+    "evolved": (
+        Dimension("alpha_qtf", 0.02, 5.0, log=True),
+        Dimension("gamma", 0.01, 10.0, log=True),
+        Dimension("beta_tf", 0.0, 3.0),
+        Dimension("beta_spec", 0.0, 1.0),
+        Dimension("floor", 1.0, 300.0, log=True),
+        Dimension("alpha_anc", 0.0, 1.5),
+        Dimension("w_bi", 0.0, 1.0),
+        Dimension("w_mic", 0.0, 0.8),
+        Dimension("gamma_e", 0.0, 3.0, seeded=True),
+        Dimension("gamma_cov", 0.0, 1.5, seeded=True),
+        Dimension("w_pfx", 0.0, 1.5, seeded=True),
+        Dimension("alpha_len", 0.0, 2.0, seeded=True),
+        Dimension("gamma_coord", 0.5, 5.0, seeded=True),
+        Dimension("pi_anchor", 2.0, 7.0, seeded=True),
+        Dimension("c_spec", 1.0, 10.0, seeded=True),
+    ),
+    "bmx": (Dimension("alpha", 0.2, 3.0, log=True), Dimension("beta", 0.0, 1.5)),
+    "bm25": (Dimension("k1", 0.2, 3.0), Dimension("b", 0.0, 1.0)),
+}
+
+
+@dataclass(frozen=True)
+class QueryFeatures:
+    """One query's candidates, their scoring arrays and judgments."""
+
+    query_id: str
+    candidates: tuple[str, ...]
+    inputs: ScoringInput | None  # None when the first stage found nothing
+    judge: FastJudge
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    """The features of one collection's split (or half)."""
+
+    dataset: str
+    split: str
+    queries: tuple[QueryFeatures, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.dataset}/{self.split}"
+
+
+def heldout_split(dataset: BeirDataset, split: SplitSpec) -> SplitSpec | None:
+    """What a setting tuned on ``split`` is reported on: the other half, or ``test``."""
+    if split.part is not Part.ALL:
+        return split.complement()
+    if split.name != "test" and "test" in dataset.splits():
+        return SplitSpec("test")
+    return None
+
+
+def _all_channel_params(scorer: str) -> Any:
+    """Parameters under which the reranker reads every channel the scorer can read."""
+    s = get_scorer(scorer)
+    params = s.params_type()
+    names = {f.name for f in fields(params)}
+    on = {n: 0.1 for n in ("w_pfx", "w_bi", "w_mic") if n in names and getattr(params, n) <= 0.0}
+    return replace(params, **on) if on else params
+
+
+#: Bumped whenever what :func:`collect_features` stores changes meaning.
+FEATURES_VERSION = 1
+
+
+def _features_key(dataset: BeirDataset, corpus_sha: str, split: SplitSpec, scorer: str, window: int,
+                  channels: Sequence[str], index: str) -> str:
+    parts = {
+        "version": FEATURES_VERSION,
+        "corpus": corpus_sha,
+        "mapping": mapping_fingerprint(IndexLayout(), PYSERINI_BM25),
+        "queries": file_sha256(dataset.path / "queries.jsonl"),
+        "qrels": file_sha256(dataset.path / "qrels" / f"{split.name}.tsv"),
+        "split": [split.name, split.part.value, split.seed],
+        "entropy": scorer.startswith("bmx"),
+        "window": window,
+        "channels": list(channels),
+        "index": index,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def collect_features(engine: Engine, dataset: BeirDataset, split: SplitSpec, scorer: str, *,
+                     window: int = 1000, index_prefix: str = "esbridge-eval", progress: bool = True,
+                     vector_cache: TermVectorCache | None = None,
+                     cache: Path | None = None) -> QuerySet:
+    """Run the first stage once per judged query and fetch the candidates' arrays once.
+
+    The index is the evaluation index (Pyserini BM25), built if needed.  With
+    ``cache`` (a folder), the result is kept there as a pickle keyed on everything
+    it depends on (corpus, index body, queries, judgments, split, window, channels)
+    and read back by later runs; the folder is esbridge's own, never shared input.
+    """
+    corpus_sha = dataset.fingerprint()
+    index = ensure_index(engine, dataset, index_name(index_prefix, dataset, PYSERINI_BM25),
+                         bm25=PYSERINI_BM25, progress=progress, corpus_sha256=corpus_sha)
+    path = None
+    if cache is not None:
+        channels_read = get_scorer(scorer).channels
+        path = cache / f"{dataset.name}-{str(split).replace(':', '-')}-{scorer}-" \
+                       f"{_features_key(dataset, corpus_sha, split, scorer, window, channels_read, index)}.pickle"
+        if path.is_file():
+            with open(path, "rb") as f:
+                loaded = pickle.load(f)
+            if isinstance(loaded, QuerySet):
+                return loaded
+    result = _collect(engine, dataset, index, split, scorer, window=window, progress=progress,
+                      vector_cache=vector_cache)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".part")
+        with open(tmp, "wb") as f:
+            pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    return result
+
+
+def _collect(engine: Engine, dataset: BeirDataset, index: str, split: SplitSpec, scorer: str, *,
+             window: int, progress: bool, vector_cache: TermVectorCache | None) -> QuerySet:
+    rr = Reranker(engine, index, scorer=scorer, params=_all_channel_params(scorer), window=window,
+                  vector_cache=vector_cache or TermVectorCache(max_entries=max(50_000, 2 * dataset.corpus_size())))
+    layout = rr.layout
+    if layout is None:  # pragma: no cover - set by Reranker
+        raise ConfigurationError(f"index {index!r} has no layout")
+    channels = rr.channels
+    entropy = None
+    if scorer.startswith("bmx"):
+        ce = CollectionEntropy(engine, index, layout, progress=progress)
+        entropy = {ch: ce.table(ch) for ch in channels}
+    qrels = dataset.qrels(split)
+    out = []
+    from tqdm import tqdm
+
+    for q in tqdm(dataset.queries(split), desc=f"features {dataset.name}/{split}", unit="query",
+                  disable=not progress, file=sys.stderr):
+        prepared = rr.analyze(q.text)
+        body = {"size": window, "query": rr.first_stage_query(prepared, q.text), "_source": False,
+                "seq_no_primary_term": True, "track_total_hits": False}
+        hits = engine.search(index, body)["hits"]["hits"]
+        ids = tuple(str(h["_id"]) for h in hits)
+        inputs = None
+        if ids:
+            versions = [(int(h["_seq_no"]), int(h["_primary_term"])) for h in hits]
+            query = {ch: prepared.query[ch] for ch in channels}
+            fetched = rr.store.fetch(query, ids, versions, fields=(layout.combined,))
+            inputs = build_input(fetched, layout, query, fields=(layout.combined,), entropy=entropy)
+        out.append(QueryFeatures(q.id, ids, inputs, FastJudge.build(ids, qrels[q.id])))
+    return QuerySet(dataset.name, str(split), tuple(out))
+
+
+@dataclass(frozen=True)
+class SetScore:
+    """Mean nDCG@10, R@100 and combined score of one query set."""
+
+    ndcg10: float
+    recall100: float
+
+    @property
+    def combined(self) -> float:
+        return combined_score(self.recall100, self.ndcg10)
+
+
+def evaluate(qs: QuerySet, scorer: str, params: Any) -> SetScore:
+    """Score every query of ``qs`` with ``params`` and judge it (no engine involved)."""
+    fn = get_scorer(scorer).fn
+    nd = np.zeros(len(qs.queries))
+    rc = np.zeros(len(qs.queries))
+    for i, qf in enumerate(qs.queries):
+        if qf.inputs is None:
+            continue
+        nd[i], rc[i] = qf.judge.ndcg10_recall(fn(qf.inputs, params).scores)
+    if not qs.queries:
+        raise ConfigurationError(f"{qs.label} has no judged queries")
+    return SetScore(float(nd.mean()), float(rc.mean()))
+
+
+@dataclass
+class TuneResult:
+    """The outcome of a search."""
+
+    scorer: str
+    defaults: dict[str, Any]
+    best: dict[str, Any]
+    objective_defaults: float
+    objective_best: float
+    train: dict[str, tuple[SetScore, SetScore]]  # label -> (defaults, best)
+    heldout: dict[str, tuple[SetScore, SetScore]]
+    trials: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)
+    seconds: float = 0.0
+    seed: int = 0
+    space: str = "open"
+
+    def to_json(self) -> dict[str, Any]:
+        def sets(d: Mapping[str, tuple[SetScore, SetScore]]) -> dict[str, Any]:
+            return {k: {which: {"ndcg@10": s.ndcg10, "recall@100": s.recall100, "combined_score": s.combined}
+                        for which, s in zip(("defaults", "best"), v)} for k, v in d.items()}
+
+        return {"scorer": self.scorer, "seed": self.seed, "space": self.space, "trials": len(self.trials),
+                "objective": {"defaults": self.objective_defaults, "best": self.objective_best},
+                "defaults": self.defaults, "best": self.best,
+                "train": sets(self.train), "heldout": sets(self.heldout)}
+
+
+def _jsonable(params: Any) -> dict[str, Any]:
+    out = {}
+    for k, v in asdict(params).items():
+        out[k] = v.value if hasattr(v, "value") else v
+    return out
+
+
+def _optuna() -> Any:
+    try:
+        import optuna
+    except ImportError as err:
+        raise ConfigurationError(
+            "tuning needs optuna; install it with: pip install 'esbridge[eval]'"
+        ) from err
+    return optuna
+
+
+def space_for(scorer: str, space: str = "open", fixed: Mapping[str, float | None] | None = None) -> list[Dimension]:
+    """The dimensions searched for ``scorer`` (``space``: ``open`` or ``all``), less ``fixed`` ones."""
+    if scorer not in SEARCH_SPACES:
+        raise ConfigurationError(f"no search space for scorer {scorer!r}; tunable: {', '.join(SEARCH_SPACES)}")
+    if space not in ("open", "all"):
+        raise ConfigurationError(f"space must be 'open' or 'all', got {space!r}")
+    dims = [d for d in SEARCH_SPACES[scorer] if space == "all" or not d.seeded]
+    return [d for d in dims if d.name not in (fixed or {})]
+
+
+def search(scorer: str, train: Sequence[QuerySet], heldout: Sequence[QuerySet], *, trials: int = 200,
+           seed: int = 0, space: str = "open", fixed: Mapping[str, float | None] | None = None,
+           progress: bool = True, on_trial: Callable[[int, float], None] | None = None,
+           warm_start: Sequence[Mapping[str, float]] = ()) -> TuneResult:
+    """TPE search of ``scorer``'s parameters maximising the mean combined score over ``train``.
+
+    Args:
+        fixed: parameters held at a value (not searched), applied to every trial.
+        warm_start: settings tried right after the defaults (e.g. the best of an earlier
+            search); values outside the searched ranges are clipped into them.
+    """
+    if not train:
+        raise ConfigurationError("tuning needs at least one training set")
+    if trials < 1:
+        raise ConfigurationError(f"trials must be >= 1, got {trials}")
+    optuna = _optuna()
+    s = get_scorer(scorer)
+    dims = space_for(scorer, space, fixed)
+    defaults = s.params_type()
+    base = replace(defaults, **dict(fixed or {})) if fixed else defaults
+    started = time.perf_counter()
+
+    def objective_of(params: Any) -> float:
+        return float(np.mean([evaluate(qs, scorer, params).combined for qs in train]))
+
+    history: list[tuple[int, float, dict[str, float]]] = []
+
+    def objective(trial: Any) -> float:
+        values = {d.name: trial.suggest_float(d.name, d.low, d.high, log=d.log) for d in dims}
+        value = objective_of(replace(base, **values))
+        history.append((trial.number, value, values))
+        if on_trial:
+            on_trial(trial.number, value)
+        return value
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=min(20, trials))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    start_values = {}
+    for d in dims:
+        v = getattr(base, d.name)
+        start_values[d.name] = float(v) if v is not None else (d.low * d.high) ** 0.5 if d.log else (d.low + d.high) / 2
+        start_values[d.name] = min(max(start_values[d.name], d.low), d.high)
+    study.enqueue_trial(start_values)
+    for values in warm_start:
+        study.enqueue_trial({d.name: min(max(float(values[d.name]), d.low), d.high)
+                             for d in dims if values.get(d.name) is not None})
+    from tqdm import tqdm
+
+    bar = tqdm(total=trials, desc=f"tuning {scorer}", unit="trial", disable=not progress, file=sys.stderr)
+
+    def tick(study_: Any, trial_: Any) -> None:
+        bar.update(1)
+        bar.set_postfix(best=f"{study_.best_value:.4f}")
+
+    try:
+        study.optimize(objective, n_trials=trials, callbacks=[tick])
+    finally:
+        bar.close()
+    best_params = replace(base, **study.best_params)
+    best_value = float(study.best_value)
+    default_value = objective_of(defaults)
+    if default_value >= best_value:  # the search found nothing better than what ships
+        best_params, best_value = defaults, default_value
+    train_scores = {qs.label: (evaluate(qs, scorer, defaults), evaluate(qs, scorer, best_params)) for qs in train}
+    held = {qs.label: (evaluate(qs, scorer, defaults), evaluate(qs, scorer, best_params)) for qs in heldout}
+    return TuneResult(
+        scorer=scorer, defaults=_jsonable(defaults), best=_jsonable(best_params),
+        objective_defaults=default_value, objective_best=best_value, train=train_scores, heldout=held,
+        trials=history, seconds=time.perf_counter() - started, seed=seed, space=space,
+    )
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def tuning_markdown(result: TuneResult, command: str | None = None) -> str:
+    """A report: objective, per-set figures on training and held-out queries, chosen values."""
+    lines = [f"# Tuning `{result.scorer}`", ""]
+    if command:
+        lines += ["Produced by:", "", "```", command, "```", ""]
+    lines += [
+        f"optuna TPE, seed {result.seed}, {len(result.trials)} trials, space `{result.space}`; objective = "
+        "mean over the training sets of combined = 0.8·R@100 + 0.2·nDCG@10 "
+        "(FastJudge, equal to ir-measures' nDCG@10 and R@100).",
+        "",
+        f"Objective: defaults {result.objective_defaults:.4f} → best {result.objective_best:.4f}",
+        "",
+    ]
+    for title, sets in (("Training sets", result.train), ("Held-out sets (never seen by the search)", result.heldout)):
+        if not sets:
+            continue
+        lines += [f"## {title}", "", "| set | nDCG@10 defaults | nDCG@10 best | R@100 defaults | R@100 best | "
+                  "combined defaults | combined best |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for label, (d, b) in sets.items():
+            lines.append(f"| {label} | {d.ndcg10:.4f} | {b.ndcg10:.4f} | {d.recall100:.4f} | {b.recall100:.4f} | "
+                         f"{d.combined:.4f} | {b.combined:.4f} |")
+        ds = list(sets.values())
+        lines.append(f"| **mean** | {np.mean([d.ndcg10 for d, _ in ds]):.4f} | {np.mean([b.ndcg10 for _, b in ds]):.4f} | "
+                     f"{np.mean([d.recall100 for d, _ in ds]):.4f} | {np.mean([b.recall100 for _, b in ds]):.4f} | "
+                     f"{np.mean([d.combined for d, _ in ds]):.4f} | {np.mean([b.combined for _, b in ds]):.4f} |")
+        lines.append("")
+    lines += ["## Parameters", "", "| parameter | default | best |", "|---|---:|---:|"]
+    for key, value in result.defaults.items():
+        lines.append(f"| {key} | {_fmt(value)} | {_fmt(result.best.get(key))} |")
+    lines.append("")
+    return "\n".join(lines)
