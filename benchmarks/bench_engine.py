@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -37,21 +35,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kb = int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal")).split()[1])
-        mem = f", {kb / 1024 / 1024:.0f} GiB RAM"
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    from esbridge.evaluation.report import describe_machine
+
+    return ", ".join(f"{k}: {v}" for k, v in describe_machine().items())
 
 
 def pct(values: list[float], q: float) -> float:

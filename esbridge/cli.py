@@ -155,8 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``esbridge`` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return run_parsed(build_parser().parse_args(argv))
+
+
+def run_parsed(args: argparse.Namespace) -> int:
+    """Run a parsed command; an esbridge error becomes one line on stderr and exit code 2."""
     try:
         return int(args.func(args))
     except EsbridgeError as err:

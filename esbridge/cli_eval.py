@@ -224,18 +224,12 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m esbridge.cli_eval eval|tune ...``: the same commands without the rest of the CLI."""
-    from esbridge.cli import _connect, _connection_args
-    from esbridge.errors import EsbridgeError
+    from esbridge.cli import _connect, _connection_args, run_parsed
 
     parser = argparse.ArgumentParser(prog="esbridge")
     sub = parser.add_subparsers(dest="command", required=True)
     add_commands(sub, _connection_args, _connect)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except EsbridgeError as err:
-        print(f"esbridge: error: {err}", file=sys.stderr)
-        return 2
+    return run_parsed(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

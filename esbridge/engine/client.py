@@ -211,23 +211,34 @@ class _Transport:
         raise NotImplementedError
 
 
+def _urllib3_client_kwargs(options: ConnectionOptions) -> dict[str, Any]:
+    """Constructor options shared by opensearch-py and the 7.x Elasticsearch client
+    (same lineage): timeouts, no client-side retries (esbridge retries), TLS and auth."""
+    kwargs: dict[str, Any] = {
+        "timeout": options.timeout,
+        "max_retries": 0,
+        "verify_certs": options.verify_certs,
+        "ssl_show_warn": options.verify_certs,
+        "headers": options.auth_header(),
+    }
+    if options.username is not None:
+        kwargs["http_auth"] = (options.username, options.password)
+    if options.ca_certs:
+        kwargs["ca_certs"] = options.ca_certs
+    return kwargs
+
+
+def _legacy_http_error(err: Any) -> _HttpError:
+    """An opensearch-py / elasticsearch7 ``TransportError`` as status and body."""
+    status = err.status_code if isinstance(err.status_code, int) else None
+    return _HttpError(status, err.info if not isinstance(err.info, Exception) else str(err))
+
+
 class _OpenSearchTransport(_Transport):
     def __init__(self, options: ConnectionOptions) -> None:
         from opensearchpy import OpenSearch
 
-        kwargs: dict[str, Any] = {
-            "hosts": [options.url],
-            "timeout": options.timeout,
-            "max_retries": 0,
-            "verify_certs": options.verify_certs,
-            "ssl_show_warn": options.verify_certs,
-            "headers": options.auth_header(),
-        }
-        if options.username is not None:
-            kwargs["http_auth"] = (options.username, options.password)
-        if options.ca_certs:
-            kwargs["ca_certs"] = options.ca_certs
-        self.client = OpenSearch(**kwargs)
+        self.client = OpenSearch(hosts=[options.url], **_urllib3_client_kwargs(options))
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
@@ -241,8 +252,7 @@ class _OpenSearchTransport(_Transport):
         except OSConnectionError as err:
             raise _Unreachable(str(err)) from err
         except TransportError as err:
-            status = err.status_code if isinstance(err.status_code, int) else None
-            raise _HttpError(status, err.info if not isinstance(err.info, Exception) else str(err)) from err
+            raise _legacy_http_error(err) from err
 
     def close(self) -> None:
         self.client.close()
@@ -257,20 +267,8 @@ class _Elasticsearch7Transport(_Transport):
             def _do_verify_elasticsearch(self, headers: Any, timeout: Any) -> None:
                 self._verified_elasticsearch = True
 
-        kwargs: dict[str, Any] = {
-            "timeout": options.timeout,
-            "max_retries": 0,
-            "retry_on_timeout": False,
-            "verify_certs": options.verify_certs,
-            "ssl_show_warn": options.verify_certs,
-            "headers": options.auth_header(),
-            "transport_class": _IdentifiedTransport,
-        }
-        if options.username is not None:
-            kwargs["http_auth"] = (options.username, options.password)
-        if options.ca_certs:
-            kwargs["ca_certs"] = options.ca_certs
-        self.client = Elasticsearch([options.url], **kwargs)
+        self.client = Elasticsearch([options.url], transport_class=_IdentifiedTransport,
+                                    retry_on_timeout=False, **_urllib3_client_kwargs(options))
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
@@ -287,8 +285,7 @@ class _Elasticsearch7Transport(_Transport):
         except ESConnectionError as err:
             raise _Unreachable(str(err)) from err
         except TransportError as err:
-            status = err.status_code if isinstance(err.status_code, int) else None
-            raise _HttpError(status, err.info if not isinstance(err.info, Exception) else str(err)) from err
+            raise _legacy_http_error(err) from err
 
     def close(self) -> None:
         self.client.close()

@@ -39,6 +39,16 @@ from esbridge.index.definitions import IndexLayout
 DocKey = tuple[str, str, int, int]  # index, id, seq_no, primary_term
 
 
+def index_state(engine: Engine, index: str) -> tuple[int, ...]:
+    """A cheap fingerprint of an index's content: live and deleted document counts and the
+    indexing and deletion totals of its primaries (any write changes one of them)."""
+    resp = engine.request("GET", f"/{index}/_stats/docs,indexing",
+                          context=f"reading the state of {index!r}")
+    prim = resp["_all"]["primaries"]
+    return (int(prim["docs"]["count"]), int(prim["docs"]["deleted"]),
+            int(prim["indexing"]["index_total"]), int(prim["indexing"]["delete_total"]))
+
+
 @dataclass(frozen=True)
 class CacheCounts:
     hits: int
@@ -109,11 +119,7 @@ class StatsCache:
         self.refreshes = 0
 
     def index_state(self) -> tuple[int, ...]:
-        resp = self.engine.request("GET", f"/{self.index}/_stats/docs,indexing",
-                                   context=f"reading the state of {self.index!r}")
-        prim = resp["_all"]["primaries"]
-        return (int(prim["docs"]["count"]), int(prim["docs"]["deleted"]),
-                int(prim["indexing"]["index_total"]), int(prim["indexing"]["delete_total"]))
+        return index_state(self.engine, self.index)
 
     def validate(self) -> None:
         now = time.monotonic()

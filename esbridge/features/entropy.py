@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from esbridge.engine.client import Engine
+from esbridge.features.cache import index_state
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring.bmx import collection_entropy_from_histogram
 
@@ -56,16 +57,9 @@ class CollectionEntropy:
         self._tables: dict[str, dict[str, float]] = {}
         self._state: object = None
 
-    def _state_now(self) -> object:
-        resp = self.engine.request("GET", f"/{self.index}/_stats/docs,indexing",
-                                   context=f"reading the state of {self.index!r}")
-        prim = resp["_all"]["primaries"]
-        return (prim["docs"]["count"], prim["docs"]["deleted"], prim["indexing"]["index_total"],
-                prim["indexing"]["delete_total"])
-
     def table(self, channel: str) -> dict[str, float]:
         """``{term: Ẽ(term)}`` for every term of ``channel`` in the combined field."""
-        state = self._state_now()
+        state = index_state(self.engine, self.index)
         if state != self._state:
             self._tables.clear()
             self._state = state
