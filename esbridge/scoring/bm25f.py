@@ -182,6 +182,17 @@ class BM25FPubMedParams:
         return _lookup(self.field_weights, field, float(self.default_weight))
 
 
+def _bm25f_result(arrays: ChannelArrays, tf: FloatArray, sat: FloatArray, idf: FloatArray,
+                  qtf_weighting: bool, extra: dict[str, FloatArray]) -> ScoreResult:
+    """``score = sum_t w(t) * idf(t) * sat(t, d)`` with ``w = qtf`` or 1, and its parts."""
+    term_weight = np.asarray(arrays.qtf, dtype=np.float64) if qtf_weighting else np.ones(arrays.n_terms)
+    matched = (tf > 0.0).astype(np.float64)
+    return ScoreResult(
+        scores=sat @ (term_weight * idf),
+        parts={"tf_part": sat @ term_weight, "idf": matched @ (term_weight * idf), **extra},
+    )
+
+
 def score_bm25f_pubmed(inputs: ScoringInput, params: BM25FPubMedParams) -> ScoreResult:
     """PubMed BM25F, seed eq. 5.
 
@@ -200,18 +211,7 @@ def score_bm25f_pubmed(inputs: ScoringInput, params: BM25FPubMedParams) -> Score
     dl = pubmed_doc_length(fields, weights)
     sat = pubmed_saturation(tf, dl, pubmed_average_length(fields, weights), params.k1, params.b)
     idf = pubmed_idf(clipped_df(arrays), arrays.n_docs)
-    term_weight = (
-        np.asarray(arrays.qtf, dtype=np.float64) if params.qtf_weighting else np.ones(arrays.n_terms)
-    )
-    matched = (tf > 0.0).astype(np.float64)
-    return ScoreResult(
-        scores=sat @ (term_weight * idf),
-        parts={
-            "tf_part": sat @ term_weight,
-            "idf": matched @ (term_weight * idf),
-            "pseudo_length": dl,
-        },
-    )
+    return _bm25f_result(arrays, tf, sat, idf, params.qtf_weighting, {"pseudo_length": dl})
 
 
 # ---------------------------------------------------------------------------
@@ -294,18 +294,8 @@ def score_bm25f_robertson(inputs: ScoringInput, params: BM25FRobertsonParams) ->
     tf = robertson_pseudo_tf(fields, weights, bs)
     sat = safe_divide(tf, params.k1 + tf)
     idf = lucene_idf(clipped_df(arrays), arrays.n_docs)
-    term_weight = (
-        np.asarray(arrays.qtf, dtype=np.float64) if params.qtf_weighting else np.ones(arrays.n_terms)
-    )
-    matched = (tf > 0.0).astype(np.float64)
-    return ScoreResult(
-        scores=sat @ (term_weight * idf),
-        parts={
-            "tf_part": sat @ term_weight,
-            "idf": matched @ (term_weight * idf),
-            "pseudo_tf": tf @ term_weight,
-        },
-    )
+    qtf = np.asarray(arrays.qtf, dtype=np.float64) if params.qtf_weighting else np.ones(arrays.n_terms)
+    return _bm25f_result(arrays, tf, sat, idf, params.qtf_weighting, {"pseudo_tf": tf @ qtf})
 
 
 BM25F_PUBMED: Scorer[BM25FPubMedParams] = register(
