@@ -354,8 +354,7 @@ class Reranker:
         # small windows bring _source with the first stage; large ones fetch it for the top hits only
         inline_source = window <= INLINE_SOURCE_WINDOW
         source: Any = (list(fields) if fields else True) if inline_source else False
-        body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True,
-                "track_total_hits": True}
+        body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True}
         # index state and missing statistics depend only on the query: fetch them meanwhile
         scored_query = {ch: prepared.query[ch] for ch in self.channels}
         stats_future = self._pool().submit(self.store.prefetch_stats, scored_query, fields=self._fields())
