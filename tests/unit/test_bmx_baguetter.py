@@ -53,8 +53,9 @@ import pytest
 
 from esbridge.scoring import ChannelArrays, ScoringInput, get_scorer
 from esbridge.scoring.bmx import BMXParams, collection_entropy, weighted_query_augmentation
+from tests.data import beir
 
-DATA = Path(os.environ.get("ESBRIDGE_SCIFACT_DIR", "/work/shared/data/scifact"))
+DATA = Path(os.environ["ESBRIDGE_SCIFACT_DIR"]) if os.environ.get("ESBRIDGE_SCIFACT_DIR") else beir("scifact")
 N_DOCS = 500
 N_QUERIES = 20
 VENV_ENV = "ESBRIDGE_BAGUETTER_VENV"
