@@ -166,9 +166,8 @@ class Reranker:
         return channels_needed(self.params, self._scorer.channels)
 
     def _fields(self) -> tuple[str, ...]:
-        per_field = self.scorer.startswith("bm25f")
         weights = self.field_weights or {}
-        if per_field or any(w != 1.0 for w in weights.values()):
+        if self._scorer.needs_fields or any(w != 1.0 for w in weights.values()):
             return tuple(self.layout.fields)  # type: ignore[union-attr]
         return (self.layout.combined,)  # type: ignore[union-attr]
 
@@ -310,13 +309,18 @@ class Reranker:
         return {"search_type": "dfs_query_then_fetch"} if dfs else {}
 
     def score_hits(self, prepared: _Prepared, ids: Sequence[str],
-                   versions: Sequence[tuple[int, int] | None]) -> tuple[ScoreResult, list[bool]]:
-        """Scores of candidates ``ids`` for an analysed query (input order)."""
+                   versions: Sequence[tuple[int, int] | None], *,
+                   stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
+        """Scores of candidates ``ids`` for an analysed query (input order).
+
+        ``stats_validated``: the statistics cache was validated (and filled) for this
+        query moments ago by :meth:`FeatureStore.prefetch_stats`.
+        """
         query = {ch: prepared.query[ch] for ch in self.channels}
         fields = self._fields()
-        fetched = self.store.fetch(query, ids, versions, fields=fields)
+        fetched = self.store.fetch(query, ids, versions, fields=fields, validate=not stats_validated)
         entropy = None
-        if self.scorer.startswith("bmx"):
+        if self._scorer.needs_entropy:
             if self._entropy is None:
                 self._entropy = CollectionEntropy(self.engine, self.index, self.layout, progress=False)  # type: ignore[arg-type]
             entropy = {ch: self._entropy.table(ch) for ch in query}
@@ -364,7 +368,7 @@ class Reranker:
             stats_future.result()
         t2 = time.perf_counter()
         hits = response["hits"]["hits"]
-        reranked = self._rerank_hits(prepared, hits, explain)
+        reranked = self._rerank_hits(prepared, hits, explain, stats_validated=True)
         t3 = time.perf_counter()
         top = reranked[:size]
         if not inline_source:
@@ -437,7 +441,7 @@ class Reranker:
         return meta
 
     def _rerank_hits(self, prepared: _Prepared, hits: list[dict[str, Any]],
-                     explain: bool) -> list[dict[str, Any]]:
+                     explain: bool, *, stats_validated: bool = False) -> list[dict[str, Any]]:
         self._feature_time = 0.0
         if not hits:
             return []
@@ -447,7 +451,7 @@ class Reranker:
             for h in hits
         ]
         t0 = time.perf_counter()
-        result, found = self.score_hits(prepared, ids, versions)
+        result, found = self.score_hits(prepared, ids, versions, stats_validated=stats_validated)
         self._feature_time = time.perf_counter() - t0
         missing = [i for i, ok in zip(ids, found) if not ok]
         if missing:

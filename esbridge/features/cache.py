@@ -193,20 +193,17 @@ class FeatureStore:
                             routing=self.routing, stats_query=need)
             self.requests += got.requests
             self.stats.store(got.stats, need, self.layout, stat_fields)
-        self._prefetched = True
-
-    _prefetched = False
 
     def fetch(self, query: Mapping[str, QueryChannel], ids: Sequence[str],
-              versions: Sequence[tuple[int, int] | None], *, fields: Sequence[str]) -> FetchResult:
+              versions: Sequence[tuple[int, int] | None], *, fields: Sequence[str],
+              validate: bool = True) -> FetchResult:
         """Like :func:`fetch_raw`, through the caches.
 
         ``versions[i]`` is ``(_seq_no, _primary_term)`` of ``ids[i]`` as the search
-        returned it, or ``None`` to bypass the vector cache for that id.
+        returned it, or ``None`` to bypass the vector cache for that id.  ``validate=False``
+        skips the index-state check, for a caller that just ran :meth:`prefetch_stats`.
         """
-        if self._prefetched:
-            self._prefetched = False  # validated moments ago by prefetch_stats
-        else:
+        if validate:
             self.stats.validate()
         stat_fields = list(dict.fromkeys([*fields, self.layout.combined]))
         subfields = [self.layout.subfield(f, ch) for f in fields for ch in query]

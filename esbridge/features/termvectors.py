@@ -5,9 +5,9 @@ sends ``_mtermvectors`` requests holding
 
 * the candidates, by id, with the channel sub-fields they need (term frequencies
   only: no positions, offsets or statistics), ``batch_size`` ids a request;
-* one artificial document per channel **per shard**, routed to that shard,
-  whose fields hold the channel's query terms verbatim (``keyword`` analyzer),
-  asking for term and field statistics.
+* one artificial document **per shard**, routed to that shard, whose fields
+  hold the query's terms verbatim (``keyword`` analyzer), asking for term and
+  field statistics of every channel sub-field.
 
 Term-vector statistics are those of the shard that answers, so the per-shard
 answers are summed: ``df`` and ``N`` (``doc_count``) and ``sum_ttf`` over every
@@ -140,24 +140,26 @@ class ShardRouting:
 
 def _stats_docs(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: Sequence[str],
                 routings: Sequence[str]) -> list[dict[str, Any]]:
-    docs = []
-    for ch, qc in query.items():
-        terms = list(qc.terms) or [_PLACEHOLDER]
-        subfields = [layout.subfield(f, ch) for f in fields]
-        source = {f: terms for f in fields}
-        for routing in routings:
-            docs.append({
-                "doc": source,
-                "routing": routing,
-                "fields": subfields,
-                "per_field_analyzer": {sf: "keyword" for sf in subfields},
-                "term_statistics": True,
-                "field_statistics": True,
-                "positions": False,
-                "offsets": False,
-                "payloads": False,
-            })
-    return docs
+    """One artificial document per shard carrying every channel's terms verbatim.
+
+    Each channel sub-field sees the union of the channels' terms (``keyword``
+    analyzer), so a term of one channel is also looked up in the others; only each
+    channel's own terms are read back.
+    """
+    terms = list(dict.fromkeys(t for qc in query.values() for t in qc.terms)) or [_PLACEHOLDER]
+    subfields = [layout.subfield(f, ch) for ch in query for f in fields]
+    source = {f: terms for f in fields}
+    return [{
+        "doc": source,
+        "routing": routing,
+        "fields": subfields,
+        "per_field_analyzer": {sf: "keyword" for sf in subfields},
+        "term_statistics": True,
+        "field_statistics": True,
+        "positions": False,
+        "offsets": False,
+        "payloads": False,
+    } for routing in routings]
 
 
 def _candidate_doc(doc_id: str, subfields: Sequence[str]) -> dict[str, Any]:

@@ -206,19 +206,17 @@ def read_layout(engine: Engine, index: str) -> IndexLayout:
     Raises:
         ConfigurationError: the index was not created by esbridge (no ``_meta.esbridge``).
     """
-    resp = engine.request("GET", f"/{index}/_mapping", context=f"reading the mapping of {index!r}")
-    for _name, spec in resp.items():
-        meta = (spec.get("mappings") or {}).get("_meta", {}).get("esbridge")
-        if meta:
-            return IndexLayout(
-                fields=tuple(meta["fields"]),
-                combined=meta["combined"],
-                channels=tuple(meta["channels"]),
-                id_field=meta.get("id_field", "_id"),
-            )
-    raise ConfigurationError(
-        f"index {index!r} has no esbridge layout in its mapping; create it with "
-        "`esbridge index` (or esbridge.index.create_index) so its channel sub-fields exist"
+    meta = index_meta(engine, index)
+    if not meta:
+        raise ConfigurationError(
+            f"index {index!r} has no esbridge layout in its mapping; create it with "
+            "`esbridge index` (or esbridge.index.create_index) so its channel sub-fields exist"
+        )
+    return IndexLayout(
+        fields=tuple(meta["fields"]),
+        combined=meta["combined"],
+        channels=tuple(meta["channels"]),
+        id_field=meta.get("id_field", "_id"),
     )
 
 

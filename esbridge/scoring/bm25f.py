@@ -304,6 +304,7 @@ BM25F_PUBMED: Scorer[BM25FPubMedParams] = register(
         params_type=BM25FPubMedParams,
         fn=score_bm25f_pubmed,
         channels=("base",),
+        needs_fields=True,
         description="PubMed BM25F as the seed writes it (length-divided field tf, title/MeSH weight 5)",
     )
 )
@@ -313,6 +314,7 @@ BM25F_ROBERTSON: Scorer[BM25FRobertsonParams] = register(
         params_type=BM25FRobertsonParams,
         fn=score_bm25f_robertson,
         channels=("base",),
+        needs_fields=True,
         description="Robertson & Zaragoza (2009) BM25F: per-field length normalisation, one saturation",
     )
 )

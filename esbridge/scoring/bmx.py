@@ -430,6 +430,7 @@ BMX: Scorer[BMXParams] = register(
         params_type=BMXParams,
         fn=score_bmx,
         channels=("base",),
+        needs_entropy=True,
         description="BMX (Li et al. 2024): BM25-like saturation plus entropy-weighted query similarity",
     )
 )
@@ -439,6 +440,7 @@ BMX_NORMALIZED: Scorer[BMXParams] = register(
         params_type=BMXParams,
         fn=score_bmx_normalized,
         channels=("base",),
+        needs_entropy=True,
         description="BMX divided by its estimated maximum m(ln(1 + (N - 0.5)/1.5) + 1)",
     )
 )

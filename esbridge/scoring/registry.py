@@ -31,6 +31,9 @@ class Scorer(Generic[P]):
         fn: ``fn(inputs, params) -> ScoreResult``.
         channels: the channels it reads (the reranker fetches only these).
         description: one line for ``--help`` and listings.
+        needs_fields: reads per-field arrays (``ChannelArrays.fields``, BM25F), so the
+            features layer must fetch every text field rather than the combined one.
+        needs_entropy: reads collection entropies (``ChannelArrays.entropy``, BMX).
     """
 
     name: str
@@ -38,6 +41,8 @@ class Scorer(Generic[P]):
     fn: Callable[[ScoringInput, P], ScoreResult]
     channels: tuple[str, ...]
     description: str
+    needs_fields: bool = False
+    needs_entropy: bool = False
 
     def score(self, inputs: ScoringInput, params: P | None = None) -> ScoreResult:
         """Score the candidates of ``inputs`` with ``params`` (defaults if ``None``)."""

@@ -18,11 +18,13 @@ and candidates
 from __future__ import annotations
 
 import math
+from typing import Any
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
+from tests.unit.toys import channel_arrays
 from esbridge.scoring import ChannelArrays, ScoringInput, get_scorer
 from esbridge.scoring.architectures import (
     ArchAParams,
@@ -55,24 +57,10 @@ def channel(
     df: Sequence[float] = DF,
     qtf: Sequence[float] = QTF,
     doc_len: Sequence[float] = DOC_LEN,
-    *,
-    n_docs: int = 10,
-    avgdl: float = 12.0,
-    unique_terms: Sequence[float] | None = None,
-    mean_idf: float | None = None,
+    **kwargs: Any,
 ) -> ChannelArrays:
-    t = len(df)
-    return ChannelArrays(
-        terms=tuple(f"t{i}" for i in range(t)),
-        qtf=np.asarray(qtf, dtype=np.float64),
-        df=np.asarray(df, dtype=np.float64),
-        n_docs=n_docs,
-        tf=np.asarray(tf, dtype=np.float64).reshape(len(doc_len), t),
-        doc_len=np.asarray(doc_len, dtype=np.float64),
-        avgdl=avgdl,
-        unique_terms=None if unique_terms is None else np.asarray(unique_terms, dtype=np.float64),
-        mean_idf=mean_idf,
-    )
+    """The module's toy channel (see tests/unit/toys.py), with any part replaced."""
+    return channel_arrays(tf, df, qtf, doc_len, **kwargs)
 
 
 # =================================================================================

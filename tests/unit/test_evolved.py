@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from tests.unit.toys import channel_arrays
 from esbridge.scoring import ChannelArrays, ScoringInput, available_scorers, get_scorer
 from esbridge.scoring.common import ChannelWeights, IdfVariant, channels_needed
 from esbridge.scoring.evolved import (
@@ -52,25 +53,7 @@ def start_params(**overrides: object) -> EvolvedParams:
     return EvolvedParams(**{**START_VALUES, **overrides})  # type: ignore[arg-type]
 
 
-def channel(
-    tf: Sequence[Sequence[float]],
-    df: Sequence[float],
-    qtf: Sequence[float],
-    doc_len: Sequence[float],
-    *,
-    n_docs: int = 10,
-    avgdl: float = 12.0,
-) -> ChannelArrays:
-    t = len(df)
-    return ChannelArrays(
-        terms=tuple(f"t{i}" for i in range(t)),
-        qtf=np.asarray(qtf, dtype=np.float64),
-        df=np.asarray(df, dtype=np.float64),
-        n_docs=n_docs,
-        tf=np.asarray(tf, dtype=np.float64).reshape(len(doc_len), t),
-        doc_len=np.asarray(doc_len, dtype=np.float64),
-        avgdl=avgdl,
-    )
+channel = channel_arrays
 
 
 def toy_base() -> ChannelArrays:
