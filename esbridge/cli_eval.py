@@ -47,6 +47,25 @@ def _field_weights(items: Sequence[str]) -> dict[str, float] | None:
     return out or None
 
 
+def pipeline_params(items: Sequence[str]) -> Any:
+    """``["w_semantic=2", "fusion=zscore"]`` -> the shipped :class:`PipelineParams` with those overrides."""
+    from esbridge.hybrid.pipeline import PipelineParams
+
+    overrides: dict[str, Any] = {}
+    for item in items:
+        name, eq, raw = item.partition("=")
+        if not eq or not name.strip():
+            raise ConfigurationError(f"--pipeline-param {item!r} must look like NAME=VALUE, e.g. w_semantic=2")
+        try:
+            overrides[name.strip()] = json.loads(raw)
+        except ValueError:
+            overrides[name.strip()] = raw
+    try:
+        return PipelineParams().with_overrides(**overrides)
+    except (TypeError, ValueError) as err:
+        raise ConfigurationError(f"--pipeline-param: {err}") from err
+
+
 def _cmd_eval(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
     from esbridge.evaluation.datasets import SplitSpec, load_dataset
     from esbridge.evaluation.report import markdown_table, reference_table, write_report
@@ -63,6 +82,7 @@ def _cmd_eval(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
         reindex=args.reindex,
         progress=not args.quiet,
         field_weights=_field_weights(args.field_weight or []),
+        pipeline=None if args.no_pipeline else pipeline_params(args.pipeline_param or []),
     )
     dataset = load_dataset(args.dataset, progress=not args.quiet)
     engine = connect(args)
@@ -177,6 +197,11 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="override a scorer parameter, e.g. evolved.w_bi=0.2 (repeat)")
     p.add_argument("--field-weight", action="append", metavar="FIELD=WEIGHT",
                    help="BM25F-style weight of a text field for the rerankers, e.g. title=2 (repeat)")
+    p.add_argument("--no-pipeline", action="store_true",
+                   help="leave out the hybrid pipeline's systems (hybrid, semantic, keyword)")
+    p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
+                   help="override a pipeline parameter, e.g. w_semantic=2, fusion=zscore, keyword_fb_docs=5 "
+                        "(repeat; see esbridge.hybrid.PipelineParams)")
     p.add_argument("--json", help="also write the JSON summary here")
     p.add_argument("--out", help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>)")
     p.add_argument("--index-prefix", default="esbridge-eval", help="evaluation index names start with this")

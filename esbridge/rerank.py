@@ -79,7 +79,15 @@ class RerankStats:
 
 
 @dataclass
-class _Prepared:
+class AnalyzedQuery:
+    """A query text as the index's analysers see it.
+
+    Attributes:
+        query: per channel, the distinct terms and their counts.
+        dropped: terms left out of the first stage (above :data:`MAX_FIRST_STAGE_TERMS`);
+            the scorer still reads them.
+    """
+
     query: dict[str, QueryChannel]
     dropped: int
 
@@ -152,6 +160,18 @@ class Reranker:
         self._max_window: int | None = None
         self._n_shards: int | None = None
 
+    def close(self) -> None:
+        """Stop the reranker's worker threads (the engine connection stays open)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def __enter__(self) -> Reranker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # ---- the pieces ------------------------------------------------------------------
 
     @property
@@ -194,14 +214,14 @@ class Reranker:
                 "lower the window or raise that index setting"
             )
 
-    def analyze(self, text: str) -> _Prepared:
+    def analyze(self, text: str) -> AnalyzedQuery:
         """The query's tokens per channel from the index's analyzers."""
         channels = list(dict.fromkeys(["base", *self.channels]))
         if self.first_stage == FirstStage.CHANNELS:
             channels = list(dict.fromkeys([*channels, *self.layout.channels]))  # type: ignore[union-attr]
         query = self._analyze_cached(text, channels)
         dropped = sum(max(0, len(qc.terms) - MAX_FIRST_STAGE_TERMS) for qc in query.values())
-        return _Prepared(query=query, dropped=dropped)
+        return AnalyzedQuery(query=query, dropped=dropped)
 
     def _analyze_cached(self, text: str, channels: Sequence[str]) -> dict[str, QueryChannel]:
         """Per-channel analysis, from an LRU of recent query texts or (in parallel, one
@@ -229,7 +249,7 @@ class Reranker:
             self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="esbridge-analyze")
         return self._executor
 
-    def first_stage_query(self, prepared: _Prepared, text: str) -> dict[str, Any]:
+    def first_stage_query(self, prepared: AnalyzedQuery, text: str) -> dict[str, Any]:
         """The first-stage query (a ``bool`` of ``term`` clauses on analysed tokens)."""
         layout = self.layout
         assert layout is not None
@@ -308,7 +328,7 @@ class Reranker:
             dfs = self._n_shards > 1
         return {"search_type": "dfs_query_then_fetch"} if dfs else {}
 
-    def score_hits(self, prepared: _Prepared, ids: Sequence[str],
+    def score_hits(self, prepared: AnalyzedQuery, ids: Sequence[str],
                    versions: Sequence[tuple[int, int] | None], *,
                    stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
         """Scores of candidates ``ids`` for an analysed query (input order).
@@ -348,24 +368,13 @@ class Reranker:
         if size < 0:
             raise ConfigurationError(f"size must be >= 0, got {size}")
         window = max(window or self.window, size)
-        self._check_window(window)
-        t0 = time.perf_counter()
-        prepared = self.analyze(query_text)
-        t1 = time.perf_counter()
-        query = self.first_stage_query(prepared, query_text)
-        if filter is not None:
-            query = {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}
         # small windows bring _source with the first stage; large ones fetch it for the top hits only
         inline_source = window <= INLINE_SOURCE_WINDOW
         source: Any = (list(fields) if fields else True) if inline_source else False
-        body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True}
-        # index state and missing statistics depend only on the query: fetch them meanwhile
-        scored_query = {ch: prepared.query[ch] for ch in self.channels}
-        stats_future = self._pool().submit(self.store.prefetch_stats, scored_query, fields=self._fields())
-        try:
-            response = self.engine.search(self.index, body, params=self._search_params())
-        finally:
-            stats_future.result()
+        t0 = time.perf_counter()
+        prepared = self.analyze(query_text)
+        t1 = time.perf_counter()
+        response = self.fetch_candidates(prepared, query_text, window=window, filter=filter, source=source)
         t2 = time.perf_counter()
         hits = response["hits"]["hits"]
         reranked = self._rerank_hits(prepared, hits, explain, stats_validated=True)
@@ -384,6 +393,27 @@ class Reranker:
                                 fetch_source=t4 - t3, candidates=len(hits),
                                 dropped_terms=prepared.dropped)
         return out
+
+    def fetch_candidates(self, prepared: AnalyzedQuery, query_text: str, *, window: int | None = None,
+                         filter: Any = None, source: Any = False) -> dict[str, Any]:
+        """The engine's first-stage response for an analysed query: the top ``window`` hits
+        with ``_seq_no``/``_primary_term``.  The index state and the statistics the scorer
+        will need are fetched meanwhile, so :meth:`score_hits` can follow with
+        ``stats_validated=True``."""
+        window = window or self.window
+        self._check_window(window)
+        query = self.first_stage_query(prepared, query_text)
+        if filter is not None:
+            query = {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}
+        body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True}
+        # index state and missing statistics depend only on the query: fetch them meanwhile
+        scored_query = {ch: prepared.query[ch] for ch in self.channels}
+        stats_future = self._pool().submit(self.store.prefetch_stats, scored_query, fields=self._fields())
+        try:
+            response = self.engine.search(self.index, body, params=self._search_params())
+        finally:
+            stats_future.result()
+        return response
 
     def rescore(self, response: Mapping[str, Any], query_text: str, *, window_size: int | None = None,
                 explain: bool = False) -> dict[str, Any]:
@@ -433,14 +463,14 @@ class Reranker:
             self._concrete = set(resp)
         return name in self._concrete
 
-    def _meta(self, prepared: _Prepared, n: int) -> dict[str, Any]:
+    def _meta(self, prepared: AnalyzedQuery, n: int) -> dict[str, Any]:
         meta: dict[str, Any] = {"scorer": self.scorer, "window": n,
                                 "terms": {ch: list(qc.terms) for ch, qc in prepared.query.items()}}
         if prepared.dropped:
             meta["first_stage_terms_dropped"] = prepared.dropped
         return meta
 
-    def _rerank_hits(self, prepared: _Prepared, hits: list[dict[str, Any]],
+    def _rerank_hits(self, prepared: AnalyzedQuery, hits: list[dict[str, Any]],
                      explain: bool, *, stats_validated: bool = False) -> list[dict[str, Any]]:
         self._feature_time = 0.0
         if not hits:

@@ -32,12 +32,15 @@ from esbridge.evaluation.datasets import BeirDataset, Query, SplitSpec
 from esbridge.evaluation.indexing import ENGINE_DEFAULT_BM25, PYSERINI_BM25, ensure_index, index_name
 from esbridge.evaluation.metrics import MEASURES, mean_metrics, per_query_metrics
 from esbridge.features.cache import TermVectorCache
+from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams
 from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
 
 __all__ = [
     "BASELINE_DEFAULT",
     "BASELINE_PYSERINI",
+    "HYBRID",
+    "PIPELINE_SYSTEMS",
     "EvalConfig",
     "EvalResult",
     "SystemRun",
@@ -50,6 +53,11 @@ __all__ = [
 BASELINE_PYSERINI = "engine-bm25-pyserini"
 #: The engine's own BM25 ranking with its default similarity (k1 = 1.2, b = 0.75).
 BASELINE_DEFAULT = "engine-bm25-default"
+#: The hybrid pipeline's fused ranking.
+HYBRID = "hybrid"
+#: The systems of the hybrid pipeline: its fused ranking and two of its strategies alone (the
+#: third, lexical, is the row of the pipeline's scorer).
+PIPELINE_SYSTEMS = (HYBRID, "semantic", "keyword")
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,9 @@ class EvalConfig:
         progress: show progress bars.
         field_weights: BM25F-style per-field weights for the rerankers
             (:class:`~esbridge.rerank.Reranker`'s ``field_weights``; default all 1).
+        pipeline: also run the hybrid pipeline (:class:`~esbridge.hybrid.HybridSearcher`)
+            with these parameters: the systems ``semantic`` and ``keyword`` (each strategy
+            alone) and ``hybrid`` (the fused ranking).  ``None``: not run.
     """
 
     scorers: tuple[str, ...]
@@ -78,6 +89,7 @@ class EvalConfig:
     reindex: bool = False
     progress: bool = True
     field_weights: Mapping[str, float] | None = None
+    pipeline: PipelineParams | None = None
 
     def __post_init__(self) -> None:
         if self.window < 1:
@@ -85,7 +97,7 @@ class EvalConfig:
         if len(set(self.scorers)) != len(self.scorers):
             raise ConfigurationError(f"scorers are repeated: {list(self.scorers)}")
         for name in self.scorers:
-            if name in (BASELINE_PYSERINI, BASELINE_DEFAULT):
+            if name in (BASELINE_PYSERINI, BASELINE_DEFAULT, *PIPELINE_SYSTEMS):
                 raise ConfigurationError(f"{name!r} is a baseline, always run; leave it out of the scorers")
             get_scorer(name)  # raises, listing the valid names
         unknown = sorted(set(self.params) - set(self.scorers))
@@ -101,7 +113,8 @@ class SystemRun:
     Attributes:
         name: scorer name, or a baseline name.
         description: one line for the report.
-        kind: ``"baseline"`` (the engine's own ranking) or ``"rerank"``.
+        kind: ``"baseline"`` (the engine's own ranking), ``"rerank"`` (a scorer over the first
+            stage), ``"semantic"``, ``"keyword"`` (a pipeline strategy alone) or ``"pipeline"``.
         ranking: ``{qid: [doc_id, ...]}`` best first.
         scores: ``{qid: [score, ...]}`` aligned with ``ranking``.
     """
@@ -263,6 +276,21 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig) -> 
         systems[rr.scorer] = SystemRun(
             rr.scorer, f"esbridge {rr.scorer} reranking the top {config.window} of the first stage", "rerank")
 
+    searcher = None
+    if config.pipeline is not None:
+        pp = config.pipeline
+        searcher = HybridSearcher(
+            engine, index, pp, progress=config.progress,
+            reranker=Reranker(engine, index, scorer=pp.scorer, window=pp.window, vector_cache=cache))
+        _ = searcher.vectors  # build or check the semantic index before the queries
+        weights = ", ".join(f"{k} {v:g}" for k, v in pp.weights.items())
+        systems["semantic"] = SystemRun("semantic", f"esbridge semantic strategy: {searcher.vectors.encoder.name} "
+                                        f"cosine over every document, top {pp.semantic_depth}", "semantic")
+        systems["keyword"] = SystemRun("keyword", "esbridge keyword strategy: pseudo-relevance feedback from the "
+                                       f"top {pp.keyword.fb_docs} of {pp.scorer}, engine BM25", "keyword")
+        systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights} "
+                                    f"(lexical = {pp.scorer} over the top {pp.window})", "pipeline")
+
     from tqdm import tqdm
 
     for q in tqdm(queries, desc=f"eval {dataset.name}/{config.split}", unit="query",
@@ -291,7 +319,17 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig) -> 
                                   index=index)
             ranked = rank_by_score(ids, result.scores)
             systems[rr.scorer].ranking[q.id], systems[rr.scorer].scores[q.id] = ranked
+        if searcher is not None:
+            res = searcher.run(q.text, strategies=STRATEGIES)
+            for name in ("semantic", "keyword"):
+                lst = res.lists[name]
+                systems[name].ranking[q.id], systems[name].scores[q.id] = rank_by_score(list(lst.ids), lst.scores)
+            systems[HYBRID].ranking[q.id], systems[HYBRID].scores[q.id] = rank_by_score(res.ids, res.scores)
 
+    if searcher is not None:
+        searcher.close()
+    for rr in rerankers:
+        rr.close()
     qids = [q.id for q in queries]
     per_query = {name: per_query_metrics(qrels, run.ranking) for name, run in systems.items()}
     means = {name: mean_metrics(pq, qids) for name, pq in per_query.items()}

@@ -1,0 +1,344 @@
+"""Hybrid search: a semantic, a lexical and a keyword strategy, aggregated.
+
+After the semantic search pipeline of CAIR 2021 (a semantic index and a
+lexical index, three query strategies, and an aggregator that deduplicates and
+sums the scores of a document found by several strategies):
+
+* **semantic** — the query's sentence embedding against every document's
+  (:class:`~esbridge.semantic.vectors.VectorIndex`, exact cosine), top
+  ``semantic_depth``;
+* **lexical** — the engine's first stage, its top ``window`` reranked by one of
+  esbridge's scorers (:class:`~esbridge.rerank.Reranker`);
+* **keyword** — a second lexical query: the narrative's key terms where a topic
+  has one, else terms from pseudo-relevance feedback over the lexical
+  strategy's top documents (:mod:`esbridge.hybrid.keyword`);
+* **aggregator** — :func:`esbridge.hybrid.fusion.fuse` with the strategies'
+  weights (a strategy of weight 0 is not run).
+
+Every strategy reads one analysed query and one set of term vectors: the
+query → candidates → features → scores path is the reranker's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.client import Engine
+from esbridge.errors import ConfigurationError
+from esbridge.features.termvectors import FieldVector, QueryChannel
+from esbridge.hybrid.fusion import Fusion, RankedList, fuse
+from esbridge.hybrid.keyword import (
+    KeywordParams,
+    expansion_candidates,
+    expansion_terms,
+    filter_narrative,
+    rank_terms_by_idf,
+    weighted_terms,
+)
+from esbridge.rerank import AnalyzedQuery, Reranker
+from esbridge.scoring import get_scorer
+
+__all__ = ["STRATEGIES", "PipelineParams", "PipelineResult", "HybridSearcher"]
+
+#: The strategies, in the order their lists are fused.
+STRATEGIES = ("semantic", "lexical", "keyword")
+
+
+@dataclass(frozen=True)
+class PipelineParams:
+    """What the pipeline runs and how it fuses.
+
+    Attributes:
+        scorer: the lexical strategy's esbridge scorer (``bm25`` for the engine's own
+            ranking recomputed exactly).
+        window: first-stage hits the lexical scorer reranks.
+        semantic_depth: documents the semantic strategy returns.
+        keyword: the keyword strategy's parameters.
+        fusion: ``rrf``, ``zscore`` or ``minmax`` (:class:`~esbridge.hybrid.fusion.Fusion`).
+        w_semantic, w_lexical, w_keyword: the strategies' weights in the fusion
+            (0 leaves a strategy out).
+        rrf_k: the rank offset of reciprocal rank fusion.
+    """
+
+    scorer: str = "evolved"
+    window: int = 1000
+    semantic_depth: int = 1000
+    keyword: KeywordParams = field(default_factory=KeywordParams)
+    fusion: Fusion = Fusion.RRF
+    w_semantic: float = 1.0
+    w_lexical: float = 1.0
+    w_keyword: float = 0.0
+    rrf_k: float = 60.0
+
+    def __post_init__(self) -> None:
+        get_scorer(self.scorer)  # raises, listing the valid names
+        object.__setattr__(self, "fusion", Fusion.parse(self.fusion))
+        for name in ("window", "semantic_depth"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"pipeline parameter {name} must be an integer >= 1, got {value!r}")
+        for name in ("w_semantic", "w_lexical", "w_keyword", "rrf_k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+                raise ConfigurationError(f"pipeline parameter {name} must be a finite number >= 0, got {value!r}")
+        if self.w_semantic + self.w_lexical + self.w_keyword <= 0:
+            raise ConfigurationError("at least one of w_semantic, w_lexical, w_keyword must be > 0")
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """Strategy → weight, for the strategies that run."""
+        all_w = {"semantic": self.w_semantic, "lexical": self.w_lexical, "keyword": self.w_keyword}
+        return {k: float(v) for k, v in all_w.items() if v > 0}
+
+    def with_overrides(self, **overrides: Any) -> PipelineParams:
+        """A copy with ``overrides`` (``keyword.fb_docs=5`` style names allowed as ``keyword_fb_docs``)."""
+        kw = {k.removeprefix("keyword_"): v for k, v in overrides.items() if k.startswith("keyword_")}
+        top = {k: v for k, v in overrides.items() if not k.startswith("keyword_")}
+        valid = {f.name for f in fields(self)}
+        unknown = sorted(set(top) - valid)
+        if unknown:
+            raise ConfigurationError(f"unknown pipeline parameter(s) {', '.join(unknown)}; valid: "
+                                     f"{', '.join(sorted(valid - {'keyword'}))}, keyword_<name>")
+        if kw:
+            top["keyword"] = replace(self.keyword, **kw)
+        return replace(self, **top)
+
+
+@dataclass
+class PipelineResult:
+    """Every strategy's list and the fused ranking of one query.
+
+    Attributes:
+        lists: strategy → its result (ids with the strategy's own scores, best first).
+        ids, scores: the fused ranking, best first.
+        parts: strategy → each fused id's weighted contribution.
+        expansion: the keyword strategy's terms and weights (empty when it did not run).
+        seconds: time per step.
+    """
+
+    lists: dict[str, RankedList]
+    ids: list[str]
+    scores: np.ndarray
+    parts: dict[str, np.ndarray]
+    expansion: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _best_first(ids: Sequence[str], scores: np.ndarray) -> RankedList:
+    order = np.lexsort((np.arange(len(ids)), -np.asarray(scores, dtype=np.float64)))
+    return RankedList([ids[i] for i in order], np.asarray(scores, dtype=np.float64)[order])
+
+
+class HybridSearcher:
+    """The semantic + lexical + keyword pipeline over one index.
+
+    Args:
+        engine: the connected engine.
+        index: an index created by esbridge.
+        params: what runs and how it is fused (default: the shipped defaults).
+        vectors: the index's :class:`~esbridge.semantic.vectors.VectorIndex` (default: opened
+            with the packaged model, built on first use).
+        reranker: the lexical strategy's reranker (default: one for ``params.scorer``).
+        progress: show progress while document vectors are built.
+
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, engine: Engine, index: str, params: PipelineParams | None = None, *,
+                 vectors: Any = None, reranker: Reranker | None = None, progress: bool = True) -> None:
+        self.engine = engine
+        self.index = index
+        self.params = params or PipelineParams()
+        self.reranker = reranker or Reranker(engine, index, scorer=self.params.scorer, window=self.params.window)
+        if self.reranker.scorer != self.params.scorer:
+            raise ConfigurationError(f"the reranker scores with {self.reranker.scorer!r} but the pipeline "
+                                     f"names {self.params.scorer!r}")
+        layout = self.reranker.layout
+        assert layout is not None
+        self.layout = layout
+        self._vectors = vectors
+        self._progress = progress
+
+    @property
+    def vectors(self) -> Any:
+        """The semantic index (opened, and built if needed, on first use)."""
+        if self._vectors is None:
+            from esbridge.semantic.models import load_encoder
+            from esbridge.semantic.vectors import VectorIndex
+
+            self._vectors = VectorIndex.open(self.engine, self.index, load_encoder(),
+                                             fields=self.layout.fields, progress=self._progress)
+        return self._vectors
+
+    def close(self) -> None:
+        """Release the reranker's threads."""
+        close = getattr(self.reranker, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> HybridSearcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- the strategies --------------------------------------------------------------
+
+    def semantic(self, text: str, *, filter: Any = None, depth: int | None = None) -> RankedList:
+        """The semantic strategy's list (with a filter, only the top documents that match it)."""
+        vi = self.vectors
+        vi.refresh()
+        hits = vi.search(vi.embed_query(text), depth or self.params.semantic_depth)
+        if filter is None or not hits.ids:
+            return RankedList(hits.ids, hits.scores)
+        keep = self._matching(hits.ids, filter)
+        mask = np.array([d in keep for d in hits.ids], dtype=bool)
+        return RankedList([d for d, ok in zip(hits.ids, mask) if ok], hits.scores[mask])
+
+    def _matching(self, ids: Sequence[str], filter: Any) -> set[str]:
+        clauses = filter if isinstance(filter, list) else [filter]
+        body = {"size": len(ids), "_source": False,
+                "query": {"bool": {"filter": [*clauses, {"ids": {"values": list(ids)}}]}}}
+        resp = self.engine.search(self.index, body)
+        return {str(h["_id"]) for h in resp["hits"]["hits"]}
+
+    def lexical(self, text: str, *, filter: Any = None,
+                prepared: AnalyzedQuery | None = None) -> tuple[RankedList, list[tuple[int, int] | None]]:
+        """The lexical strategy's list and the hits' ``(_seq_no, _primary_term)``."""
+        rr = self.reranker
+        prepared = prepared or rr.analyze(text)
+        resp = rr.fetch_candidates(prepared, text, window=self.params.window, filter=filter)
+        hits = resp["hits"]["hits"]
+        ids = [str(h["_id"]) for h in hits]
+        versions = [(int(h["_seq_no"]), int(h["_primary_term"])) if "_seq_no" in h else None for h in hits]
+        if not ids:
+            return RankedList([], np.zeros(0)), []
+        result, _found = rr.score_hits(prepared, ids, versions, stats_validated=True)
+        order = np.lexsort((np.arange(len(ids)), -result.scores))
+        return (RankedList([ids[i] for i in order], np.asarray(result.scores)[order]),
+                [versions[i] for i in order])
+
+    def keyword_terms(self, prepared: AnalyzedQuery, lexical: RankedList,
+                      versions: Sequence[tuple[int, int] | None], *, narrative: str | None = None) -> dict[str, float]:
+        """The keyword query's terms and weights (see :mod:`esbridge.hybrid.keyword`)."""
+        kp = self.params.keyword
+        base = prepared.query.get("base") or QueryChannel((), ())
+        store, combined = self.reranker.store, self.layout.combined
+        sub = self.layout.subfield(combined, "base")
+        if narrative and narrative.strip():
+            kept = filter_narrative(narrative)
+            tokens = self.engine.analyze(self.index, kept, field=sub) if kept else []
+            qc = QueryChannel.from_tokens(tokens)
+            st = store.fetch({"base": qc}, [], [], fields=[combined]).stats[sub]
+            extra = rank_terms_by_idf(qc, st.df, st.doc_count, kp.fb_terms)
+            return weighted_terms(base, extra, kp.lam)
+        n = min(kp.fb_docs, len(lexical.ids))
+        if n == 0 or kp.lam == 0:
+            return weighted_terms(base, {}, 0.0)
+        fb_ids = list(lexical.ids[:n])
+        got = store.fetch({"base": base}, fb_ids, list(versions[:n]), fields=[combined])
+        vecs = [FieldVector(v.get(sub) or {}) for v in got.candidates.vectors]
+        cands = tuple(expansion_candidates(vecs, kp.min_docs))
+        if not cands:
+            return weighted_terms(base, {}, 0.0)
+        st = store.fetch({"base": QueryChannel(cands, (1,) * len(cands))}, [], [], fields=[combined]).stats[sub]
+        extra = expansion_terms(vecs, lexical.scores[:n], st.df, st.doc_count, kp, exclude=base.terms)
+        return weighted_terms(base, extra, kp.lam)
+
+    def keyword(self, terms: Mapping[str, float], *, filter: Any = None) -> RankedList:
+        """The engine's BM25 ranking for weighted ``terms`` on the combined field."""
+        if not terms:
+            return RankedList([], np.zeros(0))
+        sub = self.layout.subfield(self.layout.combined, "base")
+        top = sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:1000]  # the engines' clause limit
+        query: dict[str, Any] = {"bool": {"should": [
+            {"term": {sub: {"value": t, "boost": float(w)}}} for t, w in top]}}
+        if filter is not None:
+            query["bool"]["filter"] = filter if isinstance(filter, list) else [filter]
+            query["bool"]["minimum_should_match"] = 1
+        body = {"size": self.params.keyword.depth, "query": query, "_source": False}
+        hits = self.engine.search(self.index, body)["hits"]["hits"]
+        return RankedList([str(h["_id"]) for h in hits], np.array([float(h["_score"]) for h in hits]))
+
+    # ---- the pipeline ----------------------------------------------------------------
+
+    def run(self, text: str, *, narrative: str | None = None, filter: Any = None,
+            strategies: Collection[str] | None = None) -> PipelineResult:
+        """The strategies of weight > 0 for ``text``, and their fusion.
+
+        Args:
+            narrative: the topic's description, for the keyword strategy.
+            filter: a query clause (or list) every returned document must match.
+            strategies: compute these strategies' lists too (e.g. all of :data:`STRATEGIES`,
+                to measure each alone); only those of weight > 0 are fused.
+        """
+        if not isinstance(text, str):
+            raise ConfigurationError(f"query text must be a string, got {type(text).__name__}")
+        p = self.params
+        weights = p.weights
+        wanted = set(weights) | set(strategies or ())
+        unknown = sorted(wanted - set(STRATEGIES))
+        if unknown:
+            raise ConfigurationError(f"unknown strategy {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
+        lists: dict[str, RankedList] = {}
+        seconds: dict[str, float] = {}
+        expansion: dict[str, float] = {}
+        t0 = time.perf_counter()
+        if "lexical" in wanted or "keyword" in wanted:
+            prepared = self.reranker.analyze(text)
+            lists["lexical"], versions = self.lexical(text, filter=filter, prepared=prepared)
+            seconds["lexical"] = time.perf_counter() - t0
+            if "keyword" in wanted:
+                t1 = time.perf_counter()
+                expansion = self.keyword_terms(prepared, lists["lexical"], versions, narrative=narrative)
+                lists["keyword"] = self.keyword(expansion, filter=filter)
+                seconds["keyword"] = time.perf_counter() - t1
+        if "semantic" in wanted:
+            t2 = time.perf_counter()
+            lists["semantic"] = self.semantic(text, filter=filter)
+            seconds["semantic"] = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        ordered = {k: lists[k] for k in STRATEGIES if k in lists and k in wanted}
+        ids, scores, parts = fuse({k: v for k, v in ordered.items() if k in weights}, weights, p.fusion,
+                                  rrf_k=p.rrf_k)
+        seconds["fusion"] = time.perf_counter() - t3
+        return PipelineResult(lists=ordered, ids=ids, scores=scores, parts=parts,
+                              expansion=expansion, seconds=seconds)
+
+    def search(self, text: str, size: int = 10, *, narrative: str | None = None, filter: Any = None,
+               fields: Sequence[str] | None = None, explain: bool = False) -> dict[str, Any]:
+        """The top ``size`` documents of the fused ranking, as an engine-shaped search response.
+
+        Each hit's ``_score`` is the fused score; ``_esbridge.strategies`` gives the rank and
+        score of the hit in every strategy that found it, and with ``explain`` each
+        strategy's contribution to the fused score.
+        """
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ConfigurationError(f"size must be an integer >= 0, got {size!r}")
+        t0 = time.perf_counter()
+        res = self.run(text, narrative=narrative, filter=filter)
+        pos = {name: {d: i for i, d in enumerate(lst.ids)} for name, lst in res.lists.items()}
+        hits = []
+        for i, doc_id in enumerate(res.ids[:size]):
+            found = {name: {"rank": p[doc_id] + 1, "score": float(res.lists[name].scores[p[doc_id]])}
+                     for name, p in pos.items() if doc_id in p}
+            meta: dict[str, Any] = {"strategies": found}
+            if explain:
+                meta["parts"] = {name: float(v[i]) for name, v in res.parts.items()}
+            hits.append({"_index": self.index, "_id": doc_id, "_score": float(res.scores[i]), "_esbridge": meta})
+        self.reranker._attach_sources(hits, fields)
+        took = int((time.perf_counter() - t0) * 1000)
+        return {
+            "took": took,
+            "timed_out": False,
+            "hits": {"total": {"value": len(res.ids), "relation": "eq"},
+                     "max_score": hits[0]["_score"] if hits else None, "hits": hits},
+            "_esbridge": {"pipeline": {"fusion": self.params.fusion.value, "weights": self.params.weights,
+                                       "scorer": self.params.scorer},
+                          "expansion": res.expansion, "seconds": res.seconds},
+        }

@@ -1,0 +1,173 @@
+"""A persistent, content-addressed cache of embeddings.
+
+Embedding is the slow step of semantic indexing (tens of documents per second
+per core), so every vector is kept under ``$ESBRIDGE_HOME/embeddings/<model>/``,
+keyed by the SHA-256 of the embedded text.  Re-indexing the same text, indexing
+one corpus into a second index, or resuming an interrupted run costs nothing.
+
+Layout: ``vectors.f32`` (rows of ``dim`` float32) and ``keys.txt`` (one hex key a
+line, the i-th key naming the i-th row).  Both files are append-only; a batch is
+appended under an exclusive ``fcntl`` lock, vectors first, and a reader takes
+``min(keys, rows)`` entries, so a crash mid-append loses that batch only and
+several processes may share one cache.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+__all__ = ["EmbeddingCache", "Encoder", "text_key"]
+
+
+class Encoder(Protocol):
+    """What the cache needs of an encoder."""
+
+    name: str
+
+    @property
+    def dim(self) -> int: ...
+
+    def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray: ...
+
+
+def text_key(text: str) -> str:
+    """The cache key of ``text``."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class EmbeddingCache:
+    """Embeddings of one model, on disk.
+
+    Args:
+        root: the cache folder of that model.
+        dim: the model's dimension.
+        chunk: texts embedded between two appends (what a crash can lose).
+    """
+
+    def __init__(self, root: Path, dim: int, *, chunk: int = 256) -> None:
+        self.root = root
+        self.dim = dim
+        self.chunk = chunk
+        root.mkdir(parents=True, exist_ok=True)
+        self._keys_path = root / "keys.txt"
+        self._vec_path = root / "vectors.f32"
+        self._lock_path = root / ".lock"
+        self._index: dict[str, int] = {}
+        self._vectors = np.zeros((0, dim), dtype=np.float32)
+        self._read_offset = 0  # bytes of keys.txt already read
+        self._rows_read = 0  # rows of vectors.f32 already read (a key may repeat: two writers raced)
+        self._mutex = threading.Lock()
+
+    @classmethod
+    def for_encoder(cls, encoder: Encoder, home: Path | None = None) -> EmbeddingCache:
+        """The cache of ``encoder`` under ``$ESBRIDGE_HOME/embeddings``."""
+        from esbridge.engine.local import cache_dir
+
+        return cls((home or cache_dir()) / "embeddings" / encoder.name, encoder.dim)
+
+    def __len__(self) -> int:
+        self._reload()
+        return len(self._index)
+
+    def _reload(self) -> None:
+        """Read what other writers appended since the last look."""
+        if not self._keys_path.exists():
+            return
+        with self._keys_path.open("rb") as f:
+            f.seek(self._read_offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return
+        new_keys = data[:end].decode("ascii").split("\n")[:-1]
+        rows = os.path.getsize(self._vec_path) // (4 * self.dim) if self._vec_path.exists() else 0
+        start = self._rows_read
+        usable = max(0, min(len(new_keys), rows - start))
+        if usable == 0:
+            return
+        mm = np.memmap(self._vec_path, dtype=np.float32, mode="r", shape=(rows, self.dim))
+        self._vectors = np.concatenate([self._vectors, np.array(mm[start:start + usable])])
+        del mm
+        for i, k in enumerate(new_keys[:usable]):
+            self._index.setdefault(k, start + i)
+        self._rows_read += usable
+        self._read_offset += len("".join(k + "\n" for k in new_keys[:usable]).encode("ascii"))
+
+    def _append(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        with self._lock_path.open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                # rows and keys must stay aligned: trim a torn tail left by a crash first
+                n_keys = self._count_keys()
+                rows = os.path.getsize(self._vec_path) // (4 * self.dim) if self._vec_path.exists() else 0
+                if rows != n_keys:
+                    self._truncate(min(rows, n_keys))
+                with self._vec_path.open("ab") as vf:
+                    vf.write(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+                    vf.flush()
+                    os.fsync(vf.fileno())
+                with self._keys_path.open("ab") as kf:
+                    kf.write("".join(k + "\n" for k in keys).encode("ascii"))
+                    kf.flush()
+                    os.fsync(kf.fileno())
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _count_keys(self) -> int:
+        if not self._keys_path.exists():
+            return 0
+        with self._keys_path.open("rb") as f:
+            return f.read().count(b"\n")
+
+    def _truncate(self, n: int) -> None:
+        if self._vec_path.exists():
+            os.truncate(self._vec_path, n * 4 * self.dim)
+        if self._keys_path.exists():
+            with self._keys_path.open("rb") as f:
+                lines = f.read().split(b"\n")[:n]
+            with self._keys_path.open("wb") as f:
+                f.write(b"".join(line + b"\n" for line in lines))
+        self._index.clear()
+        self._vectors = np.zeros((0, self.dim), dtype=np.float32)
+        self._read_offset = 0
+        self._rows_read = 0
+
+    def embed(self, texts: Sequence[str], encoder: Encoder, *,
+              progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Vectors of ``texts`` (``len(texts)`` × ``dim``), embedding only what the cache lacks.
+
+        Args:
+            progress: called with a count of texts done (cached ones at once, the rest per chunk).
+        """
+        if encoder.dim != self.dim:
+            raise ValueError(f"encoder {encoder.name!r} has dimension {encoder.dim}, the cache {self.dim}")
+        keys = [text_key(t) for t in texts]
+        with self._mutex:
+            self._reload()
+            missing = list(dict.fromkeys(k for k in keys if k not in self._index))
+        missing_set = set(missing)
+        if progress is not None and len(keys) - len(missing):
+            progress(sum(1 for k in keys if k not in missing_set))
+        if missing:
+            by_key = {k: t for k, t in zip(keys, texts)}
+            for start in range(0, len(missing), self.chunk):
+                part = missing[start:start + self.chunk]
+                vecs = encoder.encode([by_key[k] for k in part])
+                with self._mutex:
+                    self._append(part, vecs)
+                    self._reload()
+                if progress is not None:
+                    part_set = set(part)
+                    progress(sum(1 for k in keys if k in part_set))
+        with self._mutex:
+            self._reload()
+            rows = np.fromiter((self._index[k] for k in keys), dtype=np.int64, count=len(keys))
+            return self._vectors[rows].copy()

@@ -1,0 +1,127 @@
+"""The hybrid pipeline (semantic + lexical + keyword, fused) against a real engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from esbridge.engine.client import Engine
+from esbridge.hybrid import HybridSearcher, PipelineParams, RankedList, fuse
+from esbridge.index import IndexLayout, create_index
+from esbridge.semantic.cache import EmbeddingCache
+from esbridge.semantic.models import load_encoder
+from esbridge.semantic.text import document_text
+from esbridge.semantic.vectors import VectorIndex
+from tests.data import beir, judged_queries
+
+N_DOCS = 120
+
+
+@pytest.fixture(scope="module")
+def encoder():  # type: ignore[no-untyped-def]
+    return load_encoder()
+
+
+@pytest.fixture(scope="module")
+def cache(encoder):  # type: ignore[no-untyped-def]
+    """esbridge's embedding cache: a text is embedded once across tests and runs."""
+    return EmbeddingCache.for_encoder(encoder)
+
+
+def _docs() -> dict[str, dict[str, str]]:
+    out = {}
+    with open(beir("scifact") / "corpus.jsonl") as f:
+        for line in f:
+            d = json.loads(line)
+            out[str(d["_id"])] = {"title": d["title"], "text": d["text"]}
+            if len(out) == N_DOCS:
+                break
+    return out
+
+
+def _fill(engine: Engine, index: str, docs: dict[str, dict[str, str]]) -> None:
+    create_index(engine, index, IndexLayout(), shards=2)
+    body = "".join(json.dumps({"index": {"_id": i}}) + "\n" + json.dumps(src) + "\n" for i, src in docs.items())
+    resp = engine.request("POST", f"/{index}/_bulk", body=body, ndjson=True, params={"refresh": "true"})
+    assert not resp["errors"]
+
+
+@pytest.fixture
+def hybrid_index(engine: Engine, index_name: str) -> str:
+    _fill(engine, index_name, _docs())
+    return index_name
+
+
+def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hybrid_index: str, encoder,  # type: ignore[no-untyped-def]
+                                                             cache, tmp_path: Path) -> None:
+    docs = _docs()
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    assert len(vi) == N_DOCS
+    ids = list(docs)
+    mat = encoder.encode([document_text(docs[i], ("title", "text")) for i in ids])
+    for q in ("vitamin D and bone density", "stem cells in the bone marrow", "ocular hypertension"):
+        qv = encoder.encode([q])[0]
+        sims = mat @ qv
+        want = [ids[i] for i in np.lexsort((np.arange(len(ids)), -sims))[:10]]
+        got = vi.search(qv, 10)
+        assert got.ids == want
+        np.testing.assert_allclose(got.scores, np.sort(sims)[::-1][:10], atol=1e-6)
+    # reopened from disk: nothing is embedded again
+    again = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    np.testing.assert_array_equal(np.asarray(again.vectors), np.asarray(vi.vectors))
+
+
+def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
+                                       cache) -> None:
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    params = PipelineParams(window=50, semantic_depth=50, w_keyword=0.5)
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        for q in [q["text"] for q in judged_queries("scifact", limit=3)]:
+            res = hs.run(q)
+            assert set(res.lists) == {"semantic", "lexical", "keyword"}
+            ids, scores, _ = fuse(res.lists, params.weights, params.fusion)
+            assert ids == res.ids
+            np.testing.assert_allclose(scores, res.scores)
+            assert res.expansion, "pseudo-relevance feedback chose no terms"
+            resp = hs.search(q, size=5, explain=True)
+            hits = resp["hits"]["hits"]
+            assert [h["_id"] for h in hits] == res.ids[:5]
+            for h in hits:
+                assert h["_source"]["title"]
+                assert set(h["_esbridge"]["parts"]) == {"semantic", "lexical", "keyword"}
+                assert h["_esbridge"]["strategies"], h
+
+
+def test_filter_applies_to_every_strategy(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
+                                          cache) -> None:
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    allowed = list(_docs())[::3]
+    params = PipelineParams(window=50, semantic_depth=50, w_keyword=1.0)
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        res = hs.run("bone density and vitamin D", filter={"ids": {"values": allowed}})
+        for name, lst in res.lists.items():
+            assert set(lst.ids) <= set(allowed), name
+        assert res.ids and set(res.ids) <= set(allowed)
+
+
+def test_recreated_index_never_reuses_vectors(engine: Engine, index_name: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
+                                          cache) -> None:
+    docs = _docs()
+    first = dict(list(docs.items())[:40])
+    _fill(engine, index_name, first)
+    vi = VectorIndex.open(engine, index_name, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    assert set(vi.ids) == set(first)
+    engine.delete_index(index_name)
+    second = dict(list(docs.items())[40:70])
+    _fill(engine, index_name, second)
+    vi2 = VectorIndex.open(engine, index_name, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    assert vi2.uuid != vi.uuid and set(vi2.ids) == set(second)
+    # a write is seen at the next refresh (the index state changed)
+    extra_id, extra = next(iter(first.items()))
+    engine.request("PUT", f"/{index_name}/_doc/{extra_id}", body=extra, params={"refresh": "true"})
+    assert vi2.refresh(force=True)
+    hits = vi2.search(encoder.encode([document_text(extra, ("title", "text"))])[0], 1)
+    assert hits.ids == [extra_id] and hits.scores[0] == pytest.approx(1.0, abs=1e-5)

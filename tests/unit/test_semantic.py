@@ -1,0 +1,135 @@
+"""The sentence encoder against the model's reference runtime, the model's provenance, and the
+embedding cache."""
+
+from __future__ import annotations
+
+import json
+import threading
+import zipfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from esbridge.errors import ConfigurationError, ProvisioningError
+from esbridge.semantic import models
+from esbridge.semantic.cache import EmbeddingCache, text_key
+from esbridge.semantic.models import load_encoder, model_dir
+from esbridge.semantic.text import document_text
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.json"
+
+
+@pytest.fixture(scope="module")
+def encoder():  # type: ignore[no-untyped-def]
+    return load_encoder()
+
+
+def test_vectors_equal_the_reference_runtime(encoder) -> None:  # type: ignore[no-untyped-def]
+    """sentence-transformers (torch) computed these once; the numpy encoder must agree."""
+    ref = json.loads(FIXTURE.read_text())
+    assert ref["weights_sha256"] == models.MODELS["all-MiniLM-L6-v2"].weights_sha256
+    got = encoder.encode(ref["texts"])
+    want = np.array(ref["vectors"], dtype=np.float32)
+    assert got.shape == want.shape == (len(ref["texts"]), 384)
+    np.testing.assert_allclose(got, want, atol=2e-6)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+    # batching and order do not change a vector
+    single = np.vstack([encoder.encode([t]) for t in reversed(ref["texts"])])[::-1]
+    np.testing.assert_allclose(single, got, atol=2e-6)
+
+
+def test_long_text_is_truncated_to_the_models_maximum(encoder) -> None:  # type: ignore[no-untyped-def]
+    ids = encoder.tokenize(["word " * 1000])[0]
+    assert len(ids) == encoder.config.max_tokens == 256
+    assert ids[0] == 101 and ids[-1] == 102  # [CLS] ... [SEP]
+
+
+def test_encoder_refuses_non_text(encoder) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigurationError, match="text 1"):
+        encoder.encode(["ok", None])  # type: ignore[list-item]
+    assert encoder.encode([]).shape == (0, 384)
+
+
+def test_model_folder_is_verified(tmp_path: Path) -> None:
+    path = model_dir()
+    assert (path / ".verified").read_text().strip() == models.MODELS["all-MiniLM-L6-v2"].weights_sha256
+
+
+def test_a_package_with_other_weights_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("config.json", "{}")
+        zf.writestr("tokenizer.json", "{}")
+        zf.writestr("model.safetensors", b"not the pinned weights")
+    monkeypatch.setattr(models, "_installed_archive", lambda spec: archive)
+    with pytest.raises(ProvisioningError, match="SHA-256"):
+        model_dir(home=tmp_path / "home")
+    assert not list((tmp_path / "home" / "models").glob("all-MiniLM-L6-v2/*"))  # nothing half-unpacked kept
+    with pytest.raises(ConfigurationError, match="unknown embedding model"):
+        model_dir("no-such-model")
+
+
+class CountingEncoder:
+    """Deterministic 4-d vectors from the text's hash; counts what it embeds."""
+
+    name = "counting"
+    dim = 4
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
+        self.seen.extend(texts)
+        out = np.array([[int(text_key(t)[i * 8:(i + 1) * 8], 16) for i in range(4)] for t in texts],
+                       dtype=np.float32).reshape(len(texts), 4)
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1)
+
+
+def test_cache_embeds_each_text_once_and_persists(tmp_path: Path) -> None:
+    enc = CountingEncoder()
+    cache = EmbeddingCache(tmp_path, 4, chunk=2)
+    texts = ["a", "b", "a", "c", "d", "e"]
+    first = cache.embed(texts, enc)
+    assert enc.seen == ["a", "b", "c", "d", "e"]
+    np.testing.assert_array_equal(first[0], first[2])
+    again = EmbeddingCache(tmp_path, 4).embed(["e", "a", "z"], enc)  # a new process, in effect
+    assert enc.seen[-1:] == ["z"] and len(enc.seen) == 6
+    np.testing.assert_array_equal(again[:2], first[[5, 0]])
+
+
+def test_cache_survives_a_torn_append(tmp_path: Path) -> None:
+    enc = CountingEncoder()
+    EmbeddingCache(tmp_path, 4).embed(["a", "b"], enc)
+    with open(tmp_path / "vectors.f32", "ab") as f:  # a crash after writing vectors, before keys
+        f.write(b"\x00" * 20)
+    cache = EmbeddingCache(tmp_path, 4)
+    assert len(cache) == 2
+    out = cache.embed(["c", "a"], enc)
+    assert enc.seen == ["a", "b", "c"]
+    assert len(EmbeddingCache(tmp_path, 4)) == 3
+    np.testing.assert_array_equal(out[1], EmbeddingCache(tmp_path, 4).embed(["a"], enc)[0])
+
+
+def test_cache_is_safe_for_concurrent_writers(tmp_path: Path) -> None:
+    enc = CountingEncoder()
+    caches = [EmbeddingCache(tmp_path, 4, chunk=3) for _ in range(4)]
+    texts = [f"t{i}" for i in range(40)]
+    results: list[np.ndarray] = [np.zeros(0)] * 4
+    def work(k: int) -> None:
+        results[k] = caches[k].embed(texts[k * 5:] + texts[:k * 5], enc)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    final = EmbeddingCache(tmp_path, 4).embed(texts, enc)
+    for k in range(4):
+        np.testing.assert_array_equal(results[k], np.roll(final, -k * 5, axis=0))
+
+
+def test_document_text() -> None:
+    assert document_text({"title": " T ", "text": "body", "x": 1}, ("title", "text")) == "T body"
+    assert document_text({"title": "", "text": None}, ("title", "text")) == ""
+    assert document_text({"text": "only"}, ("title", "text")) == "only"
