@@ -108,6 +108,12 @@ def _cmd_index(args: argparse.Namespace) -> int:
         read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes),
         layout=layout, shards=args.shards, progress=not args.quiet,
     )
+    if not args.no_semantic and report.indexed:
+        from esbridge.semantic.models import load_encoder
+        from esbridge.semantic.vectors import VectorIndex
+
+        vi = VectorIndex.open(engine, index, load_encoder(), fields=fields, progress=not args.quiet)
+        print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}")
     for failure in report.failures[: args.show_failures]:
         print(f"not indexed: {failure}", file=sys.stderr)
     if len(report.failures) > args.show_failures:
@@ -142,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recreate", action="store_true", help="delete the index first")
     p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024)
     p.add_argument("--show-failures", type=int, default=20, help="failures to list (default 20)")
+    p.add_argument("--no-semantic", action="store_true",
+                   help="do not embed the documents for semantic search (the hybrid pipeline embeds them "
+                        "on its first query instead)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _connection_args(p)
     p.set_defaults(func=_cmd_index)

@@ -69,10 +69,42 @@ def _print_hits(response: dict[str, Any], as_json: bool) -> None:
         print(f"{rank:>4}  {h['_score']:9.3f}  {first_s}  {str(h['_id']):<14} {title}")
 
 
+def _print_hybrid(response: dict[str, Any]) -> None:
+    hits = response["hits"]["hits"]
+    if not hits:
+        print("no hits")
+        return
+    short = {"semantic": "sem", "lexical": "lex", "keyword": "kw"}
+    print(f"{'rank':>4}  {'fused':>8}  {'rank in each strategy':<24} {'id':<14} title")
+    for rank, h in enumerate(hits, start=1):
+        src = h.get("_source") or {}
+        title = str(src.get("title") or src.get("text") or "")[:60].replace("\n", " ")
+        found = h["_esbridge"]["strategies"]
+        where = " ".join(f"{short.get(k, k)} {v['rank']}" for k, v in found.items())
+        print(f"{rank:>4}  {h['_score']:8.4f}  {where:<24} {str(h['_id']):<14} {title}")
+
+
 def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    rr = _reranker(args, connect)
     filt = json.loads(args.filter) if args.filter else None
-    response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain)
+    if args.hybrid:
+        from esbridge.cli_eval import pipeline_params
+        from esbridge.hybrid import HybridSearcher
+
+        engine = connect(args)
+        if not engine.index_exists(args.index):
+            raise ConfigurationError(
+                f"index {args.index!r} does not exist at {engine.options.url}; create it with `esbridge index`")
+        params = pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
+                                  *(args.pipeline_param or [])])
+        with HybridSearcher(engine, args.index, params) as hs:
+            response = hs.search(args.query, size=args.size, filter=filt, explain=args.explain)
+        if args.json:
+            _print_hits(response, True)
+        else:
+            _print_hybrid(response)
+        return 0
+    with _reranker(args, connect) as rr:
+        response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain)
     _print_hits(response, args.json)
     return 0
 
@@ -160,6 +192,11 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--size", type=int, default=10)
     p.add_argument("--filter", help="a filter clause as JSON, e.g. '{\"term\": {\"lang\": \"en\"}}'")
     p.add_argument("--json", action="store_true", help="print the engine-shaped JSON response")
+    p.add_argument("--hybrid", action="store_true",
+                   help="run the hybrid pipeline (semantic + lexical + keyword, fused); --scorer and "
+                        "--window set its lexical strategy")
+    p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
+                   help="with --hybrid: a pipeline parameter, e.g. w_semantic=2 or fusion=zscore (repeat)")
     p.set_defaults(func=lambda a: _cmd_search(a, connect))
 
     p = sub.add_parser("rescore", help="rerank an engine search response read from standard input")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Re-create benchmarks/results/<dataset>/ (OpenSearch), <dataset>/heldout/ and elasticsearch/<dataset>/
-# for the five shared collections, with the shipped defaults, then summary.md.
+# for the five shared collections, with the shipped defaults (the scorers and the hybrid pipeline's
+# systems: semantic, keyword, hybrid), then summary.md.
 # Run from the project root.  Run files are kept gzip-compressed and cut at rank 100 to keep the
 # repository small (per_query.tsv holds every measure of every query; drop --runs/--run-depth for
 # full 1000-deep runs).

@@ -60,9 +60,9 @@ class KeywordParams:
     """
 
     fb_docs: int = 10
-    fb_terms: int = 20
+    fb_terms: int = 30
     min_docs: int = 2
-    lam: float = 0.5
+    lam: float = 0.3
     depth: int = 1000
 
     def __post_init__(self) -> None:

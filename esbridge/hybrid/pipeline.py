@@ -59,6 +59,10 @@ class PipelineParams:
         window: first-stage hits the lexical scorer reranks.
         semantic_depth: documents the semantic strategy returns.
         keyword: the keyword strategy's parameters.
+        semantic_feedback: documents of the first fused ranking whose mean vector is added to
+            the query vector before the semantic strategy runs again (Rocchio's relevance
+            feedback in the embedding space; 0: one semantic pass).
+        semantic_beta: the weight of that mean vector (the query vector weighs 1).
         fusion: ``rrf``, ``zscore`` or ``minmax`` (:class:`~esbridge.hybrid.fusion.Fusion`).
         w_semantic, w_lexical, w_keyword: the strategies' weights in the fusion
             (0 leaves a strategy out).
@@ -69,10 +73,12 @@ class PipelineParams:
     window: int = 1000
     semantic_depth: int = 1000
     keyword: KeywordParams = field(default_factory=KeywordParams)
-    fusion: Fusion = Fusion.RRF
-    w_semantic: float = 1.0
+    semantic_feedback: int = 2
+    semantic_beta: float = 0.5
+    fusion: Fusion = Fusion.ZSCORE
+    w_semantic: float = 2.0
     w_lexical: float = 1.0
-    w_keyword: float = 0.0
+    w_keyword: float = 0.5
     rrf_k: float = 60.0
 
     def __post_init__(self) -> None:
@@ -82,7 +88,11 @@ class PipelineParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"pipeline parameter {name} must be an integer >= 1, got {value!r}")
-        for name in ("w_semantic", "w_lexical", "w_keyword", "rrf_k"):
+        if isinstance(self.semantic_feedback, bool) or not isinstance(self.semantic_feedback, int) \
+                or self.semantic_feedback < 0:
+            raise ConfigurationError(f"pipeline parameter semantic_feedback must be an integer >= 0, "
+                                     f"got {self.semantic_feedback!r}")
+        for name in ("w_semantic", "w_lexical", "w_keyword", "rrf_k", "semantic_beta"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
                 raise ConfigurationError(f"pipeline parameter {name} must be a finite number >= 0, got {value!r}")
@@ -114,7 +124,9 @@ class PipelineResult:
     """Every strategy's list and the fused ranking of one query.
 
     Attributes:
-        lists: strategy → its result (ids with the strategy's own scores, best first).
+        lists: strategy → its result (ids with the strategy's own scores, best first);
+            ``semantic_feedback`` is the second semantic pass, which is what the fusion used
+            in place of ``semantic`` when it ran.
         ids, scores: the fused ranking, best first.
         parts: strategy → each fused id's weighted contribution.
         expansion: the keyword strategy's terms and weights (empty when it did not run).
@@ -189,11 +201,13 @@ class HybridSearcher:
 
     # ---- the strategies --------------------------------------------------------------
 
-    def semantic(self, text: str, *, filter: Any = None, depth: int | None = None) -> RankedList:
-        """The semantic strategy's list (with a filter, only the top documents that match it)."""
+    def semantic(self, query: str | np.ndarray, *, filter: Any = None, depth: int | None = None) -> RankedList:
+        """The semantic strategy's list for a query text or vector (with a filter, only the top
+        documents that match it)."""
         vi = self.vectors
         vi.refresh()
-        hits = vi.search(vi.embed_query(text), depth or self.params.semantic_depth)
+        vec = vi.embed_query(query) if isinstance(query, str) else query
+        hits = vi.search(vec, depth or self.params.semantic_depth)
         if filter is None or not hits.ids:
             return RankedList(hits.ids, hits.scores)
         keep = self._matching(hits.ids, filter)
@@ -298,17 +312,46 @@ class HybridSearcher:
                 expansion = self.keyword_terms(prepared, lists["lexical"], versions, narrative=narrative)
                 lists["keyword"] = self.keyword(expansion, filter=filter)
                 seconds["keyword"] = time.perf_counter() - t1
+        qvec = None
         if "semantic" in wanted:
             t2 = time.perf_counter()
-            lists["semantic"] = self.semantic(text, filter=filter)
+            qvec = self.vectors.embed_query(text)
+            lists["semantic"] = self.semantic(qvec, filter=filter)
             seconds["semantic"] = time.perf_counter() - t2
         t3 = time.perf_counter()
         ordered = {k: lists[k] for k in STRATEGIES if k in lists and k in wanted}
-        ids, scores, parts = fuse({k: v for k, v in ordered.items() if k in weights}, weights, p.fusion,
-                                  rrf_k=p.rrf_k)
+        result = self.aggregate(ordered, qvec, filter=filter)
         seconds["fusion"] = time.perf_counter() - t3
-        return PipelineResult(lists=ordered, ids=ids, scores=scores, parts=parts,
-                              expansion=expansion, seconds=seconds)
+        result.expansion = expansion
+        result.seconds = {**seconds, **result.seconds}
+        return result
+
+    def aggregate(self, lists: Mapping[str, RankedList], query_vector: np.ndarray | None, *,
+                  params: PipelineParams | None = None, filter: Any = None) -> PipelineResult:
+        """The aggregator: fuse the strategies' ``lists`` (those of weight > 0), then, with
+        semantic feedback on, run the semantic strategy again from the query vector moved
+        towards the first fusion's top documents and fuse once more.
+
+        ``params`` overrides the pipeline's fusion settings (its strategy settings are what
+        produced ``lists``); used to measure settings without running the strategies again.
+        """
+        p = params or self.params
+        weights = p.weights
+        out = dict(lists)
+        fused = {k: v for k, v in lists.items() if k in weights}
+        ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
+        seconds: dict[str, float] = {}
+        if query_vector is not None and p.semantic_feedback > 0 and ids and "semantic" in fused:
+            t0 = time.perf_counter()
+            fb = self.vectors.vectors_of(ids[:p.semantic_feedback])
+            if len(fb):
+                moved = query_vector + p.semantic_beta * fb.mean(axis=0)
+                moved /= max(float(np.linalg.norm(moved)), 1e-12)
+                out["semantic_feedback"] = self.semantic(moved.astype(np.float32), filter=filter)
+                fused["semantic"] = out["semantic_feedback"]
+                ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
+            seconds["semantic_feedback"] = time.perf_counter() - t0
+        return PipelineResult(lists=out, ids=ids, scores=scores, parts=parts, seconds=seconds)
 
     def search(self, text: str, size: int = 10, *, narrative: str | None = None, filter: Any = None,
                fields: Sequence[str] | None = None, explain: bool = False) -> dict[str, Any]:

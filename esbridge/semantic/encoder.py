@@ -191,9 +191,9 @@ class SentenceEncoder:
         n, length = len(ids), max(len(x) for x in ids)
         tok = np.zeros((n, length), dtype=np.int64)
         mask = np.zeros((n, length), dtype=np.float32)
-        for i, x in enumerate(ids):
-            tok[i, :len(x)] = x
-            mask[i, :len(x)] = 1.0
+        for i, row in enumerate(ids):
+            tok[i, :len(row)] = row
+            mask[i, :len(row)] = 1.0
         w = self._w
         x = (w["embeddings.word_embeddings.weight"][tok]
              + w["embeddings.position_embeddings.weight"][:length][None, :, :]

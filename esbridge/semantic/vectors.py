@@ -198,6 +198,12 @@ class VectorIndex:
         top = top[np.lexsort((top, -sims[top]))]
         return SemanticHits([ids[i] for i in top], sims[top])
 
+    def vectors_of(self, ids: Sequence[str]) -> np.ndarray:
+        """The vectors of those ``ids`` that have one (ids without a vector are left out)."""
+        with self._lock:
+            rows = [r for r in (self._row.get(d, -1) for d in ids) if r >= 0]
+            return np.asarray(self.vectors[rows], dtype=np.float32)
+
     def similarity(self, query_vector: np.ndarray, ids: Sequence[str]) -> np.ndarray:
         """Cosine of ``query_vector`` with the documents ``ids`` (``nan`` for an id without a vector)."""
         with self._lock:

@@ -81,10 +81,18 @@ def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_pa
     with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
         for q in [q["text"] for q in judged_queries("scifact", limit=3)]:
             res = hs.run(q)
-            assert set(res.lists) == {"semantic", "lexical", "keyword"}
-            ids, scores, _ = fuse(res.lists, params.weights, params.fusion)
+            assert set(res.lists) == {"semantic", "lexical", "keyword", "semantic_feedback"}
+            fused = {"semantic": res.lists["semantic_feedback"], "lexical": res.lists["lexical"],
+                     "keyword": res.lists["keyword"]}
+            ids, scores, _ = fuse(fused, params.weights, params.fusion)
             assert ids == res.ids
             np.testing.assert_allclose(scores, res.scores)
+            # the feedback query is the query vector plus the mean of the first fusion's top vectors
+            first, _, _ = fuse({k: res.lists[k] for k in ("semantic", "lexical", "keyword")},
+                               params.weights, params.fusion)
+            moved = vi.embed_query(q) + vi.vectors_of(first[:params.semantic_feedback]).mean(axis=0)
+            again = vi.search((moved / np.linalg.norm(moved)).astype(np.float32), params.semantic_depth)
+            assert again.ids == list(res.lists["semantic_feedback"].ids)
             assert res.expansion, "pseudo-relevance feedback chose no terms"
             resp = hs.search(q, size=5, explain=True)
             hits = resp["hits"]["hits"]

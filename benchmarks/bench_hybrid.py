@@ -1,0 +1,140 @@
+"""Cost of the hybrid pipeline, next to the engine's BM25 in the same run.
+
+1. Embedding throughput at ingest (documents per second) on the first ``--embed-docs``
+   documents of a collection, with an empty embedding cache (nothing reused).
+2. Query embedding time (one query a call, p50 and p95).
+3. Per-query latency, p50 and p95, over the judged queries: the engine's BM25 alone
+   (``size`` 10, the first stage's own query) vs the pipeline's ``search`` with the
+   shipped defaults, and where the pipeline's time goes (lexical, keyword, semantic,
+   fusion).  The term-vector cache is warm after the first pass; both passes are shown.
+
+Usage (one command; starts esbridge's local node when no --url is given):
+
+    python benchmarks/bench_hybrid.py --dataset ../shared/data/scifact --distribution opensearch
+
+Results are printed as markdown and written to ``benchmarks/results/hybrid-<distribution>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from esbridge.engine.client import Engine
+from esbridge.engine.provision import provision
+from esbridge.hybrid import HybridSearcher, PipelineParams
+from esbridge.ingest import ingest, read_jsonl
+from esbridge.semantic.cache import EmbeddingCache
+from esbridge.semantic.models import load_encoder
+from esbridge.semantic.text import document_text
+
+HERE = Path(__file__).resolve().parent
+
+
+def machine() -> str:
+    from esbridge.evaluation.report import describe_machine
+
+    return ", ".join(f"{k}: {v}" for k, v in describe_machine().items())
+
+
+def ms(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values) * 1000.0, q))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True, help="BEIR-layout folder")
+    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
+    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    ap.add_argument("--queries", type=int, default=200, help="judged queries to time (default 200)")
+    ap.add_argument("--embed-docs", type=int, default=500, help="documents embedded for throughput (default 500)")
+    ap.add_argument("--out", default=None, help="markdown output (default benchmarks/results/hybrid-<dist>.md)")
+    args = ap.parse_args()
+
+    folder = Path(args.dataset)
+    corpus = folder / "corpus.jsonl"
+    docs = [json.loads(line) for line in open(corpus, encoding="utf-8") if line.strip()]
+    with open(folder / "qrels" / "test.tsv") as f:
+        next(f)
+        judged = {line.split("\t")[0] for line in f}
+    queries = [json.loads(line)["text"] for line in open(folder / "queries.jsonl")
+               if json.loads(line)["_id"] in judged][: args.queries]
+
+    encoder = load_encoder()
+    texts = [document_text(d, ("title", "text")) for d in docs[: args.embed_docs]]
+    n_tokens = sum(len(ids) for ids in encoder.tokenize(texts))
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = EmbeddingCache(Path(tmp), encoder.dim)
+        t0 = time.perf_counter()
+        cache.embed(texts, encoder)
+        embed_s = time.perf_counter() - t0
+    q_times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        encoder.encode([q])
+        q_times.append(time.perf_counter() - t0)
+
+    prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
+    engine = Engine.connect(prov.url)
+    index = f"bench-{folder.resolve().name}"
+    if not (engine.index_exists(index) and engine.count(index) == len(docs)):
+        engine.delete_index(index)
+        ingest(engine, index, read_jsonl(corpus), progress=True, strict=True)
+    params = PipelineParams()
+    out = [f"# Hybrid pipeline benchmarks: {engine.info.label}", "",
+           f"Machine: {machine()}. Engine: {engine.info.label} (local node, 1 GiB heap, same machine). "
+           f"Collection: {folder.resolve().name} ({len(docs)} documents, {len(queries)} queries). "
+           f"Model: {encoder.name} in numpy ({encoder.workers} threads).", "",
+           f"Command: `python benchmarks/bench_hybrid.py --dataset <path to {folder.resolve().name}> "
+           f"--distribution {args.distribution} --queries {args.queries} --embed-docs {args.embed_docs}`", "",
+           "## Embedding", "",
+           "| what | figure |", "|---|---:|",
+           f"| documents embedded (empty cache) | {len(texts)} ({n_tokens / max(1, len(texts)):.0f} word pieces "
+           f"each on average, at most {encoder.config.max_tokens}) |",
+           f"| ingest embedding throughput | **{len(texts) / embed_s:.1f} docs/s** ({embed_s:.1f} s) |",
+           f"| query embedding, p50 / p95 | {ms(q_times, 50):.1f} / {ms(q_times, 95):.1f} ms |", ""]
+
+    with HybridSearcher(engine, index, params, progress=True) as hs:
+        _ = hs.vectors
+        bm25_body = lambda q: {"size": 10, "_source": False,  # noqa: E731
+                               "query": hs.reranker.first_stage_query(hs.reranker.analyze(q), q)}
+        for q in queries:  # analysis cache warm for both sides
+            hs.reranker.analyze(q)
+        rows = []
+        for label in ("first pass (term vectors fetched)", "second pass (term vectors cached)"):
+            eng_t, hyb_t = [], []
+            parts: dict[str, list[float]] = {}
+            for q in queries:
+                body = bm25_body(q)
+                t0 = time.perf_counter()
+                engine.search(index, body)
+                eng_t.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                resp = hs.search(q, size=10)
+                hyb_t.append(time.perf_counter() - t0)
+                for k, v in resp["_esbridge"]["seconds"].items():
+                    parts.setdefault(k, []).append(v)
+            split = ", ".join(f"{k} {ms(v, 50):.1f}" for k, v in parts.items())
+            rows.append(f"| {label} | {ms(eng_t, 50):.1f} / {ms(eng_t, 95):.1f} | "
+                        f"{ms(hyb_t, 50):.1f} / {ms(hyb_t, 95):.1f} | {ms(hyb_t, 50) / ms(eng_t, 50):.1f}x | {split} |")
+    weights = ", ".join(f"{k} {v:g}" for k, v in params.weights.items())
+    out += [f"## Per-query latency (size 10; pipeline: {params.fusion.value} of {weights}, lexical "
+            f"{params.scorer} over the top {params.window}, semantic top {params.semantic_depth})", "",
+            "| pass | engine BM25 p50 / p95 ms | pipeline p50 / p95 ms | p50 ratio | pipeline p50 by step, ms |",
+            "|---|---:|---:|---:|---|", *rows, ""]
+    text = "\n".join(out)
+    print(text)
+    dest = Path(args.out) if args.out else HERE / "results" / f"hybrid-{args.distribution}.md"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
