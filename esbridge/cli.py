@@ -109,11 +109,17 @@ def _cmd_index(args: argparse.Namespace) -> int:
         layout=layout, shards=args.shards, progress=not args.quiet,
     )
     if not args.no_semantic and report.indexed:
-        from esbridge.semantic.models import load_encoder
-        from esbridge.semantic.vectors import VectorIndex
+        from esbridge.semantic.encoder import available
 
-        vi = VectorIndex.open(engine, index, load_encoder(), fields=fields, progress=not args.quiet)
-        print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}")
+        if available():
+            from esbridge.semantic.models import load_encoder
+            from esbridge.semantic.vectors import VectorIndex
+
+            vi = VectorIndex.open(engine, index, load_encoder(), fields=fields, progress=not args.quiet)
+            print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}")
+        else:
+            print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
+                  "for hybrid search", file=sys.stderr)
     for failure in report.failures[: args.show_failures]:
         print(f"not indexed: {failure}", file=sys.stderr)
     if len(report.failures) > args.show_failures:

@@ -31,7 +31,18 @@ import numpy as np
 
 from esbridge.errors import ConfigurationError
 
-__all__ = ["EncoderConfig", "SentenceEncoder"]
+__all__ = ["REQUIRED_MODULES", "EncoderConfig", "SentenceEncoder", "available"]
+
+
+#: The Python packages the encoder needs (esbridge's ``semantic`` extra).
+REQUIRED_MODULES = ("tokenizers", "safetensors", "scipy", "threadpoolctl")
+
+
+def available() -> bool:
+    """Whether the ``semantic`` extra is installed (without importing it)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in REQUIRED_MODULES)
 
 
 def _require(module: str, extra: str = "semantic") -> Any:

@@ -90,7 +90,8 @@ def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_pa
             # the feedback query is the query vector plus the mean of the first fusion's top vectors
             first, _, _ = fuse({k: res.lists[k] for k in ("semantic", "lexical", "keyword")},
                                params.weights, params.fusion)
-            moved = vi.embed_query(q) + vi.vectors_of(first[:params.semantic_feedback]).mean(axis=0)
+            top = vi.vectors_of(first[:params.semantic_feedback])
+            moved = vi.embed_query(q) + params.semantic_beta * top.mean(axis=0)
             again = vi.search((moved / np.linalg.norm(moved)).astype(np.float32), params.semantic_depth)
             assert again.ids == list(res.lists["semantic_feedback"].ids)
             assert res.expansion, "pseudo-relevance feedback chose no terms"
@@ -133,3 +134,19 @@ def test_recreated_index_never_reuses_vectors(engine: Engine, index_name: str, t
     assert vi2.refresh(force=True)
     hits = vi2.search(encoder.encode([document_text(extra, ("title", "text"))])[0], 1)
     assert hits.ids == [extra_id] and hits.scores[0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_narrative_gives_the_keyword_terms(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
+                                           cache) -> None:
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
+    with HybridSearcher(engine, hybrid_index, PipelineParams(window=50), vectors=vi) as hs:
+        narrative = ("Relevant documents describe bone mineral density in osteoporosis. "
+                     "Documents about tumour cells are not relevant.")
+        res = hs.run("vitamin D", narrative=narrative, strategies=("keyword",))
+        terms = set(res.expansion)
+        # the engine's analyser stems; the narrative's relevant statement gives terms, the other none
+        assert {"bone", "miner", "densiti", "osteoporosi"} & terms
+        assert not {"tumour", "cell"} & terms
+        assert {"vitamin", "d"} <= terms  # the query's own terms stay
+        assert res.lists["keyword"].ids

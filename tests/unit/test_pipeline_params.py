@@ -1,0 +1,49 @@
+"""The hybrid pipeline's parameters: validation, overrides and the CLI's parsing of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from esbridge.cli_eval import pipeline_params
+from esbridge.errors import ConfigurationError
+from esbridge.hybrid import Fusion, KeywordParams, PipelineParams
+
+
+def test_shipped_defaults() -> None:
+    p = PipelineParams()
+    assert p.fusion is Fusion.ZSCORE and p.scorer == "evolved"
+    assert p.weights == {"semantic": 2.0, "lexical": 1.0, "keyword": 0.5}
+    assert (p.semantic_feedback, p.semantic_beta) == (2, 0.5)
+    assert p.keyword == KeywordParams(fb_docs=10, fb_terms=30, min_docs=2, lam=0.3, depth=1000)
+
+
+def test_overrides_and_zero_weights() -> None:
+    p = PipelineParams().with_overrides(w_keyword=0, fusion="rrf", keyword_fb_terms=5)
+    assert p.weights == {"semantic": 2.0, "lexical": 1.0}
+    assert p.fusion is Fusion.RRF and p.keyword.fb_terms == 5
+    with pytest.raises(ConfigurationError, match="unknown pipeline parameter"):
+        PipelineParams().with_overrides(w_semnatic=1)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"scorer": "nope"}, "nope"),
+    ({"window": 0}, "window"),
+    ({"semantic_depth": True}, "semantic_depth"),
+    ({"semantic_feedback": -1}, "semantic_feedback"),
+    ({"w_semantic": -1.0}, "w_semantic"),
+    ({"w_lexical": float("nan")}, "w_lexical"),
+    ({"w_semantic": 0, "w_lexical": 0, "w_keyword": 0}, "at least one"),
+    ({"fusion": "sum"}, "unknown fusion"),
+])
+def test_bad_parameters_name_themselves(kwargs: dict, match: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ConfigurationError, match=match):
+        PipelineParams(**kwargs)
+
+
+def test_cli_parsing() -> None:
+    p = pipeline_params(["w_semantic=1.5", "fusion=minmax", "scorer=bmx", "keyword_lam=0.5"])
+    assert (p.w_semantic, p.fusion, p.scorer, p.keyword.lam) == (1.5, Fusion.MINMAX, "bmx", 0.5)
+    with pytest.raises(ConfigurationError, match="NAME=VALUE"):
+        pipeline_params(["w_semantic"])
+    with pytest.raises(ConfigurationError, match="keyword parameter lam"):
+        pipeline_params(["keyword_lam=2"])
