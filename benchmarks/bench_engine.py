@@ -22,9 +22,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from esbridge.engine.client import Engine
 from esbridge.engine.provision import provision
@@ -32,16 +29,8 @@ from esbridge.ingest import ingest, read_jsonl
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
-
-
-def machine() -> str:
-    from esbridge.evaluation.report import describe_machine
-
-    return ", ".join(f"{k}: {v}" for k, v in describe_machine().items())
-
-
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.array(values) * 1000.0, q))
+sys.path.insert(0, str(HERE))
+from common import machine, ms  # noqa: E402
 
 
 def bench_indexing(engine: Engine, corpus: Path, repeats: int) -> list[str]:
@@ -97,7 +86,7 @@ def bench_termvectors(engine: Engine, index: str, queries: list[str]) -> list[st
             res = fetch_raw(engine, index, rr.layout, prepared.query, ids, fields=[rr.layout.combined])  # type: ignore[arg-type]
             times.append(time.perf_counter() - t0)
             reqs = res.requests
-        lines.append(f"| {n} | {reqs} | {pct(times, 50):.1f} | {pct(times, 95):.1f} |")
+        lines.append(f"| {n} | {reqs} | {ms(times, 50):.1f} | {ms(times, 95):.1f} |")
     return lines
 
 
@@ -133,10 +122,10 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str) -
         profile[window] = {k: v / len(queries) * 1000 for k, v in parts.items()}
         rows.append((f"esbridge {scorer}, cold cache", window, cold))
         rows.append((f"esbridge {scorer}, warm cache", window, warm))
-    base = {w: pct(t, 50) for (label, w, t) in rows if label.startswith("engine")}
+    base = {w: ms(t, 50) for (label, w, t) in rows if label.startswith("engine")}
     for label, window, times in rows:
-        lines.append(f"| {label} | {window} | {pct(times, 50):.1f} | {pct(times, 95):.1f} | "
-                     f"{pct(times, 50) / base[window]:.2f}x |")
+        lines.append(f"| {label} | {window} | {ms(times, 50):.1f} | {ms(times, 95):.1f} | "
+                     f"{ms(times, 50) / base[window]:.2f}x |")
     lines.append("\nWhere a warm rerank's time goes (mean ms per query):\n")
     lines.append("| window | analyze | first stage | features | scoring | fetch _source |")
     lines.append("|---:|---:|---:|---:|---:|---:|")

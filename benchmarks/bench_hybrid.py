@@ -24,8 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from esbridge.engine.client import Engine
 from esbridge.engine.provision import provision
 from esbridge.hybrid import HybridSearcher, PipelineParams
@@ -35,16 +33,8 @@ from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text
 
 HERE = Path(__file__).resolve().parent
-
-
-def machine() -> str:
-    from esbridge.evaluation.report import describe_machine
-
-    return ", ".join(f"{k}: {v}" for k, v in describe_machine().items())
-
-
-def ms(values: list[float], q: float) -> float:
-    return float(np.percentile(np.array(values) * 1000.0, q))
+sys.path.insert(0, str(HERE))
+from common import machine, ms  # noqa: E402
 
 
 def main() -> int:

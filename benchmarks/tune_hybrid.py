@@ -20,7 +20,8 @@ Usage (one command; starts esbridge's local node when no --url is given):
 
     python benchmarks/tune_hybrid.py --data ../shared/data
 
-Writes ``benchmarks/results/hybrid-tuning.md`` (and ``.json``).
+Writes ``benchmarks/results/hybrid-tuning.md`` and ``.json`` (every setting's mean nDCG@10 on every
+part; ``--report-only`` rewrites the report from it).
 """
 
 from __future__ import annotations
@@ -126,19 +127,29 @@ def collect(engine: Engine, folder: Path, settings: list[PipelineParams]) -> dic
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, help="folder holding the BEIR-layout collections")
+    ap.add_argument("--data", help="folder holding the BEIR-layout collections")
     ap.add_argument("--collections", default=",".join(COLLECTIONS))
     ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
     ap.add_argument("--out", default=str(HERE / "results" / "hybrid-tuning.md"))
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the report from the JSON of an earlier run (no engine work)")
     args = ap.parse_args()
     names = [c.strip() for c in args.collections.split(",") if c.strip()]
-    prov = provision("opensearch", url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.url)
     settings = grid()
-    data = {}
-    for name in names:
-        print(f"{name}: running the strategies ...", file=sys.stderr)
-        data[name] = collect(engine, Path(args.data) / name, settings)
+    json_path = Path(args.out).with_suffix(".json")
+    if args.report_only:
+        saved = json.loads(json_path.read_text())
+        data, engine_label = saved["collections"], saved["engine"]
+    else:
+        prov = provision("opensearch", url=args.url, use_docker=False, progress=True)
+        engine = Engine.connect(prov.url)
+        engine_label = engine.info.label
+        data = {}
+        for name in names:
+            print(f"{name}: running the strategies ...", file=sys.stderr)
+            data[name] = collect(engine, Path(args.data) / name, settings)
+        json_path.write_text(json.dumps({"engine": engine_label, "collections": data}, indent=1) + "\n")
+    names = [n for n in names if n in data]
     labels = [label(p) for p in settings]
 
     def gain(s: str, c: str, part: str) -> float:
@@ -152,7 +163,7 @@ def main() -> int:
     shipped = label(PipelineParams())
     lines = ["# Hybrid pipeline: choosing the defaults", "",
              f"Command: `python benchmarks/tune_hybrid.py --data <folder of the collections>`. Engine: "
-             f"{engine.info.label}; {len(settings)} settings; nDCG@10 gains in points over the strongest BM25 "
+             f"{engine_label}; {len(settings)} settings; nDCG@10 gains in points over the strongest BM25 "
              "row of each part.", "",
              "Rule: the largest worst-case gain over the tuning parts (SciFact: its training judgments; the "
              "others: the fixed half `test:tune`), the mean breaking ties.", "",
@@ -181,7 +192,6 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     Path(args.out).write_text(text)
-    Path(args.out).with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
     return 0
 
 

@@ -26,7 +26,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
@@ -546,6 +546,27 @@ class Engine:
             context=f"searching {index!r}",
         )
         return resp
+
+
+    def scroll(self, index: str, body: Mapping[str, Any], *, page: int = 2000,
+               context: str = "") -> Iterator[dict[str, Any]]:
+        """Every hit of ``body``'s query over ``index``, in index order, a scroll page at a time
+        (the scroll is cleared when the iteration ends or is abandoned)."""
+        what = context or f"reading the documents of {index!r}"
+        first = {**dict(body), "size": page, "sort": ["_doc"]}
+        resp = self.request("POST", f"/{_quote(index)}/_search", params={"scroll": "2m"}, body=first,
+                            context=what)
+        scroll_id = resp.get("_scroll_id")
+        try:
+            while resp["hits"]["hits"]:
+                yield from resp["hits"]["hits"]
+                resp = self.request("POST", "/_search/scroll", body={"scroll": "2m", "scroll_id": scroll_id},
+                                    context=what)
+                scroll_id = resp.get("_scroll_id", scroll_id)
+        finally:
+            if scroll_id:
+                self.request("DELETE", "/_search/scroll", body={"scroll_id": [scroll_id]},
+                             context="clearing a scroll")
 
 
 def _short_reason(err: Exception) -> str:

@@ -27,21 +27,9 @@ MAX_TF_BIN = 40
 
 
 def _all_ids(engine: Engine, index: str, page: int = 5000) -> Iterator[str]:
-    resp = engine.request("POST", f"/{index}/_search", params={"scroll": "2m"},
-                          body={"size": page, "_source": False, "sort": ["_doc"]},
-                          context=f"listing the documents of {index!r}")
-    scroll_id = resp.get("_scroll_id")
-    try:
-        while resp["hits"]["hits"]:
-            for h in resp["hits"]["hits"]:
-                yield str(h["_id"])
-            resp = engine.request("POST", "/_search/scroll", body={"scroll": "2m", "scroll_id": scroll_id},
-                                  context=f"listing the documents of {index!r}")
-            scroll_id = resp.get("_scroll_id", scroll_id)
-    finally:
-        if scroll_id:
-            engine.request("DELETE", "/_search/scroll", body={"scroll_id": [scroll_id]},
-                           context="clearing a scroll")
+    for h in engine.scroll(index, {"_source": False}, page=page,
+                           context=f"listing the documents of {index!r}"):
+        yield str(h["_id"])
 
 
 class CollectionEntropy:

@@ -73,12 +73,12 @@ class PipelineParams:
     window: int = 1000
     semantic_depth: int = 1000
     keyword: KeywordParams = field(default_factory=KeywordParams)
-    semantic_feedback: int = 2
-    semantic_beta: float = 0.5
+    semantic_feedback: int = 5
+    semantic_beta: float = 1.0
     fusion: Fusion = Fusion.ZSCORE
     w_semantic: float = 2.0
     w_lexical: float = 1.0
-    w_keyword: float = 0.5
+    w_keyword: float = 1.0
     rrf_k: float = 60.0
 
     def __post_init__(self) -> None:

@@ -52,22 +52,9 @@ def index_uuid(engine: Engine, index: str) -> tuple[str, str]:
     return str(name), str(spec["settings"]["index"]["uuid"])
 
 
-def _scroll_sources(engine: Engine, index: str, fields: Sequence[str], page: int = 2000) -> Iterator[tuple[str, dict[str, Any]]]:
-    resp = engine.request("POST", f"/{index}/_search", params={"scroll": "2m"},
-                          body={"size": page, "_source": list(fields), "sort": ["_doc"]},
-                          context=f"reading the documents of {index!r}")
-    scroll_id = resp.get("_scroll_id")
-    try:
-        while resp["hits"]["hits"]:
-            for h in resp["hits"]["hits"]:
-                yield str(h["_id"]), h.get("_source") or {}
-            resp = engine.request("POST", "/_search/scroll", body={"scroll": "2m", "scroll_id": scroll_id},
-                                  context=f"reading the documents of {index!r}")
-            scroll_id = resp.get("_scroll_id", scroll_id)
-    finally:
-        if scroll_id:
-            engine.request("DELETE", "/_search/scroll", body={"scroll_id": [scroll_id]},
-                           context="clearing a scroll")
+def _scroll_sources(engine: Engine, index: str, fields: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for h in engine.scroll(index, {"_source": list(fields)}):
+        yield str(h["_id"]), h.get("_source") or {}
 
 
 @dataclass(frozen=True)

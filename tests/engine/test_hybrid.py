@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from esbridge.engine.client import Engine
-from esbridge.hybrid import HybridSearcher, PipelineParams, RankedList, fuse
+from esbridge.hybrid import HybridSearcher, PipelineParams, fuse
 from esbridge.index import IndexLayout, create_index
 from esbridge.semantic.cache import EmbeddingCache
 from esbridge.semantic.models import load_encoder

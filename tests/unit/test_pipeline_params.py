@@ -12,8 +12,8 @@ from esbridge.hybrid import Fusion, KeywordParams, PipelineParams
 def test_shipped_defaults() -> None:
     p = PipelineParams()
     assert p.fusion is Fusion.ZSCORE and p.scorer == "evolved"
-    assert p.weights == {"semantic": 2.0, "lexical": 1.0, "keyword": 0.5}
-    assert (p.semantic_feedback, p.semantic_beta) == (2, 0.5)
+    assert p.weights == {"semantic": 2.0, "lexical": 1.0, "keyword": 1.0}
+    assert (p.semantic_feedback, p.semantic_beta) == (5, 1.0)
     assert p.keyword == KeywordParams(fb_docs=10, fb_terms=30, min_docs=2, lam=0.3, depth=1000)
 
 
