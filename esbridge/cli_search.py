@@ -74,14 +74,14 @@ def _print_hybrid(response: dict[str, Any]) -> None:
     if not hits:
         print("no hits")
         return
-    short = {"semantic": "sem", "lexical": "lex", "keyword": "kw"}
-    print(f"{'rank':>4}  {'fused':>8}  {'rank in each strategy':<24} {'id':<14} title")
+    short = {"semantic": "sem", "lexical": "lex", "keyword": "kw", "semantic_feedback": "sem+fb"}
+    print(f"{'rank':>4}  {'fused':>8}  {'rank in each strategy':<32} {'id':<14} title")
     for rank, h in enumerate(hits, start=1):
         src = h.get("_source") or {}
         title = str(src.get("title") or src.get("text") or "")[:60].replace("\n", " ")
         found = h["_esbridge"]["strategies"]
         where = " ".join(f"{short.get(k, k)} {v['rank']}" for k, v in found.items())
-        print(f"{rank:>4}  {h['_score']:8.4f}  {where:<24} {str(h['_id']):<14} {title}")
+        print(f"{rank:>4}  {h['_score']:8.4f}  {where:<32} {str(h['_id']):<14} {title}")
 
 
 def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:

@@ -80,3 +80,24 @@ def test_index_command_reports_bad_documents(engine: Engine, index_name: str, tm
     assert code == 4
     assert "1 of 2 documents indexed" in out
     assert "line 2 (id '2'): field 'body' must be a string" in err
+
+
+def test_index_embeds_and_search_hybrid(engine: Engine, index_name: str, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`esbridge index` builds the semantic index; `search --hybrid` uses it (MED: embeddings cached)."""
+    url = engine.options.url
+    code, out, _ = run(capsys, "index", "--dataset", str(beir("med")), "--index", index_name, "--quiet",
+                       "--url", url)
+    assert code == 0 and f"semantic index: 1033 document vectors (all-MiniLM-L6-v2) for {index_name!r}" in out
+    code, out, _ = run(capsys, "search", index_name, "blood glucose in diabetes", "--hybrid", "--size", "5",
+                       "--json", "--url", url)
+    assert code == 0
+    resp = json.loads(out)
+    hits = resp["hits"]["hits"]
+    assert len(hits) == 5 and resp["_esbridge"]["pipeline"]["fusion"] == "zscore"
+    assert all(h["_esbridge"]["strategies"] and h["_source"]["text"] for h in hits)
+    code, out, _ = run(capsys, "search", index_name, "blood glucose", "--hybrid", "--size", "3", "--url", url)
+    assert code == 0 and out.splitlines()[0].split()[:2] == ["rank", "fused"]
+    code, _, err = run(capsys, "search", index_name, "x", "--hybrid", "--pipeline-param", "w_semantic=-1",
+                       "--url", url)
+    assert code == 2 and "w_semantic" in err
