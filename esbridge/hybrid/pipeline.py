@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from esbridge.hybrid.keyword import (
 )
 from esbridge.rerank import AnalyzedQuery, Reranker
 from esbridge.scoring import get_scorer
+
+if TYPE_CHECKING:
+    from esbridge.semantic.vectors import VectorIndex
 
 __all__ = ["STRATEGIES", "PipelineParams", "PipelineResult", "HybridSearcher"]
 
@@ -162,7 +165,8 @@ class HybridSearcher:
     """
 
     def __init__(self, engine: Engine, index: str, params: PipelineParams | None = None, *,
-                 vectors: Any = None, reranker: Reranker | None = None, progress: bool = True) -> None:
+                 vectors: VectorIndex | None = None, reranker: Reranker | None = None,
+                 progress: bool = True) -> None:
         self.engine = engine
         self.index = index
         self.params = params or PipelineParams()
@@ -177,7 +181,7 @@ class HybridSearcher:
         self._progress = progress
 
     @property
-    def vectors(self) -> Any:
+    def vectors(self) -> VectorIndex:
         """The semantic index (opened, and built if needed, on first use)."""
         if self._vectors is None:
             from esbridge.semantic.models import load_encoder
@@ -232,8 +236,9 @@ class HybridSearcher:
         versions = [(int(h["_seq_no"]), int(h["_primary_term"])) if "_seq_no" in h else None for h in hits]
         if not ids:
             return RankedList([], np.zeros(0)), []
-        result, _found = rr.score_hits(prepared, ids, versions, stats_validated=True)
-        order = np.lexsort((np.arange(len(ids)), -result.scores))
+        result, found = rr.score_hits(prepared, ids, versions, stats_validated=True)
+        # a hit deleted between the search and the term-vector fetch is left out, not scored as empty
+        order = [i for i in np.lexsort((np.arange(len(ids)), -result.scores)) if found[i]]
         return (RankedList([ids[i] for i in order], np.asarray(result.scores)[order]),
                 [versions[i] for i in order])
 
