@@ -78,6 +78,27 @@ class RerankStats:
     dropped_terms: int = 0
 
 
+def _check_count(name: str, value: Any, *, allow_none: bool = False) -> None:
+    """``value`` is an integer >= 1 (or ``None`` where allowed); the error names the parameter."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def hit_version(hit: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(_seq_no, _primary_term)`` of a hit, ``None`` when it has none."""
+    if "_seq_no" not in hit or "_primary_term" not in hit:
+        return None
+    try:
+        return int(hit["_seq_no"]), int(hit["_primary_term"])
+    except (TypeError, ValueError):
+        raise ConfigurationError(
+            f"hit {hit.get('_id')!r} has a _seq_no/_primary_term that is not an integer "
+            f"({hit['_seq_no']!r}, {hit['_primary_term']!r}); pass the engine's response unchanged"
+        ) from None
+
+
 @dataclass
 class AnalyzedQuery:
     """A query text as the index's analysers see it.
@@ -131,8 +152,7 @@ class Reranker:
                 f"params for scorer {self.scorer!r} must be {self._scorer.params_type.__name__}, "
                 f"got {type(self.params).__name__}"
             )
-        if self.window < 1:
-            raise ConfigurationError(f"window must be >= 1, got {self.window}")
+        _check_count("window", self.window)
         self._similarity_field: str | None = None
         if isinstance(self.first_stage, str) and self.first_stage.startswith("similarity:"):
             self._similarity_field = self._scripted_subfield(self.first_stage.split(":", 1)[1])
@@ -220,8 +240,17 @@ class Reranker:
         if self.first_stage == FirstStage.CHANNELS:
             channels = list(dict.fromkeys([*channels, *self.layout.channels]))  # type: ignore[union-attr]
         query = self._analyze_cached(text, channels)
-        dropped = sum(max(0, len(qc.terms) - MAX_FIRST_STAGE_TERMS) for qc in query.values())
+        dropped = sum(max(0, len(query[ch].terms) - MAX_FIRST_STAGE_TERMS) for ch in self._first_stage_channels())
         return AnalyzedQuery(query=query, dropped=dropped)
+
+    def _first_stage_channels(self) -> tuple[str, ...]:
+        """The channels whose terms the first stage sends as term clauses (a custom query or
+        ``bm25f``'s ``combined_fields`` send none)."""
+        if isinstance(self.first_stage, Mapping) or self.first_stage == FirstStage.BM25F:
+            return ()
+        if self.first_stage == FirstStage.CHANNELS:
+            return tuple(self._layout.channels)
+        return ("base",)
 
     def _analyze_cached(self, text: str, channels: Sequence[str]) -> dict[str, QueryChannel]:
         """Per-channel analysis, from an LRU of recent query texts or (in parallel, one
@@ -367,7 +396,8 @@ class Reranker:
         """
         if size < 0:
             raise ConfigurationError(f"size must be >= 0, got {size}")
-        window = max(window or self.window, size)
+        _check_count("window", window, allow_none=True)
+        window = max(self.window if window is None else window, size)
         # small windows bring _source with the first stage; large ones fetch it for the top hits only
         inline_source = window <= INLINE_SOURCE_WINDOW
         source: Any = (list(fields) if fields else True) if inline_source else False
@@ -428,9 +458,8 @@ class Reranker:
         if not isinstance(response, Mapping) or not isinstance(response.get("hits"), Mapping) \
                 or not isinstance(response["hits"].get("hits"), list):
             raise ConfigurationError("the response has no hits.hits list; pass a search response body")
-        window = window_size or self.window
-        if window < 1:
-            raise ConfigurationError(f"window_size must be >= 1, got {window}")
+        _check_count("window_size", window_size, allow_none=True)
+        window = self.window if window_size is None else window_size
         hits = copy.deepcopy(response["hits"]["hits"])
         for i, h in enumerate(hits):
             if not isinstance(h, Mapping) or "_id" not in h:
@@ -476,10 +505,7 @@ class Reranker:
         if not hits:
             return []
         ids = [str(h["_id"]) for h in hits]
-        versions = [
-            (int(h["_seq_no"]), int(h["_primary_term"])) if "_seq_no" in h and "_primary_term" in h else None
-            for h in hits
-        ]
+        versions = [hit_version(h) for h in hits]
         t0 = time.perf_counter()
         result, found = self.score_hits(prepared, ids, versions, stats_validated=stats_validated)
         self._feature_time = time.perf_counter() - t0

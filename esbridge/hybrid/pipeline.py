@@ -40,7 +40,7 @@ from esbridge.hybrid.keyword import (
     rank_terms_by_idf,
     weighted_terms,
 )
-from esbridge.rerank import AnalyzedQuery, Reranker
+from esbridge.rerank import AnalyzedQuery, Reranker, hit_version
 from esbridge.scoring import get_scorer
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ class HybridSearcher:
         resp = rr.fetch_candidates(prepared, text, window=self.params.window, filter=filter)
         hits = resp["hits"]["hits"]
         ids = [str(h["_id"]) for h in hits]
-        versions = [(int(h["_seq_no"]), int(h["_primary_term"])) if "_seq_no" in h else None for h in hits]
+        versions = [hit_version(h) for h in hits]
         if not ids:
             return RankedList([], np.zeros(0)), []
         result, found = rr.score_hits(prepared, ids, versions, stats_validated=True)

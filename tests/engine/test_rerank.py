@@ -118,8 +118,24 @@ def test_stopword_query_finds_nothing_and_long_query_works(engine: Engine, small
     assert rr.search("the of and", size=5)["hits"]["hits"] == []
     words = " ".join(f"w{i}" for i in range(1500)) + " glucose"
     resp = rr.search(words, size=5)
-    assert resp["_esbridge"]["first_stage_terms_dropped"] > 0
+    # 1,501 distinct base-channel terms, 1,000 sent: 501 dropped (the other channels are not sent)
+    assert resp["_esbridge"]["first_stage_terms_dropped"] == 501
     assert resp["hits"]["hits"]
+
+
+def test_windows_and_versions_are_checked(engine: Engine, small_index: str) -> None:
+    rr = Reranker(engine, small_index, window=10)
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ConfigurationError, match="window must be an integer >= 1"):
+            rr.search("glucose", window=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="window_size must be an integer >= 1"):
+            rr.rescore(engine.search(small_index, {"query": {"match_all": {}}}), "glucose", window_size=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="window must be an integer >= 1"):
+        Reranker(engine, small_index, window=0)
+    raw = engine.search(small_index, {"query": {"match_all": {}}, "seq_no_primary_term": True})
+    raw["hits"]["hits"][0]["_seq_no"] = "seven"
+    with pytest.raises(ConfigurationError, match="not an integer"):
+        rr.rescore(raw, "glucose")
 
 
 def test_bad_options_are_clear(engine: Engine, small_index: str) -> None:
