@@ -55,6 +55,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from esbridge.scoring.arrays import ChannelArrays, FloatArray, ScoreResult, ScoringInput
+from esbridge.scoring.common import length_ratio, safe_divide
 from esbridge.scoring.idf import lucene_idf, robertson_idf
 from esbridge.scoring.registry import Scorer, register
 
@@ -213,29 +214,8 @@ def lucene_norm_length(lengths: ArrayLike) -> FloatArray:
 
 
 # ---------------------------------------------------------------------------
-# Shared numeric helpers
+# Shared numeric helpers (``safe_divide`` and ``length_ratio`` live in ``common``)
 # ---------------------------------------------------------------------------
-
-
-def safe_divide(numerator: ArrayLike, denominator: ArrayLike) -> FloatArray:
-    """``numerator / denominator`` broadcast, with 0 wherever the denominator is 0."""
-    num = np.asarray(numerator, dtype=np.float64)
-    den = np.asarray(denominator, dtype=np.float64)
-    out = np.zeros(np.broadcast_shapes(num.shape, den.shape), dtype=np.float64)
-    np.divide(num, den, out=out, where=den != 0.0)
-    return out
-
-
-def length_ratio(doc_len: FloatArray, avgdl: float) -> FloatArray:
-    """``|d| / avgdl``; every candidate counts as average length (1.0) when ``avgdl <= 0``.
-
-    ``avgdl = 0`` means an index of empty documents; no term can match then, so the
-    choice only has to keep the arithmetic finite.
-    """
-    doc_len = np.asarray(doc_len, dtype=np.float64)
-    if not avgdl > 0.0 or not math.isfinite(avgdl):
-        return np.ones_like(doc_len)
-    return doc_len / avgdl
 
 
 def clipped_df(arrays: ChannelArrays) -> FloatArray:

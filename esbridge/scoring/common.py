@@ -134,18 +134,23 @@ def weighted_channels(
 # --- numeric helpers -------------------------------------------------------------
 
 
-def safe_divide(num: FloatArray, den: FloatArray) -> FloatArray:
-    """``num / den`` where ``den > 0``, else 0 (elementwise, broadcasting)."""
-    num, den = np.broadcast_arrays(np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64))
-    out = np.zeros(num.shape, dtype=np.float64)
-    np.divide(num, den, out=out, where=den > 0.0)
+def safe_divide(num: FloatArray | float, den: FloatArray | float) -> FloatArray:
+    """``num / den`` elementwise (broadcasting), with 0 wherever ``den`` is 0.
+
+    The one definition for every scorer: a negative denominator divides as usual.
+    """
+    n, d = np.broadcast_arrays(np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64))
+    out = np.zeros(n.shape, dtype=np.float64)
+    np.divide(n, d, out=out, where=d != 0.0)
     return out
 
 
 def length_ratio(doc_len: FloatArray, avgdl: float) -> FloatArray:
-    """``|d| / avgdl``; with ``avgdl <= 0`` (an index of empty documents) every ratio is 1."""
+    """``|d| / avgdl``; every candidate counts as average length (1.0) when ``avgdl`` is not a
+    positive finite number (``avgdl = 0`` is an index of empty documents, where no term can
+    match, so the choice only keeps the arithmetic finite)."""
     doc_len = np.asarray(doc_len, dtype=np.float64)
-    if avgdl > 0.0:
+    if avgdl > 0.0 and math.isfinite(avgdl):
         return doc_len / avgdl
     return np.ones_like(doc_len)
 
