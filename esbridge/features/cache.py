@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from esbridge.engine.client import Engine
+from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import (
     EMPTY_VECTOR,
     CandidateVectors,
@@ -209,7 +210,10 @@ class FeatureStore:
         subfields = [self.layout.subfield(f, ch) for f in fields for ch in query]
         cached: dict[int, dict[str, FieldVector]] = {}
         todo: list[int] = []
-        for i, (doc_id, ver) in enumerate(zip(ids, versions)):
+        if len(ids) != len(versions):
+            raise ConfigurationError(f"{len(ids)} ids but {len(versions)} versions: give one version "
+                                     "(or None) per id")
+        for i, (doc_id, ver) in enumerate(zip(ids, versions, strict=True)):
             entry = self.vectors.get((self.index, doc_id, *ver), subfields) if ver else None
             if entry is None:
                 todo.append(i)

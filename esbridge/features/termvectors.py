@@ -244,7 +244,10 @@ def fetch_raw(
         if n == 0:
             stats_answers = answers[:n_stats]
             answers = answers[n_stats:]
-        for doc_id, ans in zip(chunk, answers):
+        if len(answers) != len(chunk):
+            raise EngineError(f"_mtermvectors on {index!r} answered {len(answers)} documents for the "
+                              f"{len(chunk)} requested", index=index)
+        for doc_id, ans in zip(chunk, answers, strict=True):
             if "error" in ans:
                 raise EngineError(
                     f"term vectors of document {doc_id!r} in {index!r} failed: {ans['error']}",

@@ -197,7 +197,8 @@ def bm25_saturation(tf: FloatArray, k1: FloatArray | float, norm: FloatArray) ->
 def check_nonnegative(params: object, *, exempt: Iterable[str] = ()) -> None:
     """Every numeric field of the dataclass ``params`` is a finite number >= 0.
 
-    ``bool`` and ``Enum`` fields are skipped, and so are the names in ``exempt``.
+    Fields declared ``bool`` and ``Enum`` values are skipped, and so are the names in ``exempt``;
+    a ``bool`` given for a numeric field is refused (``True`` is not a length damper).
 
     Raises:
         ValueError: naming the first offending parameter.
@@ -207,8 +208,11 @@ def check_nonnegative(params: object, *, exempt: Iterable[str] = ()) -> None:
         if f.name in skip:
             continue
         value = getattr(params, f.name)
-        if isinstance(value, (bool, Enum)):
+        declared_bool = f.type in (bool, "bool")
+        if isinstance(value, Enum) or (declared_bool and isinstance(value, bool)):
             continue
+        if isinstance(value, bool):
+            raise ValueError(f"{type(params).__name__}.{f.name} must be a number, got {value!r}")
         if not isinstance(value, (int, float)):
             raise ValueError(f"{type(params).__name__}.{f.name} must be a number, got {value!r}")
         if not math.isfinite(value):

@@ -188,3 +188,10 @@ def test_scripted_similarity_first_stage(engine: Engine, index_name: str) -> Non
     assert first != pytest.approx(plain)  # ranked by the scripted similarity, not BM25
     with pytest.raises(ConfigurationError, match="similarity='bmx'"):
         Reranker(engine, index_name, first_stage="similarity:bmx")
+
+
+def test_mismatched_ids_and_versions_are_refused(engine: Engine, small_index: str) -> None:
+    rr = Reranker(engine, small_index, window=10)
+    prepared = rr.analyze("glucose")
+    with pytest.raises(ConfigurationError, match="2 ids but 1 versions"):
+        rr.store.fetch(prepared.query, ["a", "b"], [None], fields=[rr.layout.combined])  # type: ignore[union-attr]

@@ -23,3 +23,13 @@ def test_length_ratio_with_degenerate_averages() -> None:
     np.testing.assert_array_equal(common.length_ratio(lengths, 2.0), [0.5, 1.0])
     for avgdl in (0.0, -1.0, float("inf"), float("nan")):
         np.testing.assert_array_equal(common.length_ratio(lengths, avgdl), [1.0, 1.0])
+
+
+def test_booleans_are_not_numbers_for_any_scorer() -> None:
+    import pytest
+
+    from esbridge.scoring import get_scorer
+
+    for name, param in (("evolved", "alpha_len"), ("bm25", "k1"), ("bmx", "beta")):
+        with pytest.raises(ValueError, match=param):
+            get_scorer(name).make_params(**{param: True})
