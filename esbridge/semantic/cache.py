@@ -61,7 +61,6 @@ class EmbeddingCache:
         self._vec_path = root / "vectors.f32"
         self._lock_path = root / ".lock"
         self._index: dict[str, int] = {}
-        self._vectors = np.zeros((0, dim), dtype=np.float32)
         self._read_offset = 0  # bytes of keys.txt already read
         self._rows_read = 0  # rows of vectors.f32 already read (a key may repeat: two writers raced)
         self._mutex = threading.Lock()
@@ -93,9 +92,6 @@ class EmbeddingCache:
         usable = max(0, min(len(new_keys), rows - start))
         if usable == 0:
             return
-        mm = np.memmap(self._vec_path, dtype=np.float32, mode="r", shape=(rows, self.dim))
-        self._vectors = np.concatenate([self._vectors, np.array(mm[start:start + usable])])
-        del mm
         for i, k in enumerate(new_keys[:usable]):
             self._index.setdefault(k, start + i)
         self._rows_read += usable
@@ -136,7 +132,6 @@ class EmbeddingCache:
             with self._keys_path.open("wb") as f:
                 f.write(b"".join(line + b"\n" for line in lines))
         self._index.clear()
-        self._vectors = np.zeros((0, self.dim), dtype=np.float32)
         self._read_offset = 0
         self._rows_read = 0
 
@@ -170,4 +165,12 @@ class EmbeddingCache:
         with self._mutex:
             self._reload()
             rows = np.fromiter((self._index[k] for k in keys), dtype=np.int64, count=len(keys))
-            return self._vectors[rows].copy()
+            n_rows = self._rows_read
+        if not len(rows):
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # only the rows asked for are read (the file may hold far more than fit in memory)
+        mm = np.memmap(self._vec_path, dtype=np.float32, mode="r", shape=(n_rows, self.dim))
+        try:
+            return np.array(mm[rows], dtype=np.float32)
+        finally:
+            del mm
