@@ -30,7 +30,7 @@ from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine, ms  # noqa: E402
+from common import bench_index, judged_queries, machine, ms, write_report  # noqa: E402
 
 
 def bench_indexing(engine: Engine, corpus: Path, repeats: int) -> list[str]:
@@ -151,17 +151,8 @@ def main() -> int:
     engine = Engine.connect(prov.url)
     folder = Path(args.dataset)
     corpus = folder / "corpus.jsonl"
-    judged = set()
-    with open(folder / "qrels" / "test.tsv") as f:
-        next(f)
-        judged = {line.split("\t")[0] for line in f}
-    queries = [json.loads(line)["text"] for line in open(folder / "queries.jsonl")
-               if json.loads(line)["_id"] in judged][: args.queries]
-    index = f"bench-{folder.resolve().name}"
-    expected = sum(1 for line in open(corpus) if line.strip())
-    if not (engine.index_exists(index) and engine.count(index) == expected):
-        engine.delete_index(index)
-        ingest(engine, index, read_jsonl(corpus), progress=True, strict=True)
+    queries = judged_queries(folder, args.queries)
+    index, expected = bench_index(engine, corpus)
 
     out: list[str] = [f"# Engine benchmarks: {engine.info.label}", "",
                       f"Machine: {machine()}. Engine: {engine.info.label} (local node, 1 GiB heap, "
@@ -176,10 +167,7 @@ def main() -> int:
     out += [f"## Per-query latency ({len(queries)} queries, size 10)", ""]
     out += bench_latency(engine, index, queries, args.scorer) + [""]
     text = "\n".join(out)
-    print(text)
-    dest = Path(args.out) if args.out else HERE / "results" / f"engine-{args.distribution}.md"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(text + "\n", encoding="utf-8")
+    write_report(text, Path(args.out) if args.out else HERE / "results" / f"engine-{args.distribution}.md")
     return 0
 
 

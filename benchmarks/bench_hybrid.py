@@ -29,14 +29,13 @@ from pathlib import Path
 from esbridge.engine.client import Engine
 from esbridge.engine.provision import provision
 from esbridge.hybrid import HybridSearcher, PipelineParams
-from esbridge.ingest import ingest, read_jsonl
 from esbridge.semantic.cache import EmbeddingCache
 from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine, ms  # noqa: E402
+from common import bench_index, judged_queries, machine, ms, write_report  # noqa: E402
 
 
 def main() -> int:
@@ -52,11 +51,7 @@ def main() -> int:
     folder = Path(args.dataset)
     corpus = folder / "corpus.jsonl"
     docs = [json.loads(line) for line in open(corpus, encoding="utf-8") if line.strip()]
-    with open(folder / "qrels" / "test.tsv") as f:
-        next(f)
-        judged = {line.split("\t")[0] for line in f}
-    queries = [json.loads(line)["text"] for line in open(folder / "queries.jsonl")
-               if json.loads(line)["_id"] in judged][: args.queries]
+    queries = judged_queries(folder, args.queries)
 
     encoder = load_encoder()
     texts = [document_text(d, ("title", "text")) for d in docs[: args.embed_docs]]
@@ -74,10 +69,7 @@ def main() -> int:
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
     engine = Engine.connect(prov.url)
-    index = f"bench-{folder.resolve().name}"
-    if not (engine.index_exists(index) and engine.count(index) == len(docs)):
-        engine.delete_index(index)
-        ingest(engine, index, read_jsonl(corpus), progress=True, strict=True)
+    index, _ = bench_index(engine, corpus)
     params = PipelineParams()
     out = [f"# Hybrid pipeline benchmarks: {engine.info.label}", "",
            f"Machine: {machine()}. Engine: {engine.info.label} (local node, 1 GiB heap, same machine). "
@@ -122,10 +114,7 @@ def main() -> int:
             "| pass | engine BM25 p50 / p95 ms | pipeline p50 / p95 ms | p50 ratio | pipeline p50 by step, ms |",
             "|---|---:|---:|---:|---|", *rows, ""]
     text = "\n".join(out)
-    print(text)
-    dest = Path(args.out) if args.out else HERE / "results" / f"hybrid-{args.distribution}.md"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(text + "\n", encoding="utf-8")
+    write_report(text, Path(args.out) if args.out else HERE / "results" / f"hybrid-{args.distribution}.md")
     return 0
 
 
