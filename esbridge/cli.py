@@ -13,9 +13,12 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from esbridge.errors import EsbridgeError
+from esbridge.errors import EsbridgeError, IngestError
+
+if TYPE_CHECKING:
+    from esbridge.ingest import IngestReport
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -30,6 +33,9 @@ def _connection_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ca-certs", help="CA bundle to verify the engine's TLS certificate")
     g.add_argument("--no-verify-certs", action="store_true", help="do not verify TLS certificates")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    g.add_argument("--max-retries", type=int, default=5,
+                   help="retries of a request the engine refused with 429/502/503/504 or that could not "
+                        "reach it, with doubling back-off (default 5; 0 = fail at once)")
 
 
 def _connect(args: argparse.Namespace) -> Any:
@@ -47,6 +53,7 @@ def _connect(args: argparse.Namespace) -> Any:
         ca_certs=args.ca_certs,
         verify_certs=False if args.no_verify_certs else None,
         timeout=args.timeout,
+        max_retries=args.max_retries,
     )
     return Engine.connect(opts)
 
@@ -103,11 +110,17 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if args.recreate:
         engine.delete_index(index)
     layout = IndexLayout(fields=fields)
-    report = ingest(
-        engine, index,
-        read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes),
-        layout=layout, shards=args.shards, progress=not args.quiet,
-    )
+    try:
+        report = ingest(
+            engine, index,
+            read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes),
+            layout=layout, shards=args.shards, progress=not args.quiet,
+        )
+    except IngestError as err:
+        if err.report is not None:
+            _print_failures(err.report, args.show_failures)
+            print(f"partial: {err.report.summary()}", file=sys.stderr)
+        raise
     if not args.no_semantic and report.indexed:
         from esbridge.semantic.encoder import available
 
@@ -120,12 +133,16 @@ def _cmd_index(args: argparse.Namespace) -> int:
         else:
             print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
                   "for hybrid search", file=sys.stderr)
-    for failure in report.failures[: args.show_failures]:
-        print(f"not indexed: {failure}", file=sys.stderr)
-    if len(report.failures) > args.show_failures:
-        print(f"... and {len(report.failures) - args.show_failures} more", file=sys.stderr)
+    _print_failures(report, args.show_failures)
     print(report.summary())
     return 0 if report.ok else 4
+
+
+def _print_failures(report: IngestReport, limit: int) -> None:
+    for failure in report.failures[:limit]:
+        print(f"not indexed: {failure}", file=sys.stderr)
+    if len(report.failures) > limit:
+        print(f"... and {len(report.failures) - limit} more", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -75,8 +75,11 @@ class IngestError(EsbridgeError):
 
     Attributes:
         failures: one :class:`esbridge.ingest.DocumentFailure` per document.
+        report: the :class:`esbridge.ingest.IngestReport` so far when indexing stopped
+            part-way (``None`` otherwise).
     """
 
-    def __init__(self, message: str, failures: Sequence[Any] = ()) -> None:
+    def __init__(self, message: str, failures: Sequence[Any] = (), *, report: Any = None) -> None:
         super().__init__(message)
         self.failures = list(failures)
+        self.report = report

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esbridge.engine.client import Engine, ndjson_lines
-from esbridge.errors import ConfigurationError, IngestError
+from esbridge.engine.client import Engine, check_index_name, ndjson_lines
+from esbridge.errors import ConfigurationError, EsbridgeError, IngestError
 from esbridge.index.definitions import IndexLayout, create_index, read_layout
 
 #: Documents above this many bytes of JSON are reported, not sent.
@@ -64,6 +64,9 @@ class IngestReport:
     failures: list[DocumentFailure] = field(default_factory=list)
     present: int | None = None
     seconds: float = 0.0
+    #: documents whose id an earlier document of the same input already had (the later one
+    #: replaced the earlier, as the engine does); they are counted in ``indexed``.
+    duplicates: list[DocumentFailure] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,6 +77,9 @@ class IngestReport:
                 f"in {self.seconds:.1f}s")
         if self.failures:
             text += f"; {len(self.failures)} failed"
+        if self.duplicates:
+            text += (f"; {len(self.duplicates)} repeated an earlier id and replaced it, so "
+                     f"{self.indexed - len(self.duplicates)} distinct documents were written")
         return text
 
 
@@ -128,9 +134,24 @@ def parse_document(
         obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         return SourceDocument(line_no, None, None, f"malformed JSON: {err}", size)
-    if not isinstance(obj, dict):
-        return SourceDocument(line_no, None, None,
-                              f"expected a JSON object, got {type(obj).__name__}", size)
+    except RecursionError:
+        return SourceDocument(line_no, None, None, "malformed JSON: nested too deeply to parse", size)
+    return document_from_mapping(obj, line_no, id_field=id_field, fields=fields, size=size)
+
+
+def document_from_mapping(
+    obj: Any,
+    line_no: int,
+    *,
+    id_field: str = "_id",
+    fields: Sequence[str] = ("title", "text"),
+    size: int = 0,
+) -> SourceDocument:
+    """Validate an already-parsed document (a mapping with an id and string text fields);
+    ``line_no`` is its position in the input, used in reports."""
+    if not isinstance(obj, Mapping):
+        what = "a JSON object" if size else "a mapping (or a SourceDocument)"
+        return SourceDocument(line_no, None, None, f"expected {what}, got {type(obj).__name__}", size)
     raw_id = obj.get(id_field)
     if raw_id is None or raw_id == "":
         return SourceDocument(line_no, None, None, f"missing id field {id_field!r}", size)
@@ -159,17 +180,20 @@ def parse_document(
 def _peek_id(raw: bytes | str, id_field: str) -> str | None:
     try:
         obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     value = obj.get(id_field) if isinstance(obj, dict) else None
     return str(value) if isinstance(value, (str, int)) else None
 
 
-def _chunks(docs: Iterable[SourceDocument], chunk_docs: int,
-            chunk_bytes: int) -> Iterator[list[SourceDocument]]:
+def _chunks(docs: Iterable[SourceDocument | Mapping[str, Any]], chunk_docs: int,
+            chunk_bytes: int, fields: Sequence[str], id_field: str) -> Iterator[list[SourceDocument]]:
     batch: list[SourceDocument] = []
     size = 0
-    for doc in docs:
+    for position, doc in enumerate(docs, start=1):
+        if not isinstance(doc, SourceDocument):
+            doc = document_from_mapping(doc, position, fields=fields, id_field=id_field,
+                                        size=len(json.dumps(doc, default=str)) if isinstance(doc, Mapping) else 0)
         batch.append(doc)
         size += doc.size
         if len(batch) >= chunk_docs or size >= chunk_bytes:
@@ -231,7 +255,7 @@ def count_present(engine: Engine, index: str, ids: Iterable[str], batch: int = 1
 def ingest(
     engine: Engine,
     index: str,
-    docs: Iterable[SourceDocument],
+    docs: Iterable[SourceDocument | Mapping[str, Any]],
     *,
     layout: IndexLayout | None = None,
     create: bool = True,
@@ -247,7 +271,9 @@ def ingest(
     """Index ``docs`` into ``index``, creating it with esbridge's mapping if needed.
 
     Args:
-        docs: parsed documents (see :func:`read_jsonl`); failed parses are reported.
+        docs: parsed documents (see :func:`read_jsonl`), or plain mappings with an ``_id``
+            and the layout's text fields (validated the same way); failures are reported
+            with their line (or position), id and reason, never raised one by one.
         layout: the text fields; for an existing index it must match the index's own.
         create: create the index if it does not exist.
         strict: raise :class:`IngestError` at the end if any document failed
@@ -259,9 +285,11 @@ def ingest(
     """
     if chunk_docs < 1 or chunk_bytes < 1:
         raise ConfigurationError("chunk_docs and chunk_bytes must be >= 1")
+    check_index_name(index)
     started = time.monotonic()
     if engine.index_exists(index):
         existing = read_layout(engine, index)
+        fields, id_field = existing.fields, existing.id_field
         if layout is not None and layout != existing:
             raise ConfigurationError(
                 f"index {index!r} exists with fields {list(existing.fields)}; "
@@ -269,22 +297,29 @@ def ingest(
             )
     elif create:
         create_index(engine, index, layout, shards=shards, bm25=bm25)
+        fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     else:
         raise ConfigurationError(f"index {index!r} does not exist (and create=False)")
     report = IngestReport(index=index)
     indexed_ids: set[str] = set()
+    first_line: dict[str, int] = {}
     from tqdm import tqdm
 
     bar = tqdm(desc=f"indexing {index}", unit="doc", disable=not progress, file=sys.stderr)
     try:
-        for batch in _chunks(docs, chunk_docs, chunk_bytes):
+        for batch in _chunks(docs, chunk_docs, chunk_bytes, fields, id_field):
             report.read += len(batch)
             good = []
             for d in batch:
                 if d.error is not None:
                     report.failures.append(DocumentFailure(d.line, d.doc_id, d.error))
-                else:
-                    good.append(d)
+                    continue
+                if d.doc_id is not None:
+                    first = first_line.setdefault(d.doc_id, d.line)
+                    if first != d.line:
+                        report.duplicates.append(DocumentFailure(
+                            d.line, d.doc_id, f"repeats the id of line {first}; this line replaced it"))
+                good.append(d)
             if good:
                 failed = _send(engine, index, good, max_retries=max_retries, backoff=backoff)
                 bad = {(f.line, f.doc_id) for f in failed}
@@ -294,9 +329,17 @@ def ingest(
                         indexed_ids.add(d.doc_id)
                 report.indexed += len(good) - len(failed)
             bar.update(len(batch))
+    except EsbridgeError as err:
+        report.seconds = time.monotonic() - started
+        raise IngestError(
+            f"indexing into {index!r} stopped after {report.indexed} of the {report.read} documents read so far "
+            f"were indexed: {err}. Nothing indexed is lost; re-run the same command to finish (documents are "
+            f"written by id, so a re-run does not duplicate them)",
+            report.failures, report=report,
+        ) from err
     finally:
         bar.close()
-        engine.refresh(index)
+    engine.refresh(index)
     report.present = count_present(engine, index, indexed_ids)
     report.seconds = time.monotonic() - started
     if report.present != len(indexed_ids):

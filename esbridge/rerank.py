@@ -23,13 +23,13 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine
+from esbridge.engine.client import Engine, path_segment
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import FeatureStore, TermVectorCache
 from esbridge.features.entropy import CollectionEntropy
@@ -171,8 +171,23 @@ class Reranker:
                     f"field_weights names {name!r}, which is not a text field of {self.index!r} "
                     f"({', '.join(self.layout.fields)})"
                 )
-            if not (np.isfinite(weight) and weight >= 0):
-                raise ConfigurationError(f"field weight of {name!r} must be finite and >= 0, got {weight}")
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (
+                    np.isfinite(weight) and weight >= 0):
+                raise ConfigurationError(f"field weight of {name!r} must be a finite number >= 0, got {weight!r}")
+        if self.field_weights is not None:
+            weights = {f: float(self.field_weights.get(f, 1.0)) for f in self.layout.fields}
+            if not any(w > 0 for w in weights.values()):
+                raise ConfigurationError(
+                    f"every field weight is 0 ({', '.join(f'{f}=0' for f in weights)}), so every document would "
+                    "score 0; give at least one field a positive weight"
+                )
+            if self._scorer.needs_fields and self.field_weights:
+                # BM25F scorers weigh fields themselves: the weights given here override theirs
+                merged = {**dict(self.params.field_weights), **{f: float(w) for f, w in self.field_weights.items()}}
+                try:
+                    self.params = replace(self.params, field_weights=tuple(sorted(merged.items())))
+                except ValueError as err:
+                    raise ConfigurationError(f"field_weights: {err}") from err
         self.store = FeatureStore(self.engine, self.index, self.layout, vector_cache=self.vector_cache)
         self._entropy: CollectionEntropy | None = None
         self._analysis: OrderedDict[tuple[str, str], QueryChannel] = OrderedDict()
@@ -487,7 +502,7 @@ class Reranker:
 
     def _same_index(self, name: str) -> bool:
         if self._concrete is None:
-            resp = self.engine.request("GET", f"/{self.index}/_settings/index.uuid",
+            resp = self.engine.request("GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.uuid",
                                        context=f"resolving {self.index!r}")
             self._concrete = set(resp)
         return name in self._concrete
@@ -532,7 +547,7 @@ class Reranker:
             return
         body: dict[str, Any] = {"ids": [h["_id"] for h in hits]}
         params = {"_source_includes": ",".join(fields)} if fields else None
-        resp = self.engine.request("POST", f"/{self.index}/_mget", body=body, params=params,
+        resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_mget", body=body, params=params,
                                    context=f"fetching sources from {self.index!r}")
         by_id = {d["_id"]: d.get("_source") for d in resp["docs"] if d.get("found")}
         for h in hits:

@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, EngineInfo
+from esbridge.engine.client import Engine, EngineInfo, path_segment
 from esbridge.errors import ConfigurationError, UnsupportedEngineError
 from esbridge.features.termvectors import analyze_query, fetch_raw
 from esbridge.index.definitions import IndexLayout, index_meta, read_layout
@@ -292,7 +292,7 @@ class EvolvedRescorer:
     # ---- checks on the index -------------------------------------------------------
 
     def _mapping_properties(self) -> Mapping[str, Any]:
-        resp = self.engine.request("GET", f"/{self.index}/_mapping",
+        resp = self.engine.request("GET", f"/{path_segment(self.index, patterns=True)}/_mapping",
                                    context=f"reading the mapping of {self.index!r}")
         for spec in resp.values():
             props = (spec.get("mappings") or {}).get("properties")

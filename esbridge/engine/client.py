@@ -513,11 +513,14 @@ class Engine:
         return found is not False  # some clients answer HEAD with a bool
 
     def refresh(self, index: str) -> None:
-        self.request("POST", f"/{_quote(index)}/_refresh", context=f"refreshing index {index!r}")
+        self.request("POST", f"/{path_segment(index, patterns=True)}/_refresh",
+                     context=f"refreshing index {index!r}")
 
     def delete_index(self, index: str, *, missing_ok: bool = True) -> None:
+        """Delete one index, named exactly: patterns, lists and ``_all`` are refused."""
+        check_index_name(index, what="index to delete")
         try:
-            self.request("DELETE", f"/{_quote(index)}", context=f"deleting index {index!r}")
+            self.request("DELETE", f"/{path_segment(index)}", context=f"deleting index {index!r}")
         except IndexNotFoundError:
             if not missing_ok:
                 raise
@@ -590,10 +593,61 @@ def _param(value: Any) -> str:
     return str(value)
 
 
-def _quote(index: str) -> str:
+_FORBIDDEN_IN_NAME = set('\\/*?"<>| ,#:')
+
+
+def check_index_name(index: str, *, what: str = "index name") -> str:
+    """``index`` if it names one index the engine would accept; a clear error otherwise.
+
+    Used wherever esbridge writes or deletes, so a name can never reach another index
+    through a pattern (``logs*``), a list (``a,b``), ``_all`` or characters that change the
+    request's path (``a/_doc/x?``).  The rules are the engines' own: lowercase, at most 255
+    bytes, none of ``\\ / * ? " < > | , # :`` or spaces, not starting with ``-``, ``_`` or
+    ``+``, not ``.`` or ``..``.
+
+    Raises:
+        ConfigurationError: naming the index and the rule it breaks.
+    """
+    if not isinstance(index, str) or not index:
+        raise ConfigurationError(f"{what} must be a non-empty string, got {index!r}")
+    bad = sorted({c for c in index if c in _FORBIDDEN_IN_NAME or ord(c) < 32})
+    problem = None
+    if bad:
+        problem = "it contains " + " ".join(repr(c) for c in bad)
+    elif index in (".", ".."):
+        problem = "'.' and '..' are not index names"
+    elif index[0] in "-_+":
+        problem = f"it starts with {index[0]!r}"
+    elif index != index.lower():
+        problem = "it has upper-case letters"
+    elif len(index.encode("utf-8")) > 255:
+        problem = "it is longer than 255 bytes"
+    if problem:
+        raise ConfigurationError(
+            f"{what} {index!r} is not a single index name ({problem}); the engine's index names are "
+            "lower-case and contain none of \\ / * ? \" < > | , # : or spaces"
+        )
+    return index
+
+
+def path_segment(index: str, *, patterns: bool = False) -> str:
+    """``index`` quoted for a request path.
+
+    ``patterns=True`` keeps ``*`` and ``,`` (reads may target several indices, as the
+    engines allow); otherwise ``index`` must be one index (:func:`check_index_name`).
+    Every other character that would change the path (``/``, ``?``, ``#``) is escaped.
+    """
     from urllib.parse import quote
 
-    return quote(index, safe=",*")
+    if not isinstance(index, str) or not index:
+        raise ConfigurationError(f"index name must be a non-empty string, got {index!r}")
+    if not patterns:
+        check_index_name(index)
+    return quote(index, safe=",*" if patterns else "")
+
+
+def _quote(index: str) -> str:
+    return path_segment(index, patterns=True)
 
 
 def ndjson_lines(items: Sequence[Mapping[str, Any]]) -> str:

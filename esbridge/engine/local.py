@@ -327,10 +327,18 @@ def status(name: str = "default") -> NodeInfo | None:
     if not _alive(info.pid):
         return None
     try:
-        _http_json(info.url + "/")
-    except (OSError, ValueError):
+        if info.pid not in _answering_pids(info.url):
+            return None  # another process answers on that port: not this node
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return info
+
+
+def _answering_pids(url: str) -> set[int]:
+    """The process ids of the node(s) answering at ``url`` (``GET /_nodes/_local/process``),
+    so a node is never mistaken for another that took its port."""
+    nodes = _http_json(url + "/_nodes/_local/process")["nodes"]
+    return {int(n["process"]["id"]) for n in nodes.values()}
 
 
 def log_tail(name: str, lines: int = 40) -> str:
@@ -395,7 +403,7 @@ def start(
                 "discovery.type: single-node",
                 "network.host: 127.0.0.1",
                 f"transport.port: {transport_port}",
-                "action.destructive_requires_name: false",
+                "action.destructive_requires_name: true",
                 "cluster.routing.allocation.disk.threshold_enabled: false",
                 "",
             ]
@@ -433,8 +441,17 @@ def start(
         try:
             health = _http_json(f"{info.url}/_cluster/health?wait_for_status=yellow&timeout=2s")
             if health.get("status") in ("yellow", "green"):
-                return info
-        except (OSError, ValueError):
+                answering = _answering_pids(info.url)
+                if proc.pid in answering:
+                    return info
+                # Someone else's node took the port between our check and our JVM binding it.
+                stop(name)
+                raise ProvisioningError(
+                    f"another node (process {', '.join(map(str, sorted(answering)))}) answers on port "
+                    f"{port}, which this {distribution} node was to use; it was stopped so nothing is "
+                    "written to the wrong node. Start it again (a free port is chosen) or pass --port"
+                )
+        except (OSError, ValueError, KeyError, TypeError):
             pass
         time.sleep(1.0)
     stop(name)

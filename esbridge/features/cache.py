@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from esbridge.engine.client import Engine
+from esbridge.engine.client import Engine, path_segment
 from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import (
     EMPTY_VECTOR,
@@ -43,7 +43,7 @@ DocKey = tuple[str, str, int, int]  # index, id, seq_no, primary_term
 def index_state(engine: Engine, index: str) -> tuple[int, ...]:
     """A cheap fingerprint of an index's content: live and deleted document counts and the
     indexing and deletion totals of its primaries (any write changes one of them)."""
-    resp = engine.request("GET", f"/{index}/_stats/docs,indexing",
+    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_stats/docs,indexing",
                           context=f"reading the state of {index!r}")
     prim = resp["_all"]["primaries"]
     return (int(prim["docs"]["count"]), int(prim["docs"]["deleted"]),

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine
+from esbridge.engine.client import Engine, path_segment
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring.arrays import ChannelArrays, FieldArrays, ScoringInput
@@ -111,7 +111,7 @@ class ShardRouting:
 
     def routings(self) -> list[str]:
         if self._routings is None:
-            settings = self.engine.request("GET", f"/{self.index}/_settings/index.number_of_shards",
+            settings = self.engine.request("GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.number_of_shards",
                                            context=f"reading the shard count of {self.index!r}")
             n_shards = 0
             for spec in settings.values():
@@ -125,7 +125,7 @@ class ShardRouting:
                         f"could not find a routing value for every shard of {self.index!r} "
                         f"({len(by_shard)} of {wanted} found)"
                     )
-                resp = self.engine.request("GET", f"/{self.index}/_search_shards",
+                resp = self.engine.request("GET", f"/{path_segment(self.index, patterns=True)}/_search_shards",
                                            params={"routing": str(candidate)},
                                            context=f"locating the shards of {self.index!r}")
                 for group in resp["shards"]:
@@ -237,7 +237,7 @@ def fetch_raw(
             docs = stats_docs + docs
         if not docs:
             continue
-        resp = engine.request("POST", f"/{index}/_mtermvectors", body={"docs": docs},
+        resp = engine.request("POST", f"/{path_segment(index, patterns=True)}/_mtermvectors", body={"docs": docs},
                               context=f"fetching term vectors from {index!r}")
         requests += 1
         answers = resp["docs"]

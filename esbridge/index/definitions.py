@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from esbridge.engine.client import Engine
+from esbridge.engine.client import Engine, check_index_name, path_segment
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.painless import ScriptedSimilarity, SimilarityKind, failing_scripts, resolve_similarities
 
@@ -177,7 +177,7 @@ def create_index(
         body = build_index_body(layout, shards=shards, replicas=replicas, bm25=bm25, meta=meta,
                                 similarity=sims)
     try:
-        engine.request("PUT", f"/{index}", body=dict(body), params={"wait_for_active_shards": "1"})
+        engine.request("PUT", f"/{path_segment(check_index_name(index))}", body=dict(body), params={"wait_for_active_shards": "1"})
     except EngineError as err:
         culprits = failing_scripts(err, scripts)
         where = "".join(f" (in {s.location})" for s in culprits)
@@ -188,7 +188,7 @@ def create_index(
             status=err.status, error_type=err.error_type, reason=err.reason,
             root_cause=err.root_cause, index=index, script_stack=err.script_stack, body=err.body,
         ) from err
-    engine.request("GET", "/_cluster/health/" + index,
+    engine.request("GET", "/_cluster/health/" + path_segment(index),
                    params={"wait_for_status": "yellow", "timeout": "60s"},
                    context=f"waiting for index {index!r}")
     return dict(body)
@@ -222,7 +222,7 @@ def read_layout(engine: Engine, index: str) -> IndexLayout:
 
 def index_meta(engine: Engine, index: str) -> dict[str, Any]:
     """The ``_meta.esbridge`` entries of ``index`` (empty if none)."""
-    resp = engine.request("GET", f"/{index}/_mapping", context=f"reading the mapping of {index!r}")
+    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_mapping", context=f"reading the mapping of {index!r}")
     for _name, spec in resp.items():
         meta = (spec.get("mappings") or {}).get("_meta", {}).get("esbridge")
         if meta:

@@ -58,8 +58,15 @@ FieldValues = tuple[tuple[str, float], ...]
 
 def _check_field_values(owner: object, name: str, *, unit_interval: bool) -> None:
     pairs = getattr(owner, name)
+    # Also accept what JSON and keyword arguments give: {"title": 2} or [["title", 2]].
+    if isinstance(pairs, Mapping):
+        pairs = tuple(pairs.items())
+    elif isinstance(pairs, list):
+        pairs = tuple(tuple(p) if isinstance(p, list) else p for p in pairs)
     if not isinstance(pairs, tuple):
-        raise ValueError(f"{type(owner).__name__}.{name} must be a tuple of (field, value) pairs")
+        raise ValueError(f"{type(owner).__name__}.{name} must be (field, value) pairs or a {{field: value}} "
+                         f"mapping, got {type(pairs).__name__}")
+    object.__setattr__(owner, name, pairs)
     seen: set[str] = set()
     for pair in pairs:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
@@ -74,6 +81,13 @@ def _check_field_values(owner: object, name: str, *, unit_interval: bool) -> Non
         if not ok:
             bound = "in [0, 1]" if unit_interval else "finite and >= 0"
             raise ValueError(f"{type(owner).__name__}.{name}[{field!r}] must be {bound}, got {value!r}")
+
+
+def _check_some_weight(owner: object) -> None:
+    weights = [float(v) for _f, v in getattr(owner, "field_weights")] + [float(getattr(owner, "default_weight"))]
+    if not any(w > 0 for w in weights):
+        raise ValueError(f"{type(owner).__name__}: every field weight (and default_weight) is 0, so every "
+                         "document would score 0; give at least one field a positive weight")
 
 
 def _lookup(pairs: FieldValues, field: str, default: float) -> float:
@@ -175,6 +189,7 @@ class BM25FPubMedParams:
         check_nonnegative_finite(self, "k1", "default_weight")
         check_unit_interval(self, "b")
         _check_field_values(self, "field_weights", unit_interval=False)
+        _check_some_weight(self)
         check_bool(self, "qtf_weighting")
 
     def weight(self, field: str) -> float:
@@ -267,6 +282,7 @@ class BM25FRobertsonParams:
         check_unit_interval(self, "default_b")
         _check_field_values(self, "field_weights", unit_interval=False)
         _check_field_values(self, "field_b", unit_interval=True)
+        _check_some_weight(self)
         check_bool(self, "qtf_weighting")
 
     def weight(self, field: str) -> float:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine
+from esbridge.engine.client import Engine, path_segment
 from esbridge.errors import ConfigurationError
 from esbridge.features.cache import index_state
 from esbridge.semantic.cache import EmbeddingCache, Encoder
@@ -45,7 +45,7 @@ __all__ = ["VectorIndex", "SemanticHits", "index_uuid"]
 
 def index_uuid(engine: Engine, index: str) -> tuple[str, str]:
     """``(concrete index name, UUID)`` of ``index`` (an index or an alias of one index)."""
-    resp = engine.request("GET", f"/{index}/_settings/index.uuid", context=f"resolving {index!r}")
+    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid", context=f"resolving {index!r}")
     if len(resp) != 1:
         raise ConfigurationError(
             f"{index!r} names {len(resp)} indices ({', '.join(sorted(resp))}); semantic search needs one index")

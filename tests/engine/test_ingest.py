@@ -114,3 +114,50 @@ def test_rejected_index_says_which_setting(engine: Engine, index_name: str) -> N
         create_index(engine, index_name, body=body)
     assert info.value.reason
     assert not engine.index_exists(index_name)
+
+
+def test_deeply_nested_line_is_reported_and_the_rest_indexed(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    src = write(tmp_path / "nested.jsonl", [
+        json.dumps({"_id": "before", "text": "first"}),
+        '{"_id": "deep", "text": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        json.dumps({"_id": "after", "text": "last"}),
+    ])
+    report = ingest(engine, index_name, read_jsonl(src), progress=False)
+    assert report.indexed == 2 and report.present == 2
+    assert [(f.line, f.reason) for f in report.failures] == [(2, "malformed JSON: nested too deeply to parse")]
+
+
+def test_index_names_never_reach_another_index(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    src = write(tmp_path / "d.jsonl", [json.dumps({"_id": "x", "text": "payload"})])
+    victim = f"{index_name}-victim"
+    ingest(engine, victim, read_jsonl(src), progress=False)
+    try:
+        for hostile in (f"{victim}/_doc/injected?filter_path=", f"{index_name}*", "_all", "../x", "a,b", "Upper"):
+            with pytest.raises(ConfigurationError, match="is not a single index name"):
+                ingest(engine, hostile, read_jsonl(src), progress=False)
+            with pytest.raises(ConfigurationError, match="is not a single index name"):
+                engine.delete_index(hostile)
+        assert engine.count(victim) == 1
+        assert not engine.index_exists("injected")
+    finally:
+        engine.delete_index(victim)
+
+
+def test_plain_mappings_are_validated_like_lines(engine: Engine, index_name: str) -> None:
+    docs = [{"_id": "a", "title": "t", "text": "first"}, {"text": "no id"}, "not a document",
+            {"_id": "b", "text": 5}, {"_id": 3, "text": "integer id"}]
+    report = ingest(engine, index_name, docs, progress=False)  # type: ignore[arg-type]
+    assert report.indexed == 2 and report.present == 2 and report.read == 5
+    reasons = {f.line: f.reason for f in report.failures}
+    assert reasons[2] == "missing id field '_id'"
+    assert reasons[3] == "expected a mapping (or a SourceDocument), got str"
+    assert reasons[4] == "field 'text' must be a string, got int"
+
+
+def test_repeated_ids_are_reported(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    src = write(tmp_path / "dup.jsonl", [json.dumps({"_id": "a", "text": "old"}), json.dumps({"_id": "b", "text": "b"}),
+                                         json.dumps({"_id": "a", "text": "new"})])
+    report = ingest(engine, index_name, read_jsonl(src), progress=False)
+    assert report.ok and report.indexed == 3 and engine.count(index_name) == 2
+    assert [(d.line, d.doc_id) for d in report.duplicates] == [(3, "a")]
+    assert "1 repeated an earlier id and replaced it, so 2 distinct documents were written" in report.summary()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import asdict
+
 import pytest
 
 from esbridge.cli import main
@@ -36,3 +40,30 @@ def test_java_probe_rejects_runtimes_without_locale_data(tmp_path) -> None:  # t
     fake.write_text("#!/bin/sh\necho 'java.specification.version = 25' >&2\necho 'Available locales:' >&2\necho 'en, en_US' >&2\n")
     fake.chmod(0o755)
     assert local.java_probe(str(fake)) == (25, False)
+
+
+def test_a_node_answering_on_the_port_is_never_taken_for_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The port was free when checked, then another process bound it before the JVM did."""
+    from tests.netfaults import impostor_node
+
+    name = "impostor-test"
+    port = local._free_port(local.HTTP_PORTS)
+    monkeypatch.setattr(local, "_port_free", lambda p: True)  # the race: the check passed just before
+    with impostor_node(port, pid=1):
+        try:
+            with pytest.raises(ProvisioningError, match=f"another node \\(process 1\\) answers on port {port}"):
+                local.start("opensearch", name=name, port=port, heap="256m", progress=False)
+            assert local.status(name) is None
+        finally:
+            local.stop(name)
+    # a node record whose process lives but whose port someone else answers is not running
+    home = local.node_dir(name)
+    home.mkdir(parents=True, exist_ok=True)
+    info = local.NodeInfo(name=name, distribution="opensearch", version="3.8.0", pid=os.getpid(), port=port,
+                          home=str(home))
+    (home / "node.json").write_text(json.dumps(asdict(info)))
+    try:
+        with impostor_node(port, pid=1):
+            assert local.status(name) is None
+    finally:
+        (home / "node.json").unlink()

@@ -174,6 +174,38 @@ def test_field_weights_use_per_field_vectors(engine: Engine, small_index: str) -
     assert resp["hits"]["hits"]
 
 
+@pytest.mark.parametrize("scorer", ["bm25f_robertson", "bm25f_pubmed"])
+def test_field_weights_reach_the_bm25f_scorers(engine: Engine, small_index: str, scorer: str) -> None:
+    def ratio(title_weight: float) -> float:
+        rr = Reranker(engine, small_index, scorer=scorer, window=10, field_weights={"title": title_weight})
+        s = {h["_id"]: h["_score"] for h in rr.search("heart diabetes", size=10)["hits"]["hits"]}
+        return s["d"] / s["c"]  # "heart" and "diabetes" are in d's title, "heart" in c's text only
+
+    r1, r5, r50 = ratio(1.0), ratio(5.0), ratio(50.0)
+    assert r1 < r5 < r50
+    with pytest.raises(ConfigurationError, match="every field weight is 0"):
+        Reranker(engine, small_index, scorer=scorer, window=10, field_weights={"title": 0, "text": 0})
+
+
+def test_field_weights_as_a_scorer_parameter_from_the_cli(engine: Engine, small_index: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from esbridge.cli import main
+
+    def top(weights: str) -> dict[str, float]:
+        assert main(["search", "--url", engine.options.url, "--scorer", "bm25f_robertson",
+                     "--param", f"field_weights={weights}", "--json", "--size", "5", small_index,
+                     "heart diabetes"]) == 0
+        hits = json.loads(capsys.readouterr().out)["hits"]["hits"]
+        return {h["_id"]: h["_score"] for h in hits}
+
+    low, high = top('{"title": 1}'), top('[["title", 20]]')
+    assert high["d"] / high["c"] > low["d"] / low["c"]
+    assert main(["search", "--url", engine.options.url, "--scorer", "bm25f_robertson",
+                 "--param", 'field_weights={"title": 0, "text": 0}', "--param", "default_weight=0",
+                 small_index, "heart"]) != 0
+    assert "every field weight (and default_weight) is 0" in capsys.readouterr().err
+
+
 def test_scripted_similarity_first_stage(engine: Engine, index_name: str) -> None:
     create_index(engine, index_name, IndexLayout(), similarity=["evolved"])
     for doc_id, src in DOCS.items():

@@ -158,7 +158,7 @@ def test_weights_lookup() -> None:
         (lambda: BM25FPubMedParams(field_weights=(("title", float("inf")),)), "field_weights"),
         (lambda: BM25FPubMedParams(field_weights=(("title", -1.0),)), "field_weights"),
         (lambda: BM25FPubMedParams(field_weights=(("title", 1.0), ("title", 2.0))), "field_weights"),
-        (lambda: BM25FPubMedParams(field_weights=[("title", 1.0)]), "field_weights"),  # type: ignore[arg-type]
+        (lambda: BM25FPubMedParams(field_weights="title=1"), "field_weights"),  # type: ignore[arg-type]
         (lambda: BM25FPubMedParams(default_weight=float("nan")), "default_weight"),
         (lambda: BM25FRobertsonParams(k1=float("inf")), "k1"),
         (lambda: BM25FRobertsonParams(field_b=(("title", 1.5),)), "field_b"),
@@ -169,3 +169,13 @@ def test_weights_lookup() -> None:
 def test_invalid_parameters_name_the_parameter(factory: object, name: str) -> None:
     with pytest.raises(ValueError, match=rf"\.{name}"):
         factory()  # type: ignore[operator]
+
+
+def test_field_values_from_json_shapes_and_all_zero_weights() -> None:
+    as_map = BM25FRobertsonParams(field_weights={"title": 3}, field_b=[["title", 0.5]])  # type: ignore[arg-type]
+    assert as_map.field_weights == (("title", 3),) and as_map.field_b == (("title", 0.5),)
+    assert as_map == BM25FRobertsonParams(field_weights=(("title", 3),), field_b=(("title", 0.5),))
+    for cls in (BM25FPubMedParams, BM25FRobertsonParams):
+        with pytest.raises(ValueError, match="every field weight"):
+            cls(field_weights=(("title", 0.0),), default_weight=0.0)
+        cls(field_weights=(("title", 0.0),), default_weight=0.5)  # some field still counts

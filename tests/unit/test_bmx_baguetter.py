@@ -37,6 +37,7 @@ What the comparison shows (see also the module docstring of ``esbridge.scoring.b
 from __future__ import annotations
 
 import json
+import fcntl
 import math
 import os
 import re
@@ -59,7 +60,6 @@ DATA = Path(os.environ["ESBRIDGE_SCIFACT_DIR"]) if os.environ.get("ESBRIDGE_SCIF
 N_DOCS = 500
 N_QUERIES = 20
 VENV_ENV = "ESBRIDGE_BAGUETTER_VENV"
-DEFAULT_VENV = Path.home() / ".cache" / "esbridge" / "baguetter-venv"
 RUNNER = Path(__file__).with_name("baguetter_bmx_runner.py")
 BAGUETTER = "baguetter==0.1.1"
 # What `import baguetter` needs (its package __init__ imports the dense indices too).
@@ -129,7 +129,22 @@ def _has_baguetter(python: Path) -> bool:
 @pytest.fixture(scope="module")
 def baguetter_python() -> Path:
     """The venv's python: ours if complete, a given one if it has baguetter 0.1.1, else built."""
-    venv = Path(os.environ.get(VENV_ENV, str(DEFAULT_VENV))).expanduser()
+    venv = Path(os.environ.get(VENV_ENV, str(default_venv()))).expanduser()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # One build at a time: a second run waits for the first instead of deleting its half-built venv.
+    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _venv_python(venv)
+
+
+def default_venv() -> Path:
+    """Under ``$ESBRIDGE_HOME`` (default ``~/.cache/esbridge``), like esbridge's other downloads."""
+    from esbridge.engine.local import cache_dir
+
+    return cache_dir() / "baguetter-venv"
+
+
+def _venv_python(venv: Path) -> Path:
     python = _python_of(venv)
     if (venv / COMPLETE_MARKER).exists() or _has_baguetter(python):
         return python
@@ -140,8 +155,7 @@ def baguetter_python() -> Path:
                 f"left alone. Point {VENV_ENV} elsewhere or remove it.",
                 pytrace=False,
             )
-        shutil.rmtree(venv)  # an interrupted build of ours
-    venv.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(venv)  # an interrupted build of ours (we hold the lock, so nobody is building it)
     _run([sys.executable, "-m", "venv", str(venv)], "python -m venv")
     (venv / BUILDING_MARKER).write_text("")
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
@@ -373,3 +387,8 @@ def test_wqa_is_eq9_not_baguetters_merged_query(
         np.testing.assert_allclose(ours.scores, eq9, rtol=RTOL, atol=atol_for(*qs))
         # baguetter's search_weighted merges the queries into one and scores something else
         assert not np.allclose(ours.scores, np.array(merged), rtol=RTOL, atol=atol_for(*qs))
+
+
+def test_reference_venv_lives_under_esbridge_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ESBRIDGE_HOME", str(tmp_path))
+    assert default_venv() == tmp_path / "baguetter-venv"
