@@ -1,8 +1,9 @@
 """The ``esbridge`` command: a thin layer over the public API.
 
 Every command reaches the engine the same way: ``--url`` or ``ESBRIDGE_URL`` for
-an existing cluster, otherwise esbridge's local node of ``--distribution``
-(started on demand from Maven Central artifacts).  Errors print one line that
+an existing cluster, otherwise esbridge's running local node of ``--distribution``
+(any running one if not given), and only when none runs, a new one started from
+Maven Central artifacts.  Errors print one line that
 says what to fix and exit non-zero.
 """
 
@@ -25,9 +26,10 @@ Handler = Callable[[argparse.Namespace], int]
 
 def _connection_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine connection")
-    g.add_argument("--url", help="engine URL (default: $ESBRIDGE_URL, else esbridge's local node)")
-    g.add_argument("--distribution", choices=["opensearch", "elasticsearch"], default="opensearch",
-                   help="local node to start when no URL is given (default: opensearch)")
+    g.add_argument("--url", help="engine URL (default: $ESBRIDGE_URL, else esbridge's running local node)")
+    g.add_argument("--distribution", choices=["opensearch", "elasticsearch"], default=None,
+                   help="without --url: use esbridge's running local node of this distribution, or start "
+                        "one if none runs (default: any running esbridge node, else a new opensearch node)")
     g.add_argument("--username", help="basic-auth user (password from $ESBRIDGE_PASSWORD)")
     g.add_argument("--api-key", help="API key, id:key or base64 (default: $ESBRIDGE_API_KEY)")
     g.add_argument("--ca-certs", help="CA bundle to verify the engine's TLS certificate")
@@ -45,6 +47,10 @@ def _connect(args: argparse.Namespace) -> Any:
     from esbridge.engine.provision import provision
 
     prov = provision(args.distribution, url=args.url, use_docker=False)
+    if prov.source == "local":
+        how = "started" if prov.started else "running"
+        print(f"esbridge: using the local {prov.distribution} node {prov.node!r} ({how}) at {prov.url}; "
+              "pass --url or set ESBRIDGE_URL for another engine", file=sys.stderr)
     opts = ConnectionOptions.from_env(
         prov.url,
         username=args.username,
@@ -62,15 +68,23 @@ def _connect(args: argparse.Namespace) -> Any:
 
 def _cmd_engine(args: argparse.Namespace) -> int:
     from esbridge.engine import local
+    from esbridge.engine.provision import find_local_node
 
-    name = args.name or args.distribution
+    # without --name (and, to start, without --port) the running node of the distribution is meant
+    found = None
+    if args.name is None and (args.action == "stop" or (args.action == "start" and args.port is None)):
+        found = find_local_node(args.distribution)
+    name = args.name or (found.name if found is not None else args.distribution)
     if args.action == "install":
         path = local.install(args.distribution)
         print(f"{args.distribution} {local.runner_spec(args.distribution).version} installed in {path}")
     elif args.action == "start":
-        node = local.start(args.distribution, name=name, port=args.port, heap=args.heap,
-                           timeout=args.wait)
-        print(f"{node.distribution} {node.version} running at {node.url} (pid {node.pid}, node {node.name!r})")
+        if found is not None:
+            node, how = found, "already running"
+        else:
+            node, how = local.start(args.distribution, name=name, port=args.port, heap=args.heap,
+                                    timeout=args.wait), "running"
+        print(f"{node.distribution} {node.version} {how} at {node.url} (pid {node.pid}, node {node.name!r})")
         print(f"export ESBRIDGE_URL={node.url}")
     elif args.action == "stop":
         stopped = local.stop(name)
@@ -152,13 +166,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("engine", help="manage esbridge's local engine node")
-    p.add_argument("action", choices=["install", "start", "stop", "status"])
-    p.add_argument("--distribution", choices=["opensearch", "elasticsearch"], default="opensearch")
-    p.add_argument("--name", help="node name (default: the distribution)")
+    p = sub.add_parser(
+        "engine", help="manage esbridge's local engine node",
+        description="Manage esbridge's local engine node: a single-node OpenSearch or Elasticsearch "
+                    "cluster on 127.0.0.1, run from Maven Central artifacts, with its data under "
+                    "$ESBRIDGE_HOME. Other commands use a running node without --url.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="actions:\n"
+               "  install   download and verify the node's jars (start does it too)\n"
+               "  start     start a node, or report the one of --distribution already running;\n"
+               "            prints its URL and an `export ESBRIDGE_URL=...` line\n"
+               "  stop      stop the node (--name, else the running node of --distribution)\n"
+               "  status    list the running nodes with their URLs (exit code 3 if none)",
+    )
+    p.add_argument("action", choices=["install", "start", "stop", "status"],
+                   help="install, start, stop or status (see below)")
+    p.add_argument("--distribution", choices=["opensearch", "elasticsearch"], default="opensearch",
+                   help="engine of the node (default opensearch)")
+    p.add_argument("--name", help="node name, a directory under $ESBRIDGE_HOME/nodes (default: the running "
+                                  "node of --distribution, else the distribution's name)")
     p.add_argument("--port", type=int, help="HTTP port on 127.0.0.1 (default: a free one in 9201-9299)")
     p.add_argument("--heap", default="1g", help="JVM heap (default 1g)")
-    p.add_argument("--wait", type=float, default=180.0, help="seconds to wait for health (default 180)")
+    p.add_argument("--wait", type=float, default=180.0,
+                   help="seconds to wait for the node to be healthy (default 180)")
     p.set_defaults(func=_cmd_engine)
 
     p = sub.add_parser("index", help="index a BEIR corpus or a JSONL file")

@@ -6,7 +6,9 @@ In order:
    authentication and TLS options of :class:`~esbridge.engine.client.ConnectionOptions`);
 2. where a Docker engine answers, a container started with testcontainers
    (images of :data:`DOCKER_IMAGES`, configured like ``docker-compose.yml``);
-3. otherwise a local node run from Maven Central artifacts
+3. otherwise esbridge's local node of the distribution that is already running
+   (found with :func:`esbridge.engine.local.running_nodes`, whatever its name and
+   port), and only when none runs, a new one started from Maven Central artifacts
    (:mod:`esbridge.engine.local`).
 """
 
@@ -51,6 +53,9 @@ class ProvisionedEngine:
     source: str  # "url", "docker" or "local"
     distribution: str
     handle: Any = None
+    #: for a local node: its name, and whether this call started it (``False``: it was running)
+    node: str | None = None
+    started: bool = False
 
     def release(self) -> None:
         """Stop what was started here (a container); local nodes keep running until
@@ -97,23 +102,50 @@ def start_container(distribution: str) -> ProvisionedEngine:
     return ProvisionedEngine(url=url, source="docker", distribution=distribution, handle=container)
 
 
-def provision(distribution: str = "opensearch", *, url: str | None = None,
+def find_local_node(distribution: str | None = None) -> local.NodeInfo | None:
+    """A running esbridge local node of ``distribution`` (any distribution if ``None``).
+
+    Nodes are looked up under ``$ESBRIDGE_HOME``, so one started with any ``--name`` or
+    on any port is found.  Where several run, the one named after its distribution
+    comes first, then OpenSearch before Elasticsearch, then by name.
+    """
+    if distribution is not None:
+        local.runner_spec(distribution)  # an unknown distribution is an error that lists the valid ones
+    nodes = [n for n in local.running_nodes() if distribution is None or n.distribution == distribution]
+    if not nodes:
+        return None
+    order = list(local.RUNNERS)
+    nodes.sort(key=lambda n: (n.name != n.distribution,
+                              order.index(n.distribution) if n.distribution in order else len(order), n.name))
+    return nodes[0]
+
+
+def provision(distribution: str | None = "opensearch", *, url: str | None = None,
               use_docker: bool | None = None, progress: bool = True) -> ProvisionedEngine:
-    """An engine URL by the rules of this module (see the module docstring)."""
+    """An engine URL by the rules of this module (see the module docstring).
+
+    ``distribution=None`` takes any running esbridge local node, and starts an
+    OpenSearch node when none runs.
+    """
     url = url or os.environ.get("ESBRIDGE_URL")
     if url:
-        return ProvisionedEngine(url=url, source="url", distribution=distribution)
+        return ProvisionedEngine(url=url, source="url", distribution=distribution or "opensearch")
     if use_docker is None:
         use_docker = docker_available()
     if use_docker:
-        return start_container(distribution)
-    node = local.start(distribution, progress=progress)
-    return ProvisionedEngine(url=node.url, source="local", distribution=distribution)
+        return start_container(distribution or "opensearch")
+    running = find_local_node(distribution)
+    if running is not None:
+        return ProvisionedEngine(url=running.url, source="local", distribution=running.distribution,
+                                 node=running.name, started=False)
+    node = local.start(distribution or "opensearch", progress=progress)
+    return ProvisionedEngine(url=node.url, source="local", distribution=node.distribution,
+                             node=node.name, started=True)
 
 
-def connect(distribution: str = "opensearch", *, url: str | None = None,
+def connect(distribution: str | None = "opensearch", *, url: str | None = None,
             **options: Any) -> Engine:
-    """Connect to the engine at ``url``/``ESBRIDGE_URL``, or to esbridge's local node of
-    ``distribution`` (started on demand)."""
+    """Connect to the engine at ``url``/``ESBRIDGE_URL``, or to esbridge's running local node
+    of ``distribution`` (one is started when none runs)."""
     prov = provision(distribution, url=url, use_docker=False)
     return Engine.connect(ConnectionOptions.from_env(prov.url, **options))
