@@ -386,7 +386,7 @@ class Reranker:
         entropy = None
         if self._scorer.needs_entropy:
             if self._entropy is None:
-                self._entropy = CollectionEntropy(self.engine, self.index, self.layout, progress=False)  # type: ignore[arg-type]
+                self._entropy = CollectionEntropy(self.engine, self.index, self.layout)  # type: ignore[arg-type]
             entropy = {ch: self._entropy.table(ch) for ch in query}
         inputs: ScoringInput = build_input(fetched, self.layout, query, fields=fields,  # type: ignore[arg-type]
                                            field_weights=self.field_weights, entropy=entropy)

@@ -1,0 +1,166 @@
+"""BMX's collection entropy is computed once per index state and persisted for later processes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from esbridge.cli import main
+from esbridge.engine.client import Engine
+from esbridge.features.entropy import CollectionEntropy
+from esbridge.index.definitions import IndexLayout
+from esbridge.ingest import ingest
+
+DOCS = [
+    {"_id": "1", "title": "vitamin D", "text": "vitamin D and bone density in older women"},
+    {"_id": "2", "title": "bone", "text": "bone bone bone density after fracture"},
+    {"_id": "3", "title": "glucose", "text": "blood glucose in diabetes"},
+]
+#: the same number of documents, other words: a recreated index with the same counts
+OTHER_DOCS = [{"_id": d["_id"], "title": "kidney", "text": f"renal failure dialysis case {d['_id']}"} for d in DOCS]
+
+
+@pytest.fixture
+def small_index(engine: Engine, index_name: str) -> str:
+    ingest(engine, index_name, DOCS, progress=False, strict=True)
+    return index_name
+
+
+class Requests:
+    """Records the paths of the requests an engine receives."""
+
+    def __init__(self, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.paths: list[str] = []
+        original = engine.request
+
+        def recording(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+            self.paths.append(path)
+            return original(method, path, *args, **kwargs)
+
+        monkeypatch.setattr(engine, "request", recording)
+
+    def term_vector_reads(self) -> int:
+        return sum(1 for p in self.paths if p.endswith("/_mtermvectors"))
+
+
+def entropy(engine: Engine, index: str, home: Path, **kw: Any) -> CollectionEntropy:
+    return CollectionEntropy(engine, index, IndexLayout(), home=home, **kw)
+
+
+def persisted(home: Path) -> list[Path]:
+    return sorted(p for p in (home / "entropy").rglob("*") if p.is_file())
+
+
+def test_computed_once_then_read_by_a_new_object(engine: Engine, small_index: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    requests = Requests(engine, monkeypatch)
+    first = entropy(engine, small_index, tmp_path, progress=True)
+    table = first.table("base")
+    assert first.computed == 1 and requests.term_vector_reads() == 1
+    assert "collection entropy of" in capsys.readouterr().err  # a progress bar the first time
+    assert {"bone", "vitamin", "glucos"} <= set(table)
+    uuid = next(iter(engine.request("GET", f"/{small_index}/_settings/index.uuid").values()))[
+        "settings"]["index"]["uuid"]
+    files = persisted(tmp_path)
+    assert len(files) == 1 and files[0].parent.name == uuid
+    assert not list(files[0].parent.glob(".*"))  # no temporary file left behind
+
+    second = entropy(engine, small_index, tmp_path, progress=True)  # as in a new process
+    assert second.table("base") == table  # exactly the computed values
+    assert (second.loaded, second.computed) == (1, 0)
+    assert requests.term_vector_reads() == 1 and capsys.readouterr().err == ""
+
+
+def test_a_write_makes_the_table_stale(engine: Engine, small_index: str, tmp_path: Path) -> None:
+    before = entropy(engine, small_index, tmp_path, progress=False).table("base")
+    ingest(engine, small_index, [{"_id": "4", "title": "zebrafish", "text": "zebrafish zebrafish heart"}],
+           progress=False, strict=True)
+    ce = entropy(engine, small_index, tmp_path, progress=False)
+    after = ce.table("base")
+    assert ce.computed == 1 and "zebrafish" in after and "zebrafish" not in before
+    assert len(persisted(tmp_path)) == 1  # the table of the old state is dropped
+    # the same object notices a write too
+    ingest(engine, small_index, [{"_id": "5", "title": "axolotl", "text": "axolotl"}], progress=False, strict=True)
+    assert "axolotl" in ce.table("base") and ce.computed == 2
+
+
+def test_a_recreated_index_never_reuses_the_old_table(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    ingest(engine, index_name, DOCS, progress=False, strict=True)
+    old = entropy(engine, index_name, tmp_path, progress=False).table("base")
+    engine.delete_index(index_name)
+    ingest(engine, index_name, OTHER_DOCS, progress=False, strict=True)  # same document counts
+    ce = entropy(engine, index_name, tmp_path, progress=False)
+    new = ce.table("base")
+    assert ce.computed == 1 and ce.loaded == 0
+    assert "renal" in new and "bone" in old and "bone" not in new
+
+
+def test_a_table_read_while_the_index_changed_is_not_persisted(engine: Engine, small_index: str,
+                                                               tmp_path: Path) -> None:
+    ce = entropy(engine, small_index, tmp_path, progress=False)
+    compute = ce._compute
+
+    def compute_then_write(channel: str) -> dict[str, float]:
+        out = compute(channel)
+        ingest(engine, small_index, [{"_id": "9", "title": "late", "text": "a late write"}],
+               progress=False, strict=True)
+        return out
+
+    ce._compute = compute_then_write  # type: ignore[method-assign]
+    ce.table("base")
+    assert persisted(tmp_path) == []
+
+
+def test_concurrent_writers_and_a_damaged_file(engine: Engine, small_index: str, tmp_path: Path) -> None:
+    results: list[dict[str, float]] = []
+    barrier = threading.Barrier(3)
+
+    def compute() -> None:
+        barrier.wait()
+        results.append(entropy(engine, small_index, tmp_path, progress=False).table("base"))
+
+    threads = [threading.Thread(target=compute) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and results[0] == results[1] == results[2]
+    files = persisted(tmp_path)
+    assert len(files) == 1 and json.loads(files[0].read_text())["entropy"] == results[0]
+    files[0].write_text('{"format": 1, "entropy": {"bo')  # a damaged file is computed again
+    ce = entropy(engine, small_index, tmp_path, progress=False)
+    assert ce.table("base") == results[0] and ce.computed == 1
+    assert json.loads(files[0].read_text())["entropy"] == results[0]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("ESBRIDGE_HOME", str(tmp_path))
+    yield tmp_path
+
+
+def test_cli_search_with_bmx_reads_term_vectors_of_the_collection_once(
+        engine: Engine, small_index: str, home: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    requests = Requests(engine, monkeypatch)
+    monkeypatch.setattr(Engine, "connect", classmethod(lambda cls, opts: engine))
+    argv = ["search", small_index, "bone density", "--scorer", "bmx", "--url", engine.options.url]
+    outputs, reads = [], []
+    for _ in range(2):
+        before = requests.term_vector_reads()
+        assert main(argv) == 0
+        out, err = capsys.readouterr()
+        outputs.append((out, err))
+        reads.append(requests.term_vector_reads() - before)
+    # the first search reads the collection (with a progress bar), the second reads the file
+    assert "collection entropy of" in outputs[0][1] and "collection entropy of" not in outputs[1][1]
+    assert outputs[0][0] == outputs[1][0]
+    assert len(persisted(home)) == 1
+    # each search fetches its candidates' vectors; only the first also reads the collection's
+    assert reads[0] == reads[1] + 1
