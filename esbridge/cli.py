@@ -197,9 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", help="index name (default: the dataset folder's name)")
     p.add_argument("--id-field", default="_id", help="id field of --input documents (default _id)")
     p.add_argument("--field", action="append", help="a text field to index (repeat; default title and text)")
-    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--shards", type=int, default=1, help="primary shards of a new index (default 1)")
     p.add_argument("--recreate", action="store_true", help="delete the index first")
-    p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024)
+    p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024,
+                   help="documents larger than this are reported, not indexed (default 8 MiB)")
     p.add_argument("--show-failures", type=int, default=20, help="failures to list (default 20)")
     p.add_argument("--no-semantic", action="store_true",
                    help="do not embed the documents for semantic search (the hybrid pipeline embeds them "

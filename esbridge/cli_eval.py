@@ -188,7 +188,8 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--dataset", required=True,
                    help="a BEIR-layout folder, or a BEIR dataset name (downloaded into the cache)")
     p.add_argument("--scorers", default=DEFAULT_SCORERS,
-                   help=f"comma-separated esbridge scorers (default {DEFAULT_SCORERS}; '' for baselines only)")
+                   help=f"comma-separated esbridge scorers (default {DEFAULT_SCORERS}; '' for baselines only; "
+                        "`esbridge scorers` lists them all)")
     p.add_argument("--split", default="test",
                    help="judgments: qrels/<split>.tsv; SPLIT:tune or SPLIT:heldout for a fixed half")
     p.add_argument("--half-seed", type=int, default=2024, help="seed of the fixed halves (default 2024)")
@@ -226,7 +227,8 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--split", action="append",
                    help="training judgments, one for all datasets or one per --dataset (default train); "
                         "SPLIT:tune tunes on a fixed half and reports the other half")
-    p.add_argument("--scorer", required=True, help="the scorer to tune (evolved, bmx, bm25)")
+    p.add_argument("--scorer", required=True, help="the scorer to tune: evolved, bmx or bm25, the scorers with a search space "
+                        "(`esbridge scorers` lists every scorer)")
     p.add_argument("--trials", type=int, default=200, help="parameter settings tried (default 200)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     p.add_argument("--space", choices=["open", "all"], default="open",

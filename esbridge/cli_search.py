@@ -48,28 +48,70 @@ def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
         except ValueError:
             raise ConfigurationError(f"--field-weight {pair!r} must be FIELD=NUMBER") from None
     return Reranker(engine, args.index, scorer=args.scorer, params=_scorer_params(args.scorer, args.param),
-                    window=args.window, first_stage=args.first_stage, field_weights=weights or None)
+                    window=args.window, first_stage=getattr(args, "first_stage", "bm25"),
+                    field_weights=weights or None)
 
 
-def _print_hits(response: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        json.dump(response, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-        return
+def _print_json(response: dict[str, Any]) -> None:
+    json.dump(response, sys.stdout, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def _title(hit: dict[str, Any], width: int) -> str:
+    src = hit.get("_source") or {}
+    return str(src.get("title") or src.get("text") or "")[:width].replace("\n", " ")
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return str(value) if isinstance(value, int) else f"{value:.4g}"
+
+
+def _explain_lines(parts: Any, what: str) -> list[str]:
+    """A hit's score parts, one line per channel (``base.B_cov`` goes to the ``base`` line)."""
+    if not isinstance(parts, dict) or not parts:
+        return []
+    groups: dict[str, list[str]] = {}
+    for key, value in parts.items():
+        group, _, name = str(key).rpartition(".")
+        groups.setdefault(group, []).append(f"{name} {_num(value)}")
+    lines = []
+    for group, items in groups.items():
+        label = f"{what}, {group}" if group else what
+        lines.append(f"{'':>6}{label}: " + "  ".join(items))
+    return lines
+
+
+def _print_hits(response: dict[str, Any], *, scorer: str, first_stage: str, explain: bool,
+                notes: list[str]) -> None:
+    """The reranked hits as a table: esbridge's score, the engine's first-stage score and rank."""
     hits = response["hits"]["hits"]
+    terms = (response.get("_esbridge") or {}).get("terms")
+    if explain and isinstance(terms, dict):
+        shown = {ch: " ".join(f'"{t}"' if " " in str(t) else str(t) for t in ts) for ch, ts in terms.items()}
+        print("query terms, by channel: " + "; ".join(f"{ch}: {ts}" for ch, ts in shown.items()))
     if not hits:
         print("no hits")
         return
-    print(f"{'rank':>4}  {'score':>9}  {'first':>9}  {'id':<14} title")
+    print(f"{'rank':>4}  {'esbridge':>9}  {'engine':>9}  {'was':>4}  {'id':<14} title")
     for rank, h in enumerate(hits, start=1):
-        src = h.get("_source") or {}
-        title = str(src.get("title") or src.get("text") or "")[:70].replace("\n", " ")
-        first = (h.get("_esbridge") or {}).get("first_stage_score")
+        meta = h.get("_esbridge") or {}
+        first = meta.get("first_stage_score")
         first_s = f"{first:9.3f}" if isinstance(first, (int, float)) else f"{'-':>9}"
-        print(f"{rank:>4}  {h['_score']:9.3f}  {first_s}  {str(h['_id']):<14} {title}")
+        was = meta.get("first_stage_rank")
+        print(f"{rank:>4}  {h['_score']:9.3f}  {first_s}  {was if was is not None else '-':>4}  "
+              f"{str(h['_id']):<14} {_title(h, 70)}")
+        if explain:
+            for line in _explain_lines(meta.get("parts"), f"{scorer} parts"):
+                print(line)
+    print(f"esbridge: the {scorer} score esbridge ranks by; engine: the engine's score in the first stage "
+          f"({first_stage}) that found the candidates; was: the hit's rank in that first stage.")
+    for note in notes:
+        print(note)
 
 
-def _print_hybrid(response: dict[str, Any]) -> None:
+def _print_hybrid(response: dict[str, Any], explain: bool) -> None:
     hits = response["hits"]["hits"]
     if not hits:
         print("no hits")
@@ -77,11 +119,55 @@ def _print_hybrid(response: dict[str, Any]) -> None:
     short = {"semantic": "sem", "lexical": "lex", "keyword": "kw", "semantic_feedback": "sem+fb"}
     print(f"{'rank':>4}  {'fused':>8}  {'rank in each strategy':<32} {'id':<14} title")
     for rank, h in enumerate(hits, start=1):
-        src = h.get("_source") or {}
-        title = str(src.get("title") or src.get("text") or "")[:60].replace("\n", " ")
         found = h["_esbridge"]["strategies"]
         where = " ".join(f"{short.get(k, k)} {v['rank']}" for k, v in found.items())
-        print(f"{rank:>4}  {h['_score']:8.4f}  {where:<32} {str(h['_id']):<14} {title}")
+        print(f"{rank:>4}  {h['_score']:8.4f}  {where:<32} {str(h['_id']):<14} {_title(h, 60)}")
+        if explain:
+            for line in _explain_lines(h["_esbridge"].get("parts"), "contribution to the fused score"):
+                print(line)
+    print("fused: the hybrid pipeline's score, each strategy's list normalised and weighted; "
+          f"rank in each strategy: {', '.join(f'{v} = {k}' for k, v in short.items())}.")
+
+
+def _index_bm25(engine: Any, index: str) -> tuple[float, float]:
+    """``(k1, b)`` of the index's default BM25 similarity (the engines' 1.2 and 0.75 unless set)."""
+    from esbridge.engine.client import path_segment
+
+    k1, b = 1.2, 0.75
+    try:
+        resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.similarity.default.*",
+                              context=f"reading the similarity of {index!r}")
+    except EsbridgeError:
+        return k1, b
+    for spec in (resp or {}).values():
+        default = ((spec.get("settings") or {}).get("index") or {}).get("similarity", {}).get("default", {})
+        if str(default.get("type", "BM25")).upper() == "BM25":
+            try:
+                k1, b = float(default.get("k1", k1)), float(default.get("b", b))
+            except (TypeError, ValueError):
+                pass
+    return k1, b
+
+
+def _bm25_note(rr: Any) -> str:
+    """One line on why esbridge's bm25 and the engine's first-stage BM25 differ, and how to match them."""
+    k1, b = _index_bm25(rr.engine, rr.index)
+    params = rr.params
+    plus = rr.engine.info.bm25_k1_plus_one
+    differs = []
+    if not params.lucene_norms:
+        differs.append("exact document lengths where the engine rounds them to one-byte norms")
+    if (params.k1, params.b) != (k1, b):
+        differs.append(f"k1={_num(params.k1)} b={_num(params.b)} where the index has k1={_num(k1)} b={_num(b)}")
+    if params.k1_plus_one != plus:
+        differs.append("a (k1 + 1) factor " + ("the engine applies" if plus else "the engine does not apply"))
+    if not differs:
+        return ("esbridge's bm25 here uses the engine's one-byte length norms and the index's k1 and b, so it "
+                "reproduces the engine's score.")
+    same = f"--param k1={_num(k1)} --param b={_num(b)} --param lucene_norms=true" + (
+        f" --param k1_plus_one={'true' if plus else 'false'}" if params.k1_plus_one != plus else "")
+    return (f"esbridge's bm25 differs from the engine's on purpose: {'; '.join(differs)} "
+            f"({same} reproduces the engine's score).")
 
 
 def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
@@ -99,28 +185,51 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
         with HybridSearcher(engine, args.index, params) as hs:
             response = hs.search(args.query, size=args.size, filter=filt, explain=args.explain)
         if args.json:
-            _print_hits(response, True)
+            _print_json(response)
         else:
-            _print_hybrid(response)
+            _print_hybrid(response, args.explain)
         return 0
     with _reranker(args, connect) as rr:
         response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain)
-    _print_hits(response, args.json)
+        if args.json:
+            _print_json(response)
+            return 0
+        notes = []
+        if args.scorer == "bm25" and args.first_stage == "bm25":
+            notes.append(_bm25_note(rr))
+        _print_hits(response, scorer=args.scorer, first_stage=args.first_stage, explain=args.explain, notes=notes)
     return 0
 
 
+_STDIN_HINT = ("esbridge rescore reads an engine search response (JSON) from a file or from standard input, "
+               "e.g. `curl -s \"$ESBRIDGE_URL/INDEX/_search?size=100\" -H 'Content-Type: application/json' "
+               "-d @query.json | esbridge rescore INDEX \"QUERY\" -`")
+
+
 def _cmd_rescore(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    raw = sys.stdin.read() if args.response in (None, "-") else Path(args.response).read_text("utf-8")
+    source = args.response if args.response is not None else args.response_option
+    if source in (None, "-"):
+        if sys.stdin is None or sys.stdin.isatty():
+            if source is None:
+                raise ConfigurationError(f"no response given and standard input is a terminal. {_STDIN_HINT}")
+            print("esbridge: reading the response from standard input (end it with Ctrl-D)", file=sys.stderr)
+        raw = sys.stdin.read() if sys.stdin is not None else ""
+        where = "standard input"
+    else:
+        try:
+            raw = Path(source).read_text("utf-8")
+        except OSError as err:
+            raise ConfigurationError(f"response file {source!r} cannot be read: {err.strerror or err}") from None
+        where = repr(source)
     if not raw.strip():
-        raise ConfigurationError("no response on standard input; pipe an engine search response (JSON) in")
+        raise ConfigurationError(f"no response in {where}; give an engine search response (JSON). {_STDIN_HINT}")
     try:
         response = json.loads(raw)
     except ValueError as err:
-        raise ConfigurationError(f"the response is not valid JSON: {err}") from None
+        raise ConfigurationError(f"the response in {where} is not valid JSON: {err}") from None
     rr = _reranker(args, connect)
     out = rr.rescore(response, args.query, window_size=args.window, explain=args.explain)
-    json.dump(out, sys.stdout, ensure_ascii=False)
-    sys.stdout.write("\n")
+    _print_json(out)
     return 0
 
 
@@ -173,23 +282,29 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                  connect: Callable[[argparse.Namespace], Any]) -> None:
     """Register the search commands on the ``esbridge`` parser."""
 
-    def rerank_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("index", help="an index created by esbridge")
+    def rerank_args(p: argparse.ArgumentParser, explain: str) -> None:
+        p.add_argument("index", help="an index created by esbridge (esbridge index)")
         p.add_argument("query", help="the query text")
-        p.add_argument("--scorer", default="evolved", help="scorer name (esbridge scorers lists them)")
+        p.add_argument("--scorer", default="evolved",
+                       help="esbridge's scorer (default evolved; `esbridge scorers` lists them)")
         p.add_argument("--param", action="append", metavar="NAME=VALUE",
                        help="a scorer parameter (repeat), e.g. --param k1=1.2")
         p.add_argument("--window", type=int, default=100, help="hits to rescore (default 100)")
-        p.add_argument("--first-stage", default="bm25",
-                       help="bm25 (default), multi_match, bm25f or channels")
         p.add_argument("--field-weight", action="append", metavar="FIELD=W",
                        help="BM25F-style weight of a text field (repeat)")
-        p.add_argument("--explain", action="store_true", help="add score parts under _esbridge")
+        p.add_argument("--explain", action="store_true", help=explain)
         connection_args(p)
 
-    p = sub.add_parser("search", help="search an index and rerank the hits")
-    rerank_args(p)
-    p.add_argument("--size", type=int, default=10)
+    p = sub.add_parser("search", help="search an index and rerank the hits",
+                       description="Find candidates with the engine (the first stage), rerank the top --window "
+                                   "with an esbridge scorer and print them: esbridge's score, the engine's "
+                                   "first-stage score and rank, the title.")
+    rerank_args(p, "show each hit's score parts (and the query's analysed terms); with --json, under "
+                   "_esbridge.parts")
+    p.add_argument("--first-stage", default="bm25",
+                   help="how the engine finds the candidates: bm25 (default; the engine's BM25 over the "
+                        "combined field), multi_match, bm25f (per field) or channels (every channel)")
+    p.add_argument("--size", type=int, default=10, help="hits to print (default 10)")
     p.add_argument("--filter", help="a filter clause as JSON, e.g. '{\"term\": {\"lang\": \"en\"}}'")
     p.add_argument("--json", action="store_true", help="print the engine-shaped JSON response")
     p.add_argument("--hybrid", action="store_true",
@@ -199,21 +314,31 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="with --hybrid: a pipeline parameter, e.g. w_semantic=2 or fusion=zscore (repeat)")
     p.set_defaults(func=lambda a: _cmd_search(a, connect))
 
-    p = sub.add_parser("rescore", help="rerank an engine search response read from standard input")
-    rerank_args(p)
-    p.add_argument("--response", help="read the response from this file instead of standard input")
+    p = sub.add_parser("rescore", help="rerank an engine search response read from a file or standard input",
+                       description="Rerank the top --window hits of an engine search response (the JSON "
+                                   "body a _search request returned) for the query text, and print that "
+                                   "response with esbridge's scores as JSON; hits below the window keep their "
+                                   "order below it. The candidates are the response's own, so rescore has no "
+                                   "first stage to choose (search has --first-stage).")
+    rerank_args(p, "add each hit's score parts under _esbridge.parts")
+    p.add_argument("response", nargs="?", metavar="RESPONSE",
+                   help="the response: a JSON file, or - for standard input (default: standard input when "
+                        "it is not a terminal)")
+    p.add_argument("--response", dest="response_option", metavar="FILE",
+                   help="the same as the RESPONSE argument")
     p.set_defaults(func=lambda a: _cmd_rescore(a, connect))
 
-    p = sub.add_parser("scorers", help="list the scorers")
+    p = sub.add_parser("scorers", help="list the scorers with the channels they read and what they are")
     p.set_defaults(func=_cmd_scorers)
 
     p = sub.add_parser("demo", help="index a BEIR collection and show a few reranked queries")
     p.add_argument("--dataset", required=True, help="BEIR-layout folder, e.g. ../shared/data/scifact")
     p.add_argument("--index", help="index name (default esbridge-demo-<folder>)")
     p.add_argument("--queries", type=int, default=5, help="how many queries to run (default 5)")
-    p.add_argument("--scorers", default="bm25,bmx,evolved")
-    p.add_argument("--window", type=int, default=100)
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--scorers", default="bm25,bmx,evolved",
+                   help="comma-separated scorers to show (default bm25,bmx,evolved; `esbridge scorers` lists them)")
+    p.add_argument("--window", type=int, default=100, help="first-stage hits each scorer reranks (default 100)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_demo(a, connect))
 

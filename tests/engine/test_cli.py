@@ -47,7 +47,7 @@ def test_search_json_and_rescore(engine: Engine, med_index: str, capsys: pytest.
     rescored = json.loads(out)
     assert [h["_id"] for h in rescored["hits"]["hits"][10:]] == [h["_id"] for h in raw["hits"]["hits"][10:]]
     code, out, _ = run(capsys, "search", med_index, "blood glucose", "--size", "3", "--url", url)
-    assert code == 0 and out.splitlines()[0].split()[:2] == ["rank", "score"]
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["rank", "esbridge", "engine"]
 
 
 @pytest.mark.parametrize("argv,needle", [

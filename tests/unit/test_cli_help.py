@@ -1,0 +1,58 @@
+"""Every command, action and option of the ``esbridge`` command says what it is, and the README
+names every scorer."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from esbridge.cli import build_parser
+from esbridge.scoring import available_scorers
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.Action, str]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield (*path, name), action, helps.get(name) or ""
+                yield from _walk(sub, (*path, name))
+        elif not isinstance(action, argparse._HelpAction):
+            yield path, action, action.help or ""
+
+
+def test_every_command_and_option_has_help() -> None:
+    missing = [(" ".join(path), "/".join(action.option_strings) or action.dest)
+               for path, action, text in _walk(build_parser()) if not text.strip()]
+    assert missing == []
+
+
+def test_engine_help_describes_every_action(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["engine", "--help"])
+    out = capsys.readouterr().out
+    for action in ("install", "start", "stop", "status"):
+        assert re.search(rf"^\s+{action}\s+\S", out, re.M), action
+    assert "ESBRIDGE_URL" in out
+
+
+def test_rescore_has_no_first_stage_and_takes_a_file_or_dash() -> None:
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["rescore", "idx", "q", "--first-stage", "bm25"])
+    assert parser.parse_args(["rescore", "idx", "q", "-"]).response == "-"
+    assert parser.parse_args(["rescore", "idx", "q", "r.json"]).response == "r.json"
+    assert parser.parse_args(["search", "idx", "q", "--first-stage", "channels"]).first_stage == "channels"
+
+
+def test_readme_lists_every_scorer_with_a_line() -> None:
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z0-9_]+)` \| (.+) \|$",
+                                                         README.read_text("utf-8"), re.M)}
+    for name in available_scorers():
+        assert len(rows.get(name, "")) > 20, f"README's scorer table has no line for {name!r}"
