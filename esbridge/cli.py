@@ -27,7 +27,7 @@ Handler = Callable[[argparse.Namespace], int]
 def _connection_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine connection")
     g.add_argument("--url", help="engine URL (default: $ESBRIDGE_URL, else esbridge's running local node)")
-    g.add_argument("--distribution", choices=["opensearch", "elasticsearch"], default=None,
+    g.add_argument("--distribution", choices=["opensearch", "opensearch-knn", "elasticsearch"], default=None,
                    help="without --url: use esbridge's running local node of this distribution, or start "
                         "one if none runs (default: any running esbridge node, else a new opensearch node)")
     g.add_argument("--username", help="basic-auth user (password from $ESBRIDGE_PASSWORD)")
@@ -124,11 +124,23 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if args.recreate:
         engine.delete_index(index)
     layout = IndexLayout(fields=fields)
+    encoder = vector = None
+    if not args.no_semantic:
+        from esbridge.semantic.encoder import available
+
+        if available():
+            from esbridge.index.definitions import VectorField
+            from esbridge.semantic.models import load_encoder
+
+            encoder = load_encoder()
+            if engine.vector_search() == "knn_vector" and not engine.index_exists(index):
+                # the engine keeps and searches the vectors itself
+                vector = VectorField(dim=encoder.dim, model=encoder.name)
     try:
         report = ingest(
             engine, index,
             read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes),
-            layout=layout, shards=args.shards, progress=not args.quiet,
+            layout=layout, shards=args.shards, progress=not args.quiet, vector=vector,
         )
     except IngestError as err:
         if err.report is not None:
@@ -136,14 +148,13 @@ def _cmd_index(args: argparse.Namespace) -> int:
             print(f"partial: {err.report.summary()}", file=sys.stderr)
         raise
     if not args.no_semantic and report.indexed:
-        from esbridge.semantic.encoder import available
+        if encoder is not None:
+            from esbridge.semantic.engine_vectors import EngineVectors, open_vectors
 
-        if available():
-            from esbridge.semantic.models import load_encoder
-            from esbridge.semantic.vectors import VectorIndex
-
-            vi = VectorIndex.open(engine, index, load_encoder(), fields=fields, progress=not args.quiet)
-            print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}")
+            vi = open_vectors(engine, index, encoder, fields=fields, progress=not args.quiet)
+            where = ("kept and searched by the engine (kNN)" if isinstance(vi, EngineVectors)
+                     else "kept by esbridge on disk (exact search; the engine has no vector search)")
+            print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}, {where}")
         else:
             print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
                   "for hybrid search", file=sys.stderr)
@@ -181,8 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("action", choices=["install", "start", "stop", "status"],
                    help="install, start, stop or status (see below)")
-    p.add_argument("--distribution", choices=["opensearch", "elasticsearch"], default="opensearch",
-                   help="engine of the node (default opensearch)")
+    p.add_argument("--distribution", choices=["opensearch", "opensearch-knn", "elasticsearch"], default="opensearch",
+                   help="engine of the node: opensearch (OpenSearch 3.8), opensearch-knn (OpenSearch 3.5 with "
+                        "the k-NN plugin: the engine keeps and searches document vectors) or elasticsearch "
+                        "(Elasticsearch 7.10); default opensearch")
     p.add_argument("--name", help="node name, a directory under $ESBRIDGE_HOME/nodes (default: the running "
                                   "node of --distribution, else the distribution's name)")
     p.add_argument("--port", type=int, help="HTTP port on 127.0.0.1 (default: a free one in 9201-9299)")

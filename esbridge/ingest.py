@@ -23,7 +23,7 @@ from typing import Any
 
 from esbridge.engine.client import Engine, check_index_name, ndjson_lines
 from esbridge.errors import ConfigurationError, EsbridgeError, IngestError
-from esbridge.index.definitions import IndexLayout, create_index, read_layout
+from esbridge.index.definitions import IndexLayout, VectorField, create_index, read_layout
 
 #: Documents above this many bytes of JSON are reported, not sent.
 DEFAULT_MAX_DOC_BYTES = 8 * 1024 * 1024
@@ -267,6 +267,7 @@ def ingest(
     backoff: float = 0.5,
     progress: bool = True,
     strict: bool = False,
+    vector: VectorField | None = None,
 ) -> IngestReport:
     """Index ``docs`` into ``index``, creating it with esbridge's mapping if needed.
 
@@ -278,6 +279,9 @@ def ingest(
         create: create the index if it does not exist.
         strict: raise :class:`IngestError` at the end if any document failed
             (what was indexed stays indexed).
+        vector: when the index is created here, give it this dense-vector field (the
+            engine's kNN search; the vectors are filled by
+            :func:`esbridge.semantic.engine_vectors.open_vectors`).
 
     Returns:
         The report: counts, every failure with line, id and reason, and the number
@@ -296,7 +300,7 @@ def ingest(
                 f"the input asks for {list(layout.fields)} — use another index name or the same fields"
             )
     elif create:
-        create_index(engine, index, layout, shards=shards, bm25=bm25)
+        create_index(engine, index, layout, shards=shards, bm25=bm25, vector=vector)
         fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     else:
         raise ConfigurationError(f"index {index!r} does not exist (and create=False)")

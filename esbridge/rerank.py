@@ -29,12 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, path_segment
+from esbridge.engine.client import Engine, path_segment, raise_mget_errors
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import FeatureStore, TermVectorCache
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.termvectors import QueryChannel, analyze_query, build_input
-from esbridge.index.definitions import IndexLayout, read_layout
+from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, read_layout
 from esbridge.scoring import ScoreResult, ScoringInput, get_scorer
 from esbridge.scoring.common import channels_needed
 
@@ -415,7 +415,8 @@ class Reranker:
         window = max(self.window if window is None else window, size)
         # small windows bring _source with the first stage; large ones fetch it for the top hits only
         inline_source = window <= INLINE_SOURCE_WINDOW
-        source: Any = (list(fields) if fields else True) if inline_source else False
+        # all of _source but esbridge's own vector field (384 numbers nobody asked for)
+        source: Any = (list(fields) if fields else {"excludes": [VECTOR_FIELD]}) if inline_source else False
         t0 = time.perf_counter()
         prepared = self.analyze(query_text)
         t1 = time.perf_counter()
@@ -546,10 +547,12 @@ class Reranker:
         if not hits:
             return
         body: dict[str, Any] = {"ids": [h["_id"] for h in hits]}
-        params = {"_source_includes": ",".join(fields)} if fields else None
+        params = {"_source_includes": ",".join(fields)} if fields else {"_source_excludes": VECTOR_FIELD}
         resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_mget", body=body, params=params,
                                    context=f"fetching sources from {self.index!r}")
+        raise_mget_errors(resp, self.index, "fetching sources")
         by_id = {d["_id"]: d.get("_source") for d in resp["docs"] if d.get("found")}
         for h in hits:
             if h["_id"] in by_id:
                 h["_source"] = by_id[h["_id"]]
+

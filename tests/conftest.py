@@ -65,6 +65,23 @@ def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
     eng.close()
 
 
+@pytest.fixture(scope="session")
+def knn_engine() -> Iterator[Engine]:
+    """OpenSearch with its k-NN plugin (``ESBRIDGE_TEST_URL_OPENSEARCH_KNN``, else esbridge's
+    ``opensearch-knn`` local node), for the engine-kept vectors.  Not one of ``ENGINES``: the
+    rest of the suite does not run on it twice."""
+    url = os.environ.get("ESBRIDGE_TEST_URL_OPENSEARCH_KNN")
+    if not url:
+        was_running = local.status("opensearch-knn") is not None
+        url = local.start("opensearch-knn", progress=False).url
+        if not was_running:
+            _started_here.append("opensearch-knn")
+    eng = Engine.connect(url)
+    assert eng.vector_search() == "knn_vector", f"{eng.info.label} at {url} has no k-NN plugin"
+    yield eng
+    eng.close()
+
+
 @pytest.fixture
 def index_name(engine: Engine) -> Iterator[str]:
     """A fresh index name, deleted after the test."""

@@ -444,6 +444,29 @@ class Engine:
     def distribution(self) -> Distribution:
         return self.info.distribution
 
+    def plugins(self) -> frozenset[str]:
+        """Names and class names of the plugins every node of the cluster has (asked once)."""
+        cached: frozenset[str] | None = getattr(self, "_plugins", None)
+        if cached is None:
+            resp = self.request("GET", "/_nodes/plugins", params={"filter_path": "nodes.*.plugins"},
+                                context="listing the cluster's plugins")
+            per_node = [{v for p in (n.get("plugins") or []) for v in (p.get("name"), p.get("classname")) if v}
+                        for n in (resp.get("nodes") or {}).values()]
+            cached = frozenset(set.intersection(*per_node)) if per_node else frozenset()
+            self._plugins = cached
+        return cached
+
+    def vector_search(self) -> str | None:
+        """How esbridge keeps document vectors in this cluster: ``"knn_vector"`` (OpenSearch with
+        its k-NN plugin, Lucene HNSW) or ``None`` (esbridge keeps them on disk and searches them
+        exactly).  Elasticsearch's ``dense_vector`` is not used yet: esbridge's test engines do not
+        include an Elasticsearch with it, so that path would be unproven."""
+        if self.distribution == "opensearch":
+            names = self.plugins()
+            if "opensearch-knn" in names or "org.opensearch.knn.plugin.KNNPlugin" in names:
+                return "knn_vector"
+        return None
+
     def request(
         self,
         method: str,
@@ -648,6 +671,17 @@ def path_segment(index: str, *, patterns: bool = False) -> str:
 
 def _quote(index: str) -> str:
     return path_segment(index, patterns=True)
+
+
+def raise_mget_errors(resp: Mapping[str, Any], index: str, doing: str) -> None:
+    """An ``_mget`` answer with a per-document failure raises :class:`EngineError`: a document
+    the engine failed to read is never treated as a missing one."""
+    for d in resp.get("docs", []):
+        err = d.get("error")
+        if err:
+            reason = f"{err.get('type', 'error')}: {err.get('reason', '')}" if isinstance(err, Mapping) else str(err)
+            raise EngineError(f"{doing} from {index!r}: the engine failed on document {d.get('_id')!r} "
+                              f"({reason[:300]})")
 
 
 def ndjson_lines(items: Sequence[Mapping[str, Any]]) -> str:

@@ -53,6 +53,10 @@ class RunnerSpec:
     lockfile: str
     config_name: str
     min_java: int
+    #: plugin classes the runner loads from the classpath (``-pluginTypes``)
+    plugin_types: tuple[str, ...] = ()
+    #: what the engine itself reports as its distribution
+    engine: str = ""
 
 
 RUNNERS: dict[str, RunnerSpec] = {
@@ -63,6 +67,16 @@ RUNNERS: dict[str, RunnerSpec] = {
         lockfile="opensearch-3.8.0.txt",
         config_name="opensearch.yml",
         min_java=21,
+    ),
+    "opensearch-knn": RunnerSpec(
+        distribution="opensearch-knn",
+        version="3.5.0",
+        main_class="org.codelibs.opensearch.runner.OpenSearchRunner",
+        lockfile="opensearch-knn-3.5.0.txt",
+        config_name="opensearch.yml",
+        min_java=21,
+        plugin_types=("org.opensearch.knn.plugin.KNNPlugin",),
+        engine="opensearch",
     ),
     "elasticsearch": RunnerSpec(
         distribution="elasticsearch",
@@ -92,11 +106,19 @@ class Artifact:
     version: str
     classifier: str | None
     sha1: str
+    extension: str = "jar"
+    #: for a zip: the jars inside it to put on the classpath, with their SHA-1
+    members: tuple[tuple[str, str], ...] = ()
 
     @property
     def filename(self) -> str:
         suffix = f"-{self.classifier}" if self.classifier else ""
-        return f"{self.artifact}-{self.version}{suffix}.jar"
+        return f"{self.artifact}-{self.version}{suffix}.{self.extension}"
+
+    @property
+    def jars(self) -> tuple[str, ...]:
+        """The jar files this artifact puts on the classpath."""
+        return tuple(name for name, _ in self.members) if self.extension == "zip" else (self.filename,)
 
     def url(self, repo: str) -> str:
         return f"{repo.rstrip('/')}/{self.group.replace('.', '/')}/{self.artifact}/{self.version}/{self.filename}"
@@ -110,10 +132,12 @@ def read_lockfile(spec: RunnerSpec) -> list[Artifact]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        coord, sha1 = line.split()
+        coord, sha1, *member_specs = line.split()
+        coord, _, extension = coord.partition("@")
         parts = coord.split(":")
         classifier = parts[3] if len(parts) == 4 else None
-        out.append(Artifact(parts[0], parts[1], parts[2], classifier, sha1))
+        members = tuple((m.split("=", 1)[0], m.split("=", 1)[1]) for m in member_specs)
+        out.append(Artifact(parts[0], parts[1], parts[2], classifier, sha1, extension or "jar", members))
     return out
 
 
@@ -128,6 +152,33 @@ def lib_dir(spec: RunnerSpec) -> Path:
 
 
 def _download(art: Artifact, dest: Path, repo: str, timeout: float = 120.0) -> None:
+    if art.extension == "zip" and all((dest / n).exists() and _sha1(dest / n) == h for n, h in art.members):
+        return
+    _fetch(art, dest, repo, timeout)
+    if art.extension == "zip":
+        _extract(dest / art.filename, art.members, dest)
+
+
+def _extract(archive: Path, members: Sequence[tuple[str, str]], dest: Path) -> None:
+    """Copy ``members`` (matched by file name anywhere in the zip) out of ``archive``, checking each SHA-1."""
+    import zipfile
+
+    with zipfile.ZipFile(archive) as zf:
+        by_name = {Path(i.filename).name: i for i in zf.infolist() if not i.is_dir()}
+        for name, sha1 in members:
+            if name not in by_name:
+                raise ProvisioningError(f"{archive.name} has no {name}; the pinned runner list is out of date")
+            tmp = dest / f"{name}.part"
+            with zf.open(by_name[name]) as src, open(tmp, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+            got = _sha1(tmp)
+            if got != sha1:
+                tmp.unlink()
+                raise ProvisioningError(f"{name} in {archive.name}: SHA-1 {got} does not match the pinned {sha1}")
+            os.replace(tmp, dest / name)
+
+
+def _fetch(art: Artifact, dest: Path, repo: str, timeout: float) -> None:
     target = dest / art.filename
     if target.exists() and _sha1(target) == art.sha1:
         return
@@ -185,7 +236,7 @@ def install(distribution: str, *, progress: bool = True) -> Path:
             fut.result()
             bar.update(1)
     bar.close()
-    wanted = {a.filename for a in artifacts}
+    wanted = {jar for a in artifacts for jar in a.jars}
     for stray in dest.glob("*.jar"):
         if stray.name not in wanted:
             stray.unlink()
@@ -425,6 +476,8 @@ def start(
         "-baseHttpPort", str(port - 1),
         "-clusterName", f"esbridge-{name}",
     ]
+    if spec.plugin_types:
+        cmd += ["-pluginTypes", ",".join(spec.plugin_types)]
     proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, cwd=home)
     console.close()

@@ -4,9 +4,10 @@ After the semantic search pipeline of CAIR 2021 (a semantic index and a
 lexical index, three query strategies, and an aggregator that deduplicates and
 sums the scores of a document found by several strategies):
 
-* **semantic** — the query's sentence embedding against every document's
-  (:class:`~esbridge.semantic.vectors.VectorIndex`, exact cosine), top
-  ``semantic_depth``;
+* **semantic** — the query's sentence embedding against every document's, top
+  ``semantic_depth``: the engine's kNN search where the index has a vector field
+  (:class:`~esbridge.semantic.engine_vectors.EngineVectors`), else esbridge's exact search
+  over vectors on disk (:class:`~esbridge.semantic.vectors.VectorIndex`);
 * **lexical** — the engine's first stage, its top ``window`` reranked by one of
   esbridge's scorers (:class:`~esbridge.rerank.Reranker`);
 * **keyword** — a second lexical query: the narrative's key terms where a topic
@@ -44,6 +45,7 @@ from esbridge.rerank import AnalyzedQuery, Reranker, hit_version
 from esbridge.scoring import get_scorer
 
 if TYPE_CHECKING:
+    from esbridge.semantic.engine_vectors import EngineVectors
     from esbridge.semantic.vectors import VectorIndex
 
 __all__ = ["STRATEGIES", "PipelineParams", "PipelineResult", "HybridSearcher"]
@@ -156,7 +158,8 @@ class HybridSearcher:
         engine: the connected engine.
         index: an index created by esbridge.
         params: what runs and how it is fused (default: the shipped defaults).
-        vectors: the index's :class:`~esbridge.semantic.vectors.VectorIndex` (default: opened
+        vectors: the index's semantic index, :class:`~esbridge.semantic.engine_vectors.EngineVectors`
+            or :class:`~esbridge.semantic.vectors.VectorIndex` (default: the one the index has,
             with the packaged model, built on first use).
         reranker: the lexical strategy's reranker (default: one for ``params.scorer``).
         progress: show progress while document vectors are built.
@@ -165,7 +168,7 @@ class HybridSearcher:
     """
 
     def __init__(self, engine: Engine, index: str, params: PipelineParams | None = None, *,
-                 vectors: VectorIndex | None = None, reranker: Reranker | None = None,
+                 vectors: VectorIndex | EngineVectors | None = None, reranker: Reranker | None = None,
                  progress: bool = True) -> None:
         self.engine = engine
         self.index = index
@@ -181,14 +184,14 @@ class HybridSearcher:
         self._progress = progress
 
     @property
-    def vectors(self) -> VectorIndex:
+    def vectors(self) -> VectorIndex | EngineVectors:
         """The semantic index (opened, and built if needed, on first use)."""
         if self._vectors is None:
+            from esbridge.semantic.engine_vectors import open_vectors
             from esbridge.semantic.models import load_encoder
-            from esbridge.semantic.vectors import VectorIndex
 
-            self._vectors = VectorIndex.open(self.engine, self.index, load_encoder(),
-                                             fields=self.layout.fields, progress=self._progress)
+            self._vectors = open_vectors(self.engine, self.index, load_encoder(),
+                                         fields=self.layout.fields, progress=self._progress)
         return self._vectors
 
     def close(self) -> None:

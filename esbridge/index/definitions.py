@@ -88,6 +88,39 @@ class IndexLayout:
                 "channels": list(self.channels), "id_field": self.id_field}
 
 
+#: The field holding a document's embedding where the engine searches vectors itself.
+VECTOR_FIELD = "esbridge_vector"
+
+
+@dataclass(frozen=True)
+class VectorField:
+    """A dense-vector field the engine indexes for approximate kNN search.
+
+    OpenSearch's k-NN plugin, ``knn_vector`` with Lucene's HNSW and cosine similarity (the
+    Lucene engine needs no native library; the plugin's default engine does).  The field is
+    recorded in ``_meta.esbridge.vector`` so readers know which model filled it.
+    """
+
+    dim: int
+    model: str
+    name: str = VECTOR_FIELD
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or not 1 <= self.dim <= 16000:
+            raise ConfigurationError(f"vector dimension must be an integer in [1, 16000], got {self.dim!r}")
+        if not _FIELD_NAME.match(self.name):
+            raise ConfigurationError(f"vector field name {self.name!r} must start with a letter and hold only "
+                                     "letters, digits and _")
+
+    def mapping(self) -> dict[str, Any]:
+        return {"type": "knn_vector", "dimension": self.dim,
+                "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
+
+    def to_meta(self) -> dict[str, Any]:
+        return {"field": self.name, "dim": self.dim, "model": self.model, "type": "knn_vector",
+                "space": "cosinesimil"}
+
+
 def build_index_body(
     layout: IndexLayout | None = None,
     *,
@@ -96,6 +129,7 @@ def build_index_body(
     bm25: tuple[float, float] | None = None,
     meta: Mapping[str, Any] | None = None,
     similarity: SimilaritySpec = None,
+    vector: VectorField | None = None,
 ) -> dict[str, Any]:
     """The settings and mappings of an esbridge index.
 
@@ -111,6 +145,8 @@ def build_index_body(
             sub-field ``<field>.base_<name>`` (base analyzer, scored by it) to every text
             field and the combined field, recorded in ``_meta.esbridge.similarities``;
             the channel sub-fields are unchanged.
+        vector: a dense-vector field for the engine's kNN search (OpenSearch with the k-NN
+            plugin; sets ``index.knn``, which cannot be changed after creation).
     """
     layout = layout or IndexLayout()
     sims = resolve_similarities(similarity)
@@ -146,8 +182,19 @@ def build_index_body(
     props[layout.combined] = copy.deepcopy(field_template)
     if layout.id_field != "_id":
         props[layout.id_field] = {"type": "keyword"}
+    if vector is not None:
+        if vector.name in props:
+            raise ConfigurationError(f"the vector field {vector.name!r} would replace a text field of that name")
+        props[vector.name] = vector.mapping()
+        index_settings["knn"] = True
+        # The vector stays in _source: with "derived source" (the plugin's default since 3.0) the
+        # documents of a shard could not be read after a scroll over it had ended (OpenSearch 3.5:
+        # "already_closed_exception" on every later get).
+        index_settings["knn.derived_source.enabled"] = False
     body["mappings"]["properties"] = props
     body["mappings"]["_meta"] = {"esbridge": {**layout.to_meta(), **dict(meta or {})}}
+    if vector is not None:
+        body["mappings"]["_meta"]["esbridge"]["vector"] = vector.to_meta()
     if sims:
         body["mappings"]["_meta"]["esbridge"]["similarities"] = {s.name: s.meta() for s in sims}
     return body
@@ -164,8 +211,12 @@ def create_index(
     meta: Mapping[str, Any] | None = None,
     body: Mapping[str, Any] | None = None,
     similarity: SimilaritySpec = None,
+    vector: VectorField | None = None,
 ) -> dict[str, Any]:
     """Create ``index`` with esbridge's mapping (or ``body``) and wait for it to be usable.
+
+    ``vector`` adds a dense-vector field (see :func:`build_index_body`); an engine without
+    vector search refuses it with a clear error.
 
     Raises:
         EngineError: when the engine rejects the index, saying which setting and why
@@ -174,8 +225,13 @@ def create_index(
     sims = resolve_similarities(similarity)
     scripts = [s for sim in sims for s in sim.scripts()]
     if body is None:
+        if vector is not None and engine.vector_search() != "knn_vector":
+            raise ConfigurationError(
+                f"{engine.info.label} has no vector search esbridge can use (OpenSearch's k-NN plugin); "
+                "create the index without a vector field, and esbridge keeps the vectors on disk"
+            )
         body = build_index_body(layout, shards=shards, replicas=replicas, bm25=bm25, meta=meta,
-                                similarity=sims)
+                                similarity=sims, vector=vector)
     try:
         engine.request("PUT", f"/{path_segment(check_index_name(index))}", body=dict(body), params={"wait_for_active_shards": "1"})
     except EngineError as err:

@@ -1,0 +1,223 @@
+"""Document vectors kept and searched by the engine itself (OpenSearch's k-NN plugin).
+
+An index created with a :class:`~esbridge.index.VectorField` holds each document's
+embedding in that field (``knn_vector``, Lucene HNSW, cosine).  :class:`EngineVectors`
+fills the field for documents that lack it (new documents, and documents re-indexed by
+any writer, since re-indexing replaces the whole source) and answers semantic searches
+with the engine's approximate kNN query, so the vectors are never copied out of the
+cluster and the search scales with the engine.
+
+Filling is a partial update per document, conditional on the ``_seq_no`` and
+``_primary_term`` read with its text: a document changed in between is left for the next
+fill rather than given a vector of its old text.  A document whose text is changed by a
+partial update that keeps the old vector keeps that vector until it is re-indexed: esbridge
+cannot see that change without reading every document.
+
+The engine's ``cosinesimil`` score is ``(1 + cos) / 2``; :meth:`EngineVectors.search`
+returns the cosine itself, like the on-disk :class:`~esbridge.semantic.vectors.VectorIndex`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.client import Engine, ndjson_lines, path_segment, raise_mget_errors
+from esbridge.errors import ConfigurationError, EsbridgeError
+from esbridge.features.cache import index_state
+from esbridge.index.definitions import index_meta
+from esbridge.semantic.cache import EmbeddingCache, Encoder
+from esbridge.semantic.text import document_text
+from esbridge.semantic.vectors import SemanticHits, VectorIndex
+
+__all__ = ["EngineVectors", "open_vectors", "vector_field_of"]
+
+#: Documents read, embedded and written per round while filling.
+FILL_BATCH = 256
+
+
+def vector_field_of(engine: Engine, index: str) -> dict[str, Any] | None:
+    """``_meta.esbridge.vector`` of ``index`` (field, dim, model), or ``None`` if it has none."""
+    meta = index_meta(engine, index).get("vector")
+    return dict(meta) if isinstance(meta, dict) and meta.get("field") else None
+
+
+class EngineVectors:
+    """The semantic index of an index whose vectors the engine keeps; same interface as
+    :class:`~esbridge.semantic.vectors.VectorIndex`.  Use :meth:`open`.  Safe to share
+    between threads."""
+
+    def __init__(self, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
+                 cache: EmbeddingCache | None = None, check_interval: float = 1.0,
+                 progress: bool = True) -> None:
+        meta = vector_field_of(engine, index)
+        if meta is None:
+            raise ConfigurationError(f"index {index!r} has no engine vector field; use VectorIndex")
+        if meta.get("model") != encoder.name or int(meta.get("dim", -1)) != encoder.dim:
+            raise ConfigurationError(
+                f"index {index!r} holds {meta.get('model')} vectors of dimension {meta.get('dim')}; the encoder "
+                f"is {encoder.name} ({encoder.dim}): use that model, or re-create the index"
+            )
+        self.engine = engine
+        self.index = index
+        self.encoder = encoder
+        self.fields = tuple(fields)
+        self.field = str(meta["field"])
+        self.cache = cache or EmbeddingCache.for_encoder(encoder)
+        self.check_interval = check_interval
+        self.progress = progress
+        self._state: tuple[int, ...] | None = None
+        self._checked = 0.0
+        self._count = 0
+        self._lock = threading.RLock()
+
+    @classmethod
+    def open(cls, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
+             **kwargs: Any) -> EngineVectors:
+        """The engine-kept vectors of ``index``, with missing ones filled in."""
+        ev = cls(engine, index, encoder, fields=fields, **kwargs)
+        ev.refresh(force=True)
+        return ev
+
+    def __len__(self) -> int:
+        return self._count
+
+    # ---- keeping the field filled -------------------------------------------------------
+
+    def _missing_query(self) -> dict[str, Any]:
+        return {"bool": {"must_not": [{"exists": {"field": self.field}}]}}
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Fill the vectors of documents that have none, if the index changed; ``True`` if any
+        were written."""
+        now = time.monotonic()
+        if not force and now - self._checked < self.check_interval:
+            return False
+        with self._lock:
+            self._checked = now
+            state = index_state(self.engine, self.index)
+            if state == self._state:
+                return False
+            wrote = self._fill()
+            self.engine.refresh(self.index)
+            self._state = index_state(self.engine, self.index)
+            self._count = self.engine.count(self.index, {"exists": {"field": self.field}})
+            return wrote > 0
+
+    def _fill(self) -> int:
+        missing = self.engine.count(self.index, self._missing_query())
+        if missing == 0:
+            return 0
+        bar = None
+        progress: Callable[[int], None] | None = None
+        if self.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=missing, desc=f"embedding {self.index}", unit="doc", file=sys.stderr)
+            progress = bar.update
+        written = 0
+        try:
+            batch: list[dict[str, Any]] = []
+            body = {"query": self._missing_query(), "_source": list(self.fields), "seq_no_primary_term": True}
+            for hit in self.engine.scroll(self.index, body, page=FILL_BATCH):
+                batch.append(hit)
+                if len(batch) >= FILL_BATCH:
+                    written += self._write(batch, progress)
+                    batch = []
+            if batch:
+                written += self._write(batch, progress)
+        finally:
+            if bar is not None:
+                bar.close()
+        return written
+
+    def _write(self, hits: list[dict[str, Any]], progress: Callable[[int], None] | None) -> int:
+        # A document without text gets no vector (cosine has no neutral vector): it is never a
+        # semantic hit, as in the on-disk index.
+        texts = [document_text(h.get("_source") or {}, self.fields) for h in hits]
+        keep = [i for i, t in enumerate(texts) if t]
+        if progress is not None:
+            progress(len(hits) - len(keep))
+        if not keep:
+            return 0
+        vecs = self.cache.embed([texts[i] for i in keep], self.encoder)
+        lines: list[dict[str, Any]] = []
+        for i, vec in zip(keep, vecs, strict=True):
+            hit = hits[i]
+            lines.append({"update": {"_id": hit["_id"], "if_seq_no": hit["_seq_no"],
+                                     "if_primary_term": hit["_primary_term"]}})
+            lines.append({"doc": {self.field: [float(x) for x in vec]}})
+        resp = self.engine.request("POST", f"/{path_segment(self.index)}/_bulk", body=ndjson_lines(lines),
+                                   ndjson=True, context=f"writing document vectors into {self.index!r}")
+        ok = 0
+        for item in resp.get("items", []):
+            result = next(iter(item.values()))
+            status = int(result.get("status", 500))
+            if status < 300:
+                ok += 1
+            elif status not in (404, 409):  # deleted or changed since read: the next fill sees it
+                err = result.get("error") or {}
+                raise EsbridgeError(f"the engine refused the vector of document {result.get('_id')!r} in "
+                                    f"{self.index!r}: {err.get('type')}: {err.get('reason')}")
+        if progress is not None:
+            progress(len(keep))
+        return ok
+
+    # ---- searching ----------------------------------------------------------------------
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The query's unit vector."""
+        vec: np.ndarray = self.encoder.encode([text])[0]
+        return vec
+
+    def search(self, query_vector: np.ndarray, k: int) -> SemanticHits:
+        """The engine's ``k`` nearest documents by cosine, best first, with their cosines."""
+        if k < 1:
+            raise ConfigurationError(f"semantic depth k must be >= 1, got {k}")
+        vec = [float(x) for x in np.asarray(query_vector, dtype=np.float32)]
+        body = {"size": k, "_source": False, "query": {"knn": {self.field: {"vector": vec, "k": k}}}}
+        hits = self.engine.search(self.index, body)["hits"]["hits"]
+        ids = [str(h["_id"]) for h in hits]
+        scores = np.array([2.0 * float(h["_score"]) - 1.0 for h in hits], dtype=np.float64)
+        return SemanticHits(ids, scores)
+
+    def _vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_mget",
+                                   body={"ids": list(ids)}, params={"_source_includes": self.field},
+                                   context=f"reading document vectors of {self.index!r}")
+        raise_mget_errors(resp, self.index, "reading document vectors")
+        out: dict[str, np.ndarray] = {}
+        for d in resp.get("docs", []):
+            v = (d.get("_source") or {}).get(self.field) if d.get("found") else None
+            if v:
+                out[str(d["_id"])] = np.asarray(v, dtype=np.float32)
+        return out
+
+    def vectors_of(self, ids: Sequence[str]) -> np.ndarray:
+        """The vectors of those ``ids`` that have one (ids without a vector are left out)."""
+        got = self._vectors(ids)
+        rows = [got[d] for d in ids if d in got]
+        return np.stack(rows) if rows else np.zeros((0, self.encoder.dim), dtype=np.float32)
+
+    def similarity(self, query_vector: np.ndarray, ids: Sequence[str]) -> np.ndarray:
+        """Cosine of ``query_vector`` with the documents ``ids`` (``nan`` for an id without a vector)."""
+        got = self._vectors(ids)
+        q = np.asarray(query_vector, dtype=np.float32)
+        return np.array([float(got[d] @ q) if d in got else np.nan for d in ids], dtype=np.float64)
+
+
+def open_vectors(engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
+                 progress: bool = True) -> EngineVectors | VectorIndex:
+    """The semantic index of ``index``: the engine's own vector field where the index has one
+    (:class:`EngineVectors`), else esbridge's on-disk exact index (:class:`VectorIndex`).
+    Either is brought up to date first (missing vectors embedded, with progress)."""
+    if vector_field_of(engine, index) is not None:
+        return EngineVectors.open(engine, index, encoder, fields=fields, progress=progress)
+    return VectorIndex.open(engine, index, encoder, fields=fields, progress=progress)
