@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from esbridge.engine.client import Engine
+from esbridge.index import VectorField
 from esbridge.ingest import ingest, read_jsonl
 
 
@@ -32,13 +33,14 @@ def judged_queries(folder: Path, limit: int) -> list[str]:
     return [q["text"] for q in rows if q["_id"] in judged][:limit]
 
 
-def bench_index(engine: Engine, corpus: Path) -> tuple[str, int]:
-    """``bench-<collection>`` holding ``corpus`` (indexed only when its document count differs)."""
-    index = f"bench-{corpus.parent.resolve().name}"
+def bench_index(engine: Engine, corpus: Path, vector: VectorField | None = None) -> tuple[str, int]:
+    """``bench-<collection>`` holding ``corpus`` (indexed only when its document count differs);
+    with ``vector``, ``bench-<collection>-knn`` with that vector field."""
+    index = f"bench-{corpus.parent.resolve().name}" + ("-knn" if vector is not None else "")
     expected = sum(1 for line in open(corpus) if line.strip())
     if not (engine.index_exists(index) and engine.count(index) == expected):
         engine.delete_index(index)
-        ingest(engine, index, read_jsonl(corpus), progress=True, strict=True)
+        ingest(engine, index, read_jsonl(corpus), progress=True, strict=True, vector=vector)
     return index, expected
 
 
