@@ -1,0 +1,125 @@
+"""The demo's shipped collection and its report, without an engine."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from esbridge import demo
+from esbridge.evaluation.datasets import BeirDataset
+from tests.data import beir
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "esbridge" / "resources" / "demo" / "scifact-sample"
+FILES = ("corpus.jsonl.gz", "queries.jsonl", "qrels/test.tsv", "README.md")
+
+
+def test_sample_loads_through_the_dataset_loader(tmp_path: Path) -> None:
+    ds = demo.materialise_sample(tmp_path)
+    assert isinstance(ds, BeirDataset) and ds.name == demo.SAMPLE_NAME
+    assert ds.corpus_size() == 1000
+    queries = ds.queries("test")
+    qrels = ds.qrels("test")
+    assert len(queries) == 50 == len(qrels)
+    with open(ds.corpus_path, encoding="utf-8") as f:
+        docs = {d["_id"]: d for d in map(json.loads, f)}
+    assert all(d.get("title") and d.get("text") for d in docs.values())
+    assert {doc for judged in qrels.values() for doc in judged} <= set(docs)
+
+
+def test_sample_is_unpacked_once_and_repaired(tmp_path: Path) -> None:
+    ds = demo.materialise_sample(tmp_path)
+    stamp = ds.corpus_path.stat().st_mtime_ns
+    assert demo.materialise_sample(tmp_path).corpus_path.stat().st_mtime_ns == stamp
+    (ds.path / ".source-sha256").write_text("stale\n")
+    ds.corpus_path.write_text("")
+    assert demo.materialise_sample(tmp_path).corpus_size() == 1000
+
+
+def test_sample_is_packaged_small_and_licensed() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    for rel in FILES:
+        assert f'"resources/demo/scifact-sample/{rel}"' in pyproject
+    assert sum((SAMPLE / rel).stat().st_size for rel in FILES) < 700_000
+    notice = (SAMPLE / "README.md").read_text()
+    for needle in ("CC BY-NC 2.0", "Wadden", "Fact or Fiction: Verifying Scientific", "EMNLP 2020"):
+        assert needle in notice.replace("\n", " ")
+
+
+def test_sample_is_rebuilt_byte_for_byte(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("make_demo_sample", ROOT / "benchmarks" / "make_demo_sample.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["make_demo_sample"] = module
+    spec.loader.exec_module(module)
+    counts = module.build(beir("scifact"), tmp_path, n_queries=50, n_docs=1000, seed=2020)
+    assert counts == {"queries": 50, "judged documents": 51, "documents": 1000}
+    for rel in FILES[:3]:
+        assert hashlib.sha256((tmp_path / rel).read_bytes()).hexdigest() == \
+            hashlib.sha256((SAMPLE / rel).read_bytes()).hexdigest(), rel
+
+
+def _result() -> demo.DemoResult:
+    long = "A title long enough that it cannot fit in one column of a hundred-column terminal at all"
+    runs = {"engine": {"q1": ["d3", "d1", "d2"], "q2": ["d2", "d1"]},
+            "esbridge": {"q1": ["d1", "d3", "d2"], "q2": ["d2", "d1"]}}
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    ndcg = {"engine": {"q1": 0.6309, "q2": 1.0}, "esbridge": {"q1": 1.0, "q2": 1.0}}
+    return demo.DemoResult(
+        dataset="tiny", index="esbridge-demo-tiny", engine_label="OpenSearch 3.8.0", url="http://127.0.0.1:9201",
+        system="esbridge evolved", system_note="esbridge evolved: the evolved reranker", queries=["q1", "q2"],
+        qrels=qrels, runs=runs, ndcg=ndcg, mean={"engine": 0.81545, "esbridge": 1.0}, measured_by="ir-measures",
+        shown=[demo.QueryView("q1", "does it rank better " * 8, qrels["q1"], runs["engine"]["q1"],
+                              runs["esbridge"]["q1"])],
+        differing=1, moved=1, top=3, titles={"d1": long, "d2": "Short", "d3": "Other"})
+
+
+def test_render_marks_judged_documents_and_fits_100_columns() -> None:
+    hint = ["Still running: esbridge's local opensearch node 'opensearch' at http://127.0.0.1:9201 (process 1), "
+            "holding the index 'esbridge-demo-tiny'.", "Stop it: esbridge engine stop --name opensearch"]
+    out = demo.render(_result(), hint)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    rows = [line.split(" | ") for line in lines if line[:4].strip().isdigit()]
+    assert [r[0].strip() for r in rows] == ["1", "2", "3"]
+    assert rows[0][1].startswith("  Other") and rows[0][2].startswith(demo.CHECK + " A title long")
+    assert rows[0][2].endswith("...")
+    assert rows[1][1].startswith(demo.CHECK + " A title long") and rows[1][2].startswith("  Other")
+    assert "rank 2 by the engine, 1 by esbridge" in out
+    assert "nDCG@10 over 2 judged queries: engine BM25 0.815, esbridge evolved 1.000 (+18.5 points)" in out
+    assert "better on 1 queries, worse on 0, equal on 1" in out
+    assert lines[-1] == "Stop it: esbridge engine stop --name opensearch"
+
+
+def test_working_line_ticks_only_for_slow_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    with demo.working("quick step", delay=5.0):
+        pass
+    assert capsys.readouterr().err == ""
+    with demo.working("slow step", delay=0.05):
+        time.sleep(1.2)
+    err = capsys.readouterr().err
+    assert "slow step ... 0s" in err and "slow step ... 1s" in err and err.endswith(" done\n")
+
+
+def test_ndcg_without_ir_measures_equals_the_eval_measure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from esbridge.errors import ConfigurationError
+    from esbridge.evaluation import metrics
+
+    qrels = {"q1": {"a": 1, "b": 2}, "q2": {"c": 1}, "q3": {"z": 1}}
+    run = {"q1": ["x", "b", "y", "a"], "q2": ["c"], "q3": []}
+    with_irm, how = demo._ndcg10(qrels, run)
+    assert how.startswith("ir-measures")
+
+    def missing() -> None:
+        raise ConfigurationError("no ir-measures")
+
+    monkeypatch.setattr(metrics, "_ir_measures", missing)
+    without, how = demo._ndcg10(qrels, run)
+    assert how.startswith("esbridge's FastJudge")
+    assert without == pytest.approx(with_irm, abs=1e-9) and without["q3"] == 0.0 and with_irm["q1"] < 1.0
