@@ -38,7 +38,7 @@ def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     engine = connect(args)
     if not engine.index_exists(args.index):
         raise ConfigurationError(
-            f"index {args.index!r} does not exist at {engine.options.url}; create it with `esbridge index`"
+            f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`"
         )
     weights = {}
     for pair in args.field_weight or []:
@@ -179,7 +179,7 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
         engine = connect(args)
         if not engine.index_exists(args.index):
             raise ConfigurationError(
-                f"index {args.index!r} does not exist at {engine.options.url}; create it with `esbridge index`")
+                f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`")
         params = pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
                                   *(args.pipeline_param or [])])
         with HybridSearcher(engine, args.index, params) as hs:

@@ -363,7 +363,7 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
              for q in picked]
     wanted = list(dict.fromkeys(d for v in shown for d in (*v.engine, *v.esbridge, *v.relevant)))
     return DemoResult(
-        dataset=dataset.name, index=name, engine_label=engine.info.label, url=engine.options.url,
+        dataset=dataset.name, index=name, engine_label=engine.info.label, url=engine.options.display_url,
         system=system, system_note=note, queries=qids, qrels=qrels, runs=runs, ndcg=ndcg, mean=mean,
         measured_by=measured_by, shown=shown, differing=len(differing), moved=len(moved), top=top,
         titles=_titles(engine, name, wanted), notes=notes)

@@ -461,7 +461,7 @@ class Reranker:
             stats_future.result()
         return response
 
-    def rescore(self, response: Mapping[str, Any], query_text: str, *, window_size: int | None = None,
+    def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
                 explain: bool = False) -> dict[str, Any]:
         """Rerank the top ``window_size`` hits of an engine search response.
 
@@ -471,9 +471,15 @@ class Reranker:
         Raises:
             ConfigurationError: the response is not a search response.
         """
-        if not isinstance(response, Mapping) or not isinstance(response.get("hits"), Mapping) \
-                or not isinstance(response["hits"].get("hits"), list):
-            raise ConfigurationError("the response has no hits.hits list; pass a search response body")
+        body = getattr(response, "body", None)  # the elasticsearch 8/9 client's ObjectApiResponse
+        if not isinstance(response, Mapping) and isinstance(body, Mapping):
+            response = body
+        if not isinstance(response, Mapping):
+            raise ConfigurationError(
+                f"the response is a {type(response).__name__}, not a search response: pass the body a _search "
+                "request returned (a dict, or the client's response object)")
+        if not isinstance(response.get("hits"), Mapping) or not isinstance(response["hits"].get("hits"), list):
+            raise ConfigurationError("the response has no hits.hits list; pass the body a _search request returned")
         _check_count("window_size", window_size, allow_none=True)
         window = self.window if window_size is None else window_size
         hits = copy.deepcopy(response["hits"]["hits"])

@@ -47,6 +47,15 @@ Distribution = Literal["opensearch", "elasticsearch"]
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
+def redact_url(url: str) -> str:
+    """``url`` without the password of its user part (``https://user:***@host``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
 @dataclass(frozen=True)
 class ConnectionOptions:
     """How to reach a cluster.
@@ -110,6 +119,16 @@ class ConnectionOptions:
             values["verify_certs"] = verify.strip().lower() not in ("0", "false", "no", "off")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(url=url, **values)
+
+    @property
+    def display_url(self) -> str:
+        """``url`` with any password in it replaced by ``***`` (for messages and logs)."""
+        return redact_url(self.url)
+
+    def __repr__(self) -> str:
+        auth = ("basic" if self.username is not None else "api_key" if self.api_key is not None else "none")
+        return (f"ConnectionOptions(url={self.display_url!r}, auth={auth}, ca_certs={self.ca_certs!r}, "
+                f"verify_certs={self.verify_certs}, timeout={self.timeout}, max_retries={self.max_retries})")
 
     def auth_header(self) -> dict[str, str]:
         """The ``Authorization`` header for the API key (empty without one)."""
@@ -235,10 +254,14 @@ def _legacy_http_error(err: Any) -> _HttpError:
 
 
 class _OpenSearchTransport(_Transport):
-    def __init__(self, options: ConnectionOptions) -> None:
-        from opensearchpy import OpenSearch
+    def __init__(self, options: ConnectionOptions | None, client: Any = None) -> None:
+        self.owned = client is None
+        if client is None:
+            from opensearchpy import OpenSearch
 
-        self.client = OpenSearch(hosts=[options.url], **_urllib3_client_kwargs(options))
+            assert options is not None
+            client = OpenSearch(hosts=[options.url], **_urllib3_client_kwargs(options))
+        self.client = client
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
@@ -255,25 +278,31 @@ class _OpenSearchTransport(_Transport):
             raise _legacy_http_error(err) from err
 
     def close(self) -> None:
-        self.client.close()
+        if self.owned:
+            self.client.close()
 
 
 class _Elasticsearch7Transport(_Transport):
-    def __init__(self, options: ConnectionOptions) -> None:
-        from elasticsearch7 import Elasticsearch, Transport
+    def __init__(self, options: ConnectionOptions | None, client: Any = None) -> None:
+        self.owned = client is None
+        if client is None:
+            from elasticsearch7 import Elasticsearch, Transport
 
-        class _IdentifiedTransport(Transport):
-            # esbridge identified the server from GET / before choosing this client.
-            def _do_verify_elasticsearch(self, headers: Any, timeout: Any) -> None:
-                self._verified_elasticsearch = True
+            class _IdentifiedTransport(Transport):
+                # esbridge identified the server from GET / before choosing this client.
+                def _do_verify_elasticsearch(self, headers: Any, timeout: Any) -> None:
+                    self._verified_elasticsearch = True
 
-        self.client = Elasticsearch([options.url], transport_class=_IdentifiedTransport,
-                                    retry_on_timeout=False, **_urllib3_client_kwargs(options))
+            assert options is not None
+            client = Elasticsearch([options.url], transport_class=_IdentifiedTransport,
+                                   retry_on_timeout=False, **_urllib3_client_kwargs(options))
+        self.client = client
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
         from elasticsearch7 import ConnectionError as ESConnectionError
         from elasticsearch7 import TransportError
+        from elasticsearch7.exceptions import UnsupportedProductError
 
         sent = {"accept": "application/json", **headers}
         if body is not None:
@@ -286,18 +315,30 @@ class _Elasticsearch7Transport(_Transport):
             raise _Unreachable(str(err)) from err
         except TransportError as err:
             raise _legacy_http_error(err) from err
+        except UnsupportedProductError as err:
+            raise ConfigurationError(
+                "the given elasticsearch7 client refuses this server (it accepts only the default "
+                "distribution of Elasticsearch 7.14+); pass the URL instead and esbridge builds a client "
+                "that talks to it, or pass an opensearchpy.OpenSearch client"
+            ) from err
 
     def close(self) -> None:
-        self.client.close()
+        if self.owned:
+            self.client.close()
 
 
 class _ElasticsearchTransport(_Transport):
     """Elasticsearch 8.x/9.x through the ``elasticsearch`` client."""
 
-    def __init__(self, options: ConnectionOptions, server_major: int) -> None:
+    def __init__(self, options: ConnectionOptions | None, server_major: int, client: Any = None) -> None:
+        self.server_major = server_major
+        self.owned = client is None
+        if client is not None:
+            self.client = client
+            return
         from elasticsearch import Elasticsearch
 
-        self.server_major = server_major
+        assert options is not None
         kwargs: dict[str, Any] = {
             "request_timeout": options.timeout,
             "max_retries": 0,
@@ -336,7 +377,44 @@ class _ElasticsearchTransport(_Transport):
         return resp.body
 
     def close(self) -> None:
-        self.client.close()
+        if self.owned:
+            self.client.close()
+
+
+def _client_transport(client: Any) -> _Transport:
+    """A transport over a client object the caller built (never closed by esbridge)."""
+    module = type(client).__module__.split(".")[0]
+    name = type(client).__name__
+    if name.startswith("Async"):
+        raise ConfigurationError(f"{module}.{name} is asynchronous; esbridge needs the synchronous client "
+                                 f"({name.removeprefix('Async')})")
+    if module == "opensearchpy" and hasattr(client, "transport"):
+        return _OpenSearchTransport(None, client)
+    if module == "elasticsearch7" and hasattr(client, "transport"):
+        return _Elasticsearch7Transport(None, client)
+    if module == "elasticsearch" and hasattr(client, "perform_request"):
+        return _ElasticsearchTransport(None, 8, client)
+    if module == "elasticsearch" and hasattr(client, "transport"):  # the 7.x client under its own name
+        return _Elasticsearch7Transport(None, client)
+    raise ConfigurationError(
+        f"cannot use a {type(client).__module__}.{name} as an engine client; pass a URL, ConnectionOptions, "
+        "or an opensearchpy.OpenSearch, elasticsearch.Elasticsearch or elasticsearch7.Elasticsearch client"
+    )
+
+
+def _client_url(client: Any) -> str:
+    """The first node's URL of a client object, without credentials (for messages)."""
+    try:
+        pool = getattr(client.transport, "node_pool", None)
+        if pool is not None:  # elastic-transport (elasticsearch 8/9)
+            url = str(pool.all()[0].base_url)
+        else:
+            host = client.transport.hosts[0]
+            scheme = "https" if host.get("use_ssl") or host.get("scheme") == "https" else "http"
+            url = f"{scheme}://{host.get('host', 'localhost')}:{host.get('port', 9200)}{host.get('url_prefix', '')}"
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return "http://engine-of-the-given-client"
+    return redact_url(url)
 
 
 class _Unreachable(Exception):
@@ -401,13 +479,16 @@ class Engine:
         self._sleep = sleep
 
     @classmethod
-    def connect(cls, options: ConnectionOptions | str) -> Engine:
-        """Connect to the cluster at ``options`` (or a URL) and identify it.
+    def connect(cls, options: ConnectionOptions | str | Any) -> Engine:
+        """Connect to the cluster at ``options`` (or a URL) and identify it; a client object is
+        used as it is (:meth:`from_client`).
 
         Raises:
             EngineUnavailableError: nothing answered at the URL.
             UnsupportedEngineError: the server is not OpenSearch or Elasticsearch >= 7.
         """
+        if not isinstance(options, (str, ConnectionOptions)):
+            return cls.from_client(options)
         if isinstance(options, str):
             options = ConnectionOptions(url=options)
         probe = _OpenSearchTransport(options)
@@ -416,7 +497,7 @@ class Engine:
         probe_opts = replace(options, max_retries=min(options.max_retries, 2))
         probe_engine = cls(probe_opts, EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
         try:
-            body = probe_engine.request("GET", "/", context=f"identifying the engine at {options.url}")
+            body = probe_engine.request("GET", "/", context=f"identifying the engine at {options.display_url}")
         finally:
             probe.close()
         info = parse_info(body)
@@ -427,11 +508,30 @@ class Engine:
             transport = _Elasticsearch7Transport(options)
         else:
             transport = _ElasticsearchTransport(options, info.version[0])
-        log.debug("connected to %s at %s", info.label, options.url)
+        log.debug("connected to %s at %s", info.label, options.display_url)
+        return cls(options, info, transport)
+
+    @classmethod
+    def from_client(cls, client: Any, *, max_retries: int = 5, backoff: float = 0.5) -> Engine:
+        """Use a client the caller built (custom transport, AWS SigV4 signing, ``cloud_id``,
+        connection pools): an ``opensearchpy.OpenSearch``, an ``elasticsearch.Elasticsearch``
+        (8/9) or an ``elasticsearch7.Elasticsearch``.  esbridge sends its requests through it and
+        never closes it; its own retry settings apply on top of the client's.
+
+        Raises:
+            ConfigurationError: ``client`` is none of those (or an asynchronous one).
+        """
+        transport = _client_transport(client)
+        options = ConnectionOptions(url=_client_url(client), max_retries=max_retries, backoff=backoff)
+        probe = cls(options, EngineInfo("opensearch", (0, 0, 0), "", "", ""), transport)
+        body = probe.request("GET", "/", context=f"identifying the engine of the given {type(client).__name__} client")
+        info = parse_info(body)
+        if isinstance(transport, _ElasticsearchTransport):
+            transport.server_major = info.version[0]
         return cls(options, info, transport)
 
     def close(self) -> None:
-        """Close the client's connections."""
+        """Close the connections esbridge opened (a client passed in by the caller stays open)."""
         self._transport.close()
 
     def __enter__(self) -> Engine:
@@ -509,7 +609,7 @@ class Engine:
                 if last:
                     where = f"{context}: " if context else ""
                     raise EngineUnavailableError(
-                        f"{where}cannot reach the engine at {self.options.url} ({_short_reason(err)}); "
+                        f"{where}cannot reach the engine at {self.options.display_url} ({_short_reason(err)}); "
                         "check the URL, that the engine is running, and TLS/auth options",
                     ) from err
             except _HttpError as err:
