@@ -19,12 +19,40 @@ from esbridge.errors import ConfigurationError
 DEFAULT_SCORERS = "bm25,bmx,evolved"
 
 
+#: Options whose value is a secret: written to reports as ``***``.
+SECRET_OPTIONS = ("--api-key", "--password")
+
+
 def _command_line() -> str | None:
-    """The command as typed, when this process is the ``esbridge`` command."""
+    """The command as typed, when this process is the ``esbridge`` command, with secrets
+    (API keys, passwords, a password inside a URL) replaced by ``***``."""
     prog = Path(sys.argv[0]).name if sys.argv else ""
     if prog in ("esbridge", "cli.py", "__main__.py", "cli_eval.py"):
-        return shlex.join(["esbridge", *sys.argv[1:]])
+        return shlex.join(["esbridge", *redact_argv(sys.argv[1:])])
     return None
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """``argv`` with the values of secret options and URL passwords replaced by ``***``."""
+    from esbridge.engine.client import redact_url
+
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+            continue
+        opt, eq, _value = arg.partition("=")
+        if opt in SECRET_OPTIONS:
+            if eq:
+                out.append(f"{opt}=***")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(redact_url(arg) if "://" in arg else arg)
+    return out
 
 
 def _scorers(text: str) -> tuple[str, ...]:

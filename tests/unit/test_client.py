@@ -122,3 +122,15 @@ def test_connection_options_validate() -> None:
     opts = ConnectionOptions("https://h:9200", api_key="id:secret")
     assert opts.auth_header()["authorization"].startswith("ApiKey ")
     assert "secret" not in repr(opts)
+
+
+def test_reports_never_carry_secrets() -> None:
+    from esbridge.cli_eval import redact_argv
+    from esbridge.engine.client import redact_url
+
+    argv = ["eval", "--api-key", "id:SECRETKEY", "--url", "https://u:pw123@h:9200/x", "--api-key=id:K2",
+            "--dataset", "scifact"]
+    shown = " ".join(redact_argv(argv))
+    assert "SECRETKEY" not in shown and "pw123" not in shown and "K2" not in shown
+    assert shown == "eval --api-key *** --url https://u:***@h:9200/x --api-key=*** --dataset scifact"
+    assert redact_url("http://h:9200") == "http://h:9200"
