@@ -401,6 +401,10 @@ def log_tail(name: str, lines: int = 40) -> str:
         return "".join(f.readlines()[-lines:])
 
 
+class _PortTaken(ProvisioningError):
+    """Another process answered on the port the node was to use."""
+
+
 def start(
     distribution: str = "opensearch",
     *,
@@ -412,10 +416,13 @@ def start(
 ) -> NodeInfo:
     """Start a local node (installing it first if needed) and wait until it is healthy.
 
-    If a node of that name is already running it is returned as it is.
+    If a node of that name is already running it is returned as it is.  When another
+    process takes the chosen port before the node binds it, the node is stopped and, if
+    the port was chosen here (no ``port`` given), started again on another free port
+    (up to three times); a given ``port`` is an error.
 
     Args:
-        distribution: ``"opensearch"`` or ``"elasticsearch"``.
+        distribution: ``"opensearch"``, ``"opensearch-knn"`` or ``"elasticsearch"``.
         name: node name (directory under the cache), default the distribution.
         port: HTTP port on 127.0.0.1 (default: a free one).
         heap: JVM heap (``-Xms``/``-Xmx``).
@@ -424,6 +431,32 @@ def start(
     Raises:
         ProvisioningError: with the node's log tail when it does not come up.
     """
+    taken: set[int] = set()
+    for attempt in range(3):
+        chosen = port
+        if chosen is None:
+            chosen = _free_port([p for p in HTTP_PORTS if p not in taken])
+        try:
+            return _start_once(distribution, name=name, port=chosen, heap=heap, timeout=timeout,
+                               progress=progress, given=port is not None)
+        except _PortTaken:
+            if port is not None or attempt == 2:
+                raise
+            taken.add(chosen)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _start_once(
+    distribution: str,
+    *,
+    name: str | None,
+    port: int,
+    heap: str,
+    timeout: float,
+    progress: bool,
+    given: bool,
+) -> NodeInfo:
+    """One attempt of :func:`start` on ``port`` (``given``: the caller chose it)."""
     spec = runner_spec(distribution)
     name = name or distribution
     running = status(name)
@@ -438,11 +471,11 @@ def start(
     java = find_java(spec.min_java)
     home = node_dir(name)
     home.mkdir(parents=True, exist_ok=True)
-    if port is None:
-        port = _free_port(HTTP_PORTS)
-    elif port not in HTTP_PORTS:
+    if port not in HTTP_PORTS:
         raise ConfigurationError(f"port {port} is outside {HTTP_PORTS[0]}-{HTTP_PORTS[-1]}, the range the node runner accepts")
     elif not _port_free(port):
+        if not given:
+            raise _PortTaken(f"port {port} on 127.0.0.1 was taken")
         raise ProvisioningError(f"port {port} on 127.0.0.1 is in use; choose another with --port")
     transport_port = _free_port()
     conf = home / "node_1" / "config"
@@ -499,7 +532,7 @@ def start(
                     return info
                 # Someone else's node took the port between our check and our JVM binding it.
                 stop(name)
-                raise ProvisioningError(
+                raise _PortTaken(
                     f"another node (process {', '.join(map(str, sorted(answering)))}) answers on port "
                     f"{port}, which this {distribution} node was to use; it was stopped so nothing is "
                     "written to the wrong node. Start it again (a free port is chosen) or pass --port"

@@ -48,12 +48,19 @@ def test_a_node_answering_on_the_port_is_never_taken_for_ours(monkeypatch: pytes
 
     name = "impostor-test"
     port = local._free_port(local.HTTP_PORTS)
-    monkeypatch.setattr(local, "_port_free", lambda p: True)  # the race: the check passed just before
+    really_free = local._port_free
+    # the race: the check on the impostor's port passed just before it bound the port
+    monkeypatch.setattr(local, "_port_free", lambda p: p == port or really_free(p))
     with impostor_node(port, pid=1):
         try:
+            # a port the caller chose: an error, and our node is stopped
             with pytest.raises(ProvisioningError, match=f"another node \\(process 1\\) answers on port {port}"):
                 local.start("opensearch", name=name, port=port, heap="256m", progress=False)
             assert local.status(name) is None
+            # a port chosen by esbridge: it moves to another free port
+            node = local.start("opensearch", name=name, heap="256m", progress=False)
+            assert node.port != port and local.status(name) == node
+            assert Engine.connect(node.url).info.distribution == "opensearch"
         finally:
             local.stop(name)
     # a node record whose process lives but whose port someone else answers is not running
