@@ -1,0 +1,146 @@
+"""Hostile input, generated (hypothesis), through the API and the CLI against a real engine:
+no traceback, no request outside the named index, no document lost."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from esbridge.cli import main
+from esbridge.engine.client import Engine, check_index_name, path_segment
+from esbridge.errors import ConfigurationError, EsbridgeError
+from esbridge.index import IndexLayout, create_index
+from esbridge.ingest import ingest, parse_document
+from esbridge.rerank import Reranker
+
+DOCS = {
+    "a": {"title": "Glycated haemoglobin", "text": "HbA1c measures long-term glucose control in diabetes."},
+    "b": {"title": "Insulin therapy", "text": "Insulin lowers glucose; patients adjust insulin doses."},
+    "c": {"title": "Cardiac output", "text": "The heart pumps blood; exercise raises cardiac output."},
+}
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+# query syntax of every kind the engine or esbridge might trip on
+SYNTAX = st.sampled_from([
+    "title:(a OR b)", "\"unclosed", "a AND", "(((", "*:*", "field:[1 TO", "/regex.*/", "a~2", "\\", "ctx._source",
+    "params['x']", "doc['title'].value", "{\"query\": {\"match_all\": {}}}", "}{", "\x00", "\x1b[31m", "\u202e",
+    "🙂", "ǅ", "İ", "a\u0301", "\ufffd", "<script>", "'; DROP", "%s%n", "../../etc", "_all", "?filter_path=",
+])
+QUERY = st.one_of(
+    st.text(max_size=200),
+    st.lists(st.one_of(SYNTAX, st.text(max_size=12)), max_size=12).map(" ".join),
+)
+
+
+@pytest.fixture(scope="module")
+def hostile_index(engine: Engine) -> Iterator[tuple[Engine, str]]:
+    name = f"esb-test-hostile-{uuid.uuid4().hex[:8]}"
+    create_index(engine, name, IndexLayout(), shards=2)
+    for doc_id, src in DOCS.items():
+        engine.request("PUT", f"/{name}/_doc/{doc_id}", body=src)
+    engine.refresh(name)
+    yield engine, name
+    engine.delete_index(name)
+
+
+def _indices(engine: Engine) -> set[str]:
+    return {i["index"] for i in engine.request("GET", "/_cat/indices", params={"format": "json"})}
+
+
+@FUZZ
+@given(text=QUERY)
+def test_any_query_text_ranks_or_fails_in_one_line(hostile_index: tuple[Engine, str], text: str) -> None:
+    engine, name = hostile_index
+    rr = Reranker(engine, name, scorer="evolved", window=10)
+    try:
+        resp = rr.search(text, size=3)
+    except EsbridgeError as err:
+        assert "\n" not in str(err).strip(), str(err)
+        return
+    hits = resp["hits"]["hits"]
+    assert {h["_id"] for h in hits} <= set(DOCS)
+    assert all(h["_index"] == name for h in hits)
+    assert [h["_score"] for h in hits] == sorted((h["_score"] for h in hits), reverse=True)
+
+
+@FUZZ
+@given(text=QUERY, scorer=st.sampled_from(["bm25", "bmx", "evolved"]))
+def test_any_query_text_through_the_cli_never_gives_a_traceback(hostile_index: tuple[Engine, str], text: str,
+                                                                 scorer: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    engine, name = hostile_index
+    if text.startswith("-"):
+        text = " " + text  # an argument, not an option
+    code = main(["search", "--url", engine.options.url, "--scorer", scorer, "--size", "2", name, text])
+    captured = capsys.readouterr()
+    assert code in (0, 2), (code, captured.err)
+    assert "Traceback" not in captured.err
+    if code == 2:
+        assert captured.err.startswith("esbridge: ") and captured.err.count("\n") == 1, captured.err
+
+
+@FUZZ
+@given(name=st.one_of(st.text(max_size=40), st.sampled_from(
+    ["../x", "_all", "*", "a/b?c", "a,b", "-x", "+x", ".", "..", "UPPER", "a#b", "a b", "a:b", "x" * 300])))
+def test_index_names_never_reach_another_index(hostile_index: tuple[Engine, str], name: str) -> None:
+    engine, victim = hostile_index
+    before = _indices(engine)
+    try:
+        check_index_name(name)
+    except ConfigurationError as err:
+        assert "\n" not in str(err)
+        with pytest.raises(ConfigurationError):
+            ingest(engine, name, [{"_id": "x", "text": "payload"}], progress=False)
+        with pytest.raises(ConfigurationError):
+            engine.delete_index(name)
+        assert _indices(engine) == before
+        assert engine.count(victim) == len(DOCS)
+        return
+    # a valid single name: the path holds it as one segment, whatever it contains
+    assert "/" not in path_segment(name) and "?" not in path_segment(name) and "#" not in path_segment(name)
+
+
+@FUZZ
+@given(line=st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=300).map(str.encode),
+    st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20)),
+                 lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                         st.dictionaries(st.sampled_from(["_id", "title", "text", "x"]), inner,
+                                                         max_size=4)),
+                 max_leaves=12).map(lambda v: json.dumps(v).encode()),
+    st.integers(min_value=1, max_value=5000).map(lambda n: b'{"_id": "deep", "text": ' + b"[" * n + b"]" * n + b"}"),
+))
+def test_any_jsonl_line_is_a_document_or_a_reason(line: bytes) -> None:
+    doc = parse_document(line, 7)
+    assert (doc.error is None) != (doc.source is None)
+    if doc.error is None:
+        assert isinstance(doc.doc_id, str) and doc.doc_id
+        assert all(isinstance(v, str) for v in doc.source.values())  # type: ignore[union-attr]
+    else:
+        assert doc.error and "\n" not in doc.error
+
+
+def test_a_fuzzed_file_loses_no_good_document(engine: Engine, index_name: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Good lines between hostile ones are all indexed; every hostile line is reported."""
+    hostile = [b"\xff\xfe\x00", b"{" * 3000, b'{"_id": ' + b"[" * 2000 + b"]" * 2000 + b"}",
+               b'{"_id": {"$gt": ""}, "text": "x"}', b'{"_id": "n", "text": ["a"]}', b"null", b'"string"',
+               b'{"_id": "' + b"i" * 600 + b'", "text": "long id"}', b'{"_id": "ctl\\u0000", "text": "nul in id"}']
+    good = [json.dumps({"_id": f"g{i}", "title": f"t{i}", "text": f"good document {i}"}).encode() for i in range(12)]
+    lines = [x for pair in zip(good, hostile + [b""] * (len(good) - len(hostile))) for x in pair if x]
+    src = tmp_path / "fuzzed.jsonl"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    from esbridge.ingest import read_jsonl
+
+    report = ingest(engine, index_name, read_jsonl(src), progress=False)
+    assert report.read == len(lines)
+    assert report.indexed + len(report.failures) == report.read  # each line indexed or reported
+    assert report.present == report.indexed
+    assert engine.count(index_name, {"ids": {"values": [f"g{i}" for i in range(len(good))]}}) == len(good)
+    assert all(f.line is not None and f.reason and "\n" not in f.reason for f in report.failures)
