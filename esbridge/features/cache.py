@@ -1,12 +1,13 @@
 """Caches in front of the term-vector fetch.
 
 * :class:`TermVectorCache` keeps candidates' term vectors keyed on
-  ``(index, _id, _seq_no, _primary_term)``: the first stage returns those for
+  ``(index UUID, _id, _seq_no, _primary_term)``: the first stage returns those for
   every hit, so an updated or deleted-and-re-added document has a new key and is
-  never scored from stale vectors.  Bounded (LRU by entry count), with hit and
+  never scored from stale vectors; the UUID keeps a recreated index (whose sequence
+  numbers start again) or an alias moved to another index apart.  Bounded (LRU by entry count), with hit and
   miss counts.
 * :class:`StatsCache` keeps index-wide term and field statistics for one index
-  *state*: the state is read from ``_stats`` (document counts and indexing and
+  *identity* (UUID and state): both are read from ``_stats`` (document counts and indexing and
   deletion totals of the primaries) before each use (or at most every
   ``check_interval`` seconds, if set, trading freshness for one request), and
   every entry is dropped when it changes.
@@ -21,7 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from esbridge.engine.client import Engine, path_segment
 from esbridge.errors import ConfigurationError
@@ -37,17 +38,26 @@ from esbridge.features.termvectors import (
 )
 from esbridge.index.definitions import IndexLayout
 
-DocKey = tuple[str, str, int, int]  # index, id, seq_no, primary_term
+DocKey = tuple[str, str, int, int]  # index UUID, id, seq_no, primary_term
+
+
+def index_identity(engine: Engine, index: str) -> tuple[str, tuple[int, ...]]:
+    """``(uuid, state)`` of an index (or of the indices an alias names), from one ``_stats``
+    request: the UUID tells a deleted-and-recreated index, or an alias now pointing elsewhere,
+    from the one cached before; the state is :func:`index_state`'s."""
+    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_stats/docs,indexing",
+                          context=f"reading the state of {index!r}")
+    prim = resp["_all"]["primaries"]
+    state = (int(prim["docs"]["count"]), int(prim["docs"]["deleted"]),
+             int(prim["indexing"]["index_total"]), int(prim["indexing"]["delete_total"]))
+    uuids = sorted(f"{name}:{(spec or {}).get('uuid', '')}" for name, spec in (resp.get("indices") or {}).items())
+    return ",".join(uuids) or index, state
 
 
 def index_state(engine: Engine, index: str) -> tuple[int, ...]:
     """A cheap fingerprint of an index's content: live and deleted document counts and the
     indexing and deletion totals of its primaries (any write changes one of them)."""
-    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_stats/docs,indexing",
-                          context=f"reading the state of {index!r}")
-    prim = resp["_all"]["primaries"]
-    return (int(prim["docs"]["count"]), int(prim["docs"]["deleted"]),
-            int(prim["indexing"]["index_total"]), int(prim["indexing"]["delete_total"]))
+    return index_identity(engine, index)[1]
 
 
 @dataclass(frozen=True)
@@ -104,45 +114,77 @@ class TermVectorCache:
         return CacheCounts(self.hits, self.misses, len(self._data))
 
 
+@dataclass
+class _Generation:
+    """The statistics cached for one identity (UUID and state) of the index."""
+
+    identity: tuple[str, tuple[int, ...]] | None
+    fields: dict[str, tuple[int, int]] = field(default_factory=dict)  # subfield -> (doc_count, sum_ttf)
+    df: dict[tuple[str, str], int] = field(default_factory=dict)  # (subfield, term) -> df
+
+    @property
+    def uuid(self) -> str | None:
+        return self.identity[0] if self.identity is not None else None
+
+
 class StatsCache:
-    """Index-wide statistics of one index state; cleared when the state changes."""
+    """Index-wide statistics of one index identity (UUID and state); replaced when it changes.
+
+    Safe for threads: :meth:`validate` swaps in a fresh generation atomically, and a caller
+    keeps using the generation it validated, so statistics are never read from a table another
+    thread has just emptied.
+    """
 
     def __init__(self, engine: Engine, index: str, check_interval: float = 0.0) -> None:
         self.engine = engine
         self.index = index
         self.check_interval = check_interval
-        self._state: tuple[int, ...] | None = None
+        self._gen = _Generation(None)
         self._checked = 0.0
-        self.fields: dict[str, tuple[int, int]] = {}  # subfield -> (doc_count, sum_ttf)
-        self.df: dict[tuple[str, str], int] = {}  # (subfield, term) -> df
+        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
         self.refreshes = 0
 
+    @property
+    def fields(self) -> dict[str, tuple[int, int]]:
+        return self._gen.fields
+
+    @property
+    def df(self) -> dict[tuple[str, str], int]:
+        return self._gen.df
+
     def index_state(self) -> tuple[int, ...]:
         return index_state(self.engine, self.index)
 
-    def validate(self) -> None:
+    def current(self) -> _Generation:
+        return self._gen
+
+    def validate(self) -> _Generation:
+        """The generation for the index as it is now (checked at most every ``check_interval`` s)."""
         now = time.monotonic()
-        if self._state is not None and now - self._checked < self.check_interval:
-            return
-        state = self.index_state()
-        self._checked = now
-        if state != self._state:
-            if self._state is not None:
-                self.refreshes += 1
-            self._state = state
-            self.fields.clear()
-            self.df.clear()
+        with self._lock:
+            gen, checked = self._gen, self._checked
+        if gen.identity is not None and now - checked < self.check_interval:
+            return gen
+        identity = index_identity(self.engine, self.index)
+        with self._lock:
+            self._checked = now
+            if identity != self._gen.identity:
+                if self._gen.identity is not None:
+                    self.refreshes += 1
+                self._gen = _Generation(identity)
+            return self._gen
 
     def missing(self, subfields: Sequence[str], query: Mapping[str, QueryChannel],
-                layout: IndexLayout, fields: Sequence[str]) -> dict[str, QueryChannel]:
+                layout: IndexLayout, fields: Sequence[str], gen: _Generation | None = None) -> dict[str, QueryChannel]:
         """The part of ``query`` whose statistics are not cached (per channel)."""
+        g = gen or self._gen
         out = {}
         for ch, qc in query.items():
             sfs = [layout.subfield(f, ch) for f in fields]
-            if any(sf not in self.fields for sf in sfs) or any(
-                (sf, t) not in self.df for sf in sfs for t in qc.terms
+            if any(sf not in g.fields for sf in sfs) or any(
+                (sf, t) not in g.df for sf in sfs for t in qc.terms
             ):
                 out[ch] = qc
                 self.misses += 1
@@ -151,19 +193,21 @@ class StatsCache:
         return out
 
     def store(self, stats: Mapping[str, FieldStats], query: Mapping[str, QueryChannel],
-              layout: IndexLayout, fields: Sequence[str]) -> None:
+              layout: IndexLayout, fields: Sequence[str], gen: _Generation | None = None) -> None:
+        g = gen or self._gen
         for ch, qc in query.items():
             for f in fields:
                 sf = layout.subfield(f, ch)
                 st = stats[sf]
-                self.fields[sf] = (st.doc_count, st.sum_ttf)
                 for t in qc.terms:
-                    self.df[(sf, t)] = st.df.get(t, 0)
+                    g.df[(sf, t)] = st.df.get(t, 0)
+                g.fields[sf] = (st.doc_count, st.sum_ttf)  # last: marks the subfield complete
 
-    def get(self, subfield: str, terms: Sequence[str]) -> FieldStats:
-        doc_count, sum_ttf = self.fields[subfield]
+    def get(self, subfield: str, terms: Sequence[str], gen: _Generation | None = None) -> FieldStats:
+        g = gen or self._gen
+        doc_count, sum_ttf = g.fields[subfield]
         return FieldStats(doc_count=doc_count, sum_ttf=sum_ttf,
-                          df={t: self.df[(subfield, t)] for t in terms})
+                          df={t: g.df[(subfield, t)] for t in terms})
 
 
 class FeatureStore:
@@ -185,15 +229,15 @@ class FeatureStore:
         """Validate the statistics cache and fetch what ``query`` lacks, without candidates.
 
         Needs only the analysed query, so a caller can run it while the first stage runs."""
-        self.stats.validate()
+        gen = self.stats.validate()
         stat_fields = list(dict.fromkeys([*fields, self.layout.combined]))
         subfields = [self.layout.subfield(f, ch) for f in fields for ch in query]
-        need = self.stats.missing(subfields, query, self.layout, stat_fields)
+        need = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         if need:
             got = fetch_raw(self.engine, self.index, self.layout, need, [], fields=fields,
                             routing=self.routing, stats_query=need)
             self.requests += got.requests
-            self.stats.store(got.stats, need, self.layout, stat_fields)
+            self.stats.store(got.stats, need, self.layout, stat_fields, gen)
 
     def fetch(self, query: Mapping[str, QueryChannel], ids: Sequence[str],
               versions: Sequence[tuple[int, int] | None], *, fields: Sequence[str],
@@ -204,8 +248,9 @@ class FeatureStore:
         returned it, or ``None`` to bypass the vector cache for that id.  ``validate=False``
         skips the index-state check, for a caller that just ran :meth:`prefetch_stats`.
         """
-        if validate:
-            self.stats.validate()
+        gen = self.stats.validate() if validate else self.stats.current()
+        # term vectors are keyed by the index's UUID: a recreated index restarts its sequence numbers
+        uuid = gen.uuid or self.index
         stat_fields = list(dict.fromkeys([*fields, self.layout.combined]))
         subfields = [self.layout.subfield(f, ch) for f in fields for ch in query]
         cached: dict[int, dict[str, FieldVector]] = {}
@@ -214,12 +259,12 @@ class FeatureStore:
             raise ConfigurationError(f"{len(ids)} ids but {len(versions)} versions: give one version "
                                      "(or None) per id")
         for i, (doc_id, ver) in enumerate(zip(ids, versions, strict=True)):
-            entry = self.vectors.get((self.index, doc_id, *ver), subfields) if ver else None
+            entry = self.vectors.get((uuid, doc_id, *ver), subfields) if ver else None
             if entry is None:
                 todo.append(i)
             else:
                 cached[i] = entry
-        need_stats = self.stats.missing(subfields, query, self.layout, stat_fields)
+        need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         fetched: FetchResult | None = None
         if todo or need_stats:
             fetched = fetch_raw(
@@ -229,7 +274,7 @@ class FeatureStore:
             )
             self.requests += fetched.requests
             if need_stats:
-                self.stats.store(fetched.stats, need_stats, self.layout, stat_fields)
+                self.stats.store(fetched.stats, need_stats, self.layout, stat_fields, gen)
         vectors: list[dict[str, FieldVector]] = [{} for _ in ids]
         found = [True] * len(ids)
         for i, entry in cached.items():
@@ -240,9 +285,9 @@ class FeatureStore:
                 found[i] = fetched.candidates.found[j]
                 ver = versions[i]
                 if ver and found[i]:
-                    self.vectors.put((self.index, ids[i], *ver), vectors[i], subfields)
+                    self.vectors.put((uuid, ids[i], *ver), vectors[i], subfields)
         stats = {
-            self.layout.subfield(f, ch): self.stats.get(self.layout.subfield(f, ch), qc.terms)
+            self.layout.subfield(f, ch): self.stats.get(self.layout.subfield(f, ch), qc.terms, gen)
             for f in stat_fields for ch, qc in query.items()
         }
         cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found))
