@@ -171,10 +171,15 @@ def _print_failures(report: IngestReport, limit: int) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from esbridge import __version__
+
     parser = argparse.ArgumentParser(
         prog="esbridge",
         description="Exact modern lexical scoring (BM25F, BMX, evolved) on Elasticsearch and OpenSearch.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"esbridge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
@@ -234,13 +239,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_parsed(build_parser().parse_args(argv))
 
 
+#: Exit codes, by what went wrong (``esbridge --help`` lists them).
+EXIT_USAGE = 2         # a wrong option, parameter or input file (argparse uses 2 too)
+EXIT_UNREACHABLE = 3   # the engine could not be reached, or a local node not started
+EXIT_NOT_INDEXED = 4   # documents were not indexed (each is reported)
+EXIT_NO_INDEX = 5      # the named index does not exist
+EXIT_ENGINE = 6        # the engine refused a request
+EXIT_CODES = """exit codes:
+  0  done
+  2  a wrong option, parameter or input
+  3  the engine could not be reached (or a local node could not be started)
+  4  some documents were not indexed (each is reported)
+  5  the named index does not exist
+  6  the engine refused a request (its reason is printed)
+  130 interrupted"""
+
+
+def exit_code(err: EsbridgeError) -> int:
+    """The exit code of an esbridge error."""
+    from esbridge.errors import (
+        EngineError,
+        EngineUnavailableError,
+        IndexNotFoundError,
+        ProvisioningError,
+        UnsupportedEngineError,
+    )
+
+    if isinstance(err, (EngineUnavailableError, ProvisioningError, UnsupportedEngineError)):
+        return EXIT_UNREACHABLE
+    if isinstance(err, IngestError):
+        return EXIT_NOT_INDEXED
+    if isinstance(err, IndexNotFoundError):
+        return EXIT_NO_INDEX
+    if isinstance(err, EngineError):
+        return EXIT_ENGINE
+    return EXIT_USAGE
+
+
 def run_parsed(args: argparse.Namespace) -> int:
-    """Run a parsed command; an esbridge error becomes one line on stderr and exit code 2."""
+    """Run a parsed command; an esbridge error becomes one line on stderr and its exit code
+    (:data:`EXIT_CODES`)."""
     try:
         return int(args.func(args))
     except EsbridgeError as err:
         print(f"esbridge: error: {err}", file=sys.stderr)
-        return 2
+        return exit_code(err)
     except BrokenPipeError:
         sys.stderr.close()
         return 0

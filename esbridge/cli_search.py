@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from esbridge.errors import ConfigurationError, EsbridgeError
+from esbridge.errors import ConfigurationError, EsbridgeError, IndexNotFoundError
 
 
 def _scorer_params(name: str, pairs: list[str] | None) -> Any:
@@ -37,8 +37,9 @@ def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
 
     engine = connect(args)
     if not engine.index_exists(args.index):
-        raise ConfigurationError(
-            f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`"
+        raise IndexNotFoundError(
+            f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`",
+            index=args.index,
         )
     weights = {}
     for pair in args.field_weight or []:
@@ -178,8 +179,9 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
 
         engine = connect(args)
         if not engine.index_exists(args.index):
-            raise ConfigurationError(
-                f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`")
+            raise IndexNotFoundError(
+                f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`",
+                index=args.index)
         params = pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
                                   *(args.pipeline_param or [])])
         with HybridSearcher(engine, args.index, params) as hs:

@@ -50,25 +50,38 @@ def test_search_json_and_rescore(engine: Engine, med_index: str, capsys: pytest.
     assert code == 0 and out.splitlines()[0].split()[:3] == ["rank", "esbridge", "engine"]
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["search", "no-such-index", "x"], "does not exist"),
-    (["search", "{index}", "x", "--scorer", "bm99"], "valid scorers"),
-    (["search", "{index}", "x", "--window", "20000"], "max_result_window"),
-    (["search", "{index}", "x", "--param", "k1=-1", "--scorer", "bm25"], "k1"),
-    (["rescore", "{index}", "x"], "not valid JSON"),
+@pytest.mark.parametrize("argv,needle,expected", [
+    (["search", "no-such-index", "x"], "does not exist", 5),
+    (["search", "{index}", "x", "--scorer", "bm99"], "valid scorers", 2),
+    (["search", "{index}", "x", "--window", "20000"], "max_result_window", 2),
+    (["search", "{index}", "x", "--param", "k1=-1", "--scorer", "bm25"], "k1", 2),
+    (["rescore", "{index}", "x"], "not valid JSON", 2),
 ])
 def test_errors_are_one_clear_line(engine: Engine, med_index: str, capsys: pytest.CaptureFixture[str],
-                                   argv: list[str], needle: str) -> None:
+                                   argv: list[str], needle: str, expected: int) -> None:
     argv = [a.replace("{index}", med_index) for a in argv] + ["--url", engine.options.url]
     code, out, err = run(capsys, *argv, stdin="{not json")
-    assert code != 0 and out == ""
+    assert code == expected and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("esbridge: error:") and needle in lines[0]
 
 
 def test_unreachable_engine(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "search", "x", "y", "--url", "http://127.0.0.1:1", "--timeout", "2")
-    assert code == 2 and "cannot reach the engine" in err and len(err.strip().splitlines()) == 1
+    assert code == 3 and "cannot reach the engine" in err and len(err.strip().splitlines()) == 1
+
+
+def test_version_and_exit_codes_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    from esbridge import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"esbridge {__version__}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    for code in ("2", "3", "4", "5", "6"):
+        assert f"\n  {code}  " in help_text
 
 
 def test_index_command_reports_bad_documents(engine: Engine, index_name: str, tmp_path: Path,
