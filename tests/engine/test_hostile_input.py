@@ -23,7 +23,7 @@ DOCS = {
     "b": {"title": "Insulin therapy", "text": "Insulin lowers glucose; patients adjust insulin doses."},
     "c": {"title": "Cardiac output", "text": "The heart pumps blood; exercise raises cardiac output."},
 }
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 # query syntax of every kind the engine or esbridge might trip on
