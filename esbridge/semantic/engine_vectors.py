@@ -33,7 +33,7 @@ from esbridge.features.cache import index_state
 from esbridge.index.definitions import index_meta
 from esbridge.semantic.cache import EmbeddingCache, Encoder
 from esbridge.semantic.text import document_text
-from esbridge.semantic.vectors import SemanticHits, VectorIndex
+from esbridge.semantic.vectors import SemanticHits, SemanticIndex, VectorIndex
 
 __all__ = ["EngineVectors", "open_vectors", "vector_field_of"]
 
@@ -47,7 +47,7 @@ def vector_field_of(engine: Engine, index: str) -> dict[str, Any] | None:
     return dict(meta) if isinstance(meta, dict) and meta.get("field") else None
 
 
-class EngineVectors:
+class EngineVectors(SemanticIndex):
     """The semantic index of an index whose vectors the engine keeps; same interface as
     :class:`~esbridge.semantic.vectors.VectorIndex`.  Use :meth:`open`.  Safe to share
     between threads."""
@@ -170,15 +170,9 @@ class EngineVectors:
 
     # ---- searching ----------------------------------------------------------------------
 
-    def embed_query(self, text: str) -> np.ndarray:
-        """The query's unit vector."""
-        vec: np.ndarray = self.encoder.encode([text])[0]
-        return vec
-
     def search(self, query_vector: np.ndarray, k: int) -> SemanticHits:
         """The engine's ``k`` nearest documents by cosine, best first, with their cosines."""
-        if k < 1:
-            raise ConfigurationError(f"semantic depth k must be >= 1, got {k}")
+        self._check_depth(k)
         vec = [float(x) for x in np.asarray(query_vector, dtype=np.float32)]
         body = {"size": k, "_source": False, "query": {"knn": {self.field: {"vector": vec, "k": k}}}}
         hits = self.engine.search(self.index, body)["hits"]["hits"]

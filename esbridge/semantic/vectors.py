@@ -40,7 +40,7 @@ from esbridge.features.cache import index_state
 from esbridge.semantic.cache import EmbeddingCache, Encoder
 from esbridge.semantic.text import document_text
 
-__all__ = ["VectorIndex", "SemanticHits", "index_uuid"]
+__all__ = ["SemanticHits", "SemanticIndex", "VectorIndex", "index_uuid"]
 
 
 def index_uuid(engine: Engine, index: str) -> tuple[str, str]:
@@ -66,7 +66,23 @@ class SemanticHits:
     scores: np.ndarray
 
 
-class VectorIndex:
+class SemanticIndex:
+    """What every semantic index shares: the encoder that embeds its queries, and the depth check."""
+
+    encoder: Encoder
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The query's unit vector (queries are embedded as they are, not cached on disk)."""
+        vec: np.ndarray = self.encoder.encode([text])[0]
+        return vec
+
+    @staticmethod
+    def _check_depth(k: int) -> None:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ConfigurationError(f"semantic depth k must be an integer >= 1, got {k!r}")
+
+
+class VectorIndex(SemanticIndex):
     """Unit-length vectors of every document of one index, with exact cosine search.
 
     Use :meth:`open`.  Safe to share between threads.
@@ -167,15 +183,9 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def embed_query(self, text: str) -> np.ndarray:
-        """The query's unit vector (queries are embedded as they are, not cached on disk)."""
-        vec: np.ndarray = self.encoder.encode([text])[0]
-        return vec
-
     def search(self, query_vector: np.ndarray, k: int) -> SemanticHits:
         """The ``k`` documents of highest cosine with ``query_vector``, best first (ties by row)."""
-        if k < 1:
-            raise ConfigurationError(f"semantic depth k must be >= 1, got {k}")
+        self._check_depth(k)
         with self._lock:
             vecs, ids = self.vectors, self.ids
         if not ids:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from esbridge.cli import main
 from esbridge.engine.client import Engine
 from esbridge.ingest import ingest, read_jsonl
+from tests.cli import run
 from tests.data import beir
 
 
@@ -21,16 +20,6 @@ def med_index(engine: Engine, index_name: str) -> str:
     return index_name
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str, stdin: str | None = None) -> tuple[int, str, str]:
-    old = sys.stdin
-    if stdin is not None:
-        sys.stdin = io.StringIO(stdin)
-    try:
-        code = main(list(argv))
-    finally:
-        sys.stdin = old
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_search_json_and_rescore(engine: Engine, med_index: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from esbridge.cli import main
 from esbridge.engine.client import Engine
 from esbridge.ingest import ingest, read_jsonl
+from tests.cli import run
 from tests.data import beir
 
 QUERY = "blood glucose in diabetes"
@@ -30,16 +29,6 @@ class Terminal(io.StringIO):
         return True
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str, stdin: io.StringIO | None = None) -> tuple[int, str, str]:
-    old = sys.stdin
-    if stdin is not None:
-        sys.stdin = stdin
-    try:
-        code = main(list(argv))
-    finally:
-        sys.stdin = old
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def rows(out: str) -> list[list[str]]:
