@@ -260,7 +260,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--trials", type=int, default=200, help="parameter settings tried (default 200)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     p.add_argument("--space", choices=["open", "all"], default="open",
-                   help="open: the values the seeds leave open; all: also the seeded ones")
+                   help="open: the values the published formula leaves open; all: also the published ones")
     p.add_argument("--fix", action="append", metavar="NAME=VALUE",
                    help="hold a parameter at a value, or none for a scorer's automatic value (repeat)")
     p.add_argument("--warm-start", action="append", metavar="TUNE_JSON",

@@ -1,7 +1,7 @@
 """In-engine rescoring with the evolved formula: ``rescore`` clauses over stored Painless scripts.
 
 :class:`EvolvedRescorer` builds the ``rescore`` section of a search body that recomputes one
-channel's evolved relevance (SCORING.md §4)
+channel's evolved relevance (docs/scoring.md §5.3)
 
 .. math::
 

@@ -1,4 +1,5 @@
-"""Paths and loaders for the shared test collections (used by tests, never copied)."""
+"""Paths and loaders for the test collections, BEIR-layout folders under ``$ESBRIDGE_DATA`` (used by tests,
+never copied)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ DATA = Path(os.environ["ESBRIDGE_DATA"]) if os.environ.get("ESBRIDGE_DATA") else
 
 
 def beir(name: str) -> Path:
-    """The folder of a shared BEIR-layout collection."""
+    """The folder of a BEIR-layout test collection."""
     path = DATA / name
     if not (path / "corpus.jsonl").exists():
         raise FileNotFoundError(

@@ -10,7 +10,7 @@ name            ir-measures                 trec_eval
 ``p@5``         ``P@5``                     ``P.5``
 ==============  ==========================  =========================================
 
-plus ``combined_score = 0.8 · R@100 + 0.2 · nDCG@10`` (SCORING.md §6).
+plus ``combined_score = 0.8 · R@100 + 0.2 · nDCG@10`` (docs/scoring.md §8).
 
 A run is a ranked list of document ids per query: the measures see the ranks,
 not the scores, so ties are resolved once (by the caller, by document id) and
@@ -71,7 +71,7 @@ def _measure_objects() -> dict[str, Any]:
 
 
 def combined_score(recall_at_100: float, ndcg_at_10: float) -> float:
-    """``0.8 · R@100 + 0.2 · nDCG@10`` (SCORING.md §6)."""
+    """``0.8 · R@100 + 0.2 · nDCG@10`` (docs/scoring.md §8)."""
     return RECALL_WEIGHT * recall_at_100 + (1.0 - RECALL_WEIGHT) * ndcg_at_10
 
 

@@ -57,7 +57,9 @@ class Reference:
 _ANSERINI = "Anserini/Pyserini BM25 (Lucene, k1=0.9, b=0.4, Porter, English stopwords), BEIR test"
 _CLASSIC = ("plain BM25 (k1=0.9, b=0.4, lowercase alphanumeric tokens, Lucene stopwords, no stemming; "
             "nDCG with exponential gains)")
-#: Reference figures from shared/data/README.md, by collection name.
+#: Reference figures by collection name: published BM25 and BMX numbers (the Anserini/Pyserini BEIR
+#: regressions, the bm25s benchmarks, the BMX paper) and, for the classic collections, which have no
+#: published reference, an approximate plain BM25.
 REFERENCE: Mapping[str, tuple[Reference, ...]] = {
     "scifact": (
         Reference("Anserini BM25 flat", 0.6789, 0.9253, _ANSERINI),
@@ -299,8 +301,9 @@ def write_report(result: EvalResult, out: Path, *, command: str | None = None,
     ref = reference_table(result.dataset)
     if ref:
         md += ["", "## Reference figures from other systems", "",
-               "Published numbers, copied from `shared/data/README.md`; other software, analyzers and "
-               "sometimes other text, so comparable only roughly.", "", ref]
+               "Published numbers (each row names its source) and, for the classic collections, an approximate "
+               "plain BM25; other software, analyzers and sometimes other text, so comparable only roughly.",
+               "", ref]
     md += ["", "## Machine", ""] + [f"- {k}: {v}" for k, v in machine.items()] + [""]
     (out / "results.md").write_text("\n".join(md))
     written["markdown"] = out / "results.md"

@@ -64,11 +64,12 @@ class Dimension:
     low: float
     high: float
     log: bool = False
-    seeded: bool = False  # a value the seed documents fix; searched only with space="all"
+    seeded: bool = False  # a published value (docs/scoring.md §5.7); searched only with space="all"
 
 
-#: Parameters searched per scorer.  Evolved: the values SCORING.md §4 leaves open,
-#: plus (``seeded``) the ones fixed by the seeds, searched only when asked.
+#: Parameters searched per scorer.  Evolved: the values the published formula and
+#: architecture A leave open, plus (``seeded``) the ones they fix, searched only when
+#: asked (docs/scoring.md §5.7).
 SEARCH_SPACES: Mapping[str, tuple[Dimension, ...]] = {
     "evolved": (
         Dimension("alpha_qtf", 0.02, 5.0, log=True),

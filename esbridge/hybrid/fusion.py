@@ -1,4 +1,4 @@
-"""The aggregator: one ranking from the result lists of several query strategies.
+"""The aggregator: one ranking from the result lists of several query strategies (docs/scoring.md §7.5).
 
 The pipeline's rule (deduplicate; a document found by several strategies gets
 the sum of its scores) needs scores on one scale, because a BM25 score, an

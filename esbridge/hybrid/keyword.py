@@ -1,4 +1,4 @@
-"""The keyword strategy: a second lexical query built from more than the query text.
+"""The keyword strategy: a second lexical query built from more than the query text (docs/scoring.md §7.4).
 
 For a topic with a narrative (a description of what is and is not relevant), as
 in the pipeline's source (a semantic, a lexical and a keyword strategy, CAIR

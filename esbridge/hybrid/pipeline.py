@@ -1,8 +1,9 @@
 """Hybrid search: a semantic, a lexical and a keyword strategy, aggregated.
 
-After the semantic search pipeline of CAIR 2021 (a semantic index and a
-lexical index, three query strategies, and an aggregator that deduplicates and
-sums the scores of a document found by several strategies):
+After the semantic search pipeline of CAIR 2021 (Dalal, Dev Gupta and Binaei,
+FIRE 2021; docs/scoring.md §7: a semantic index and a lexical index, three query
+strategies, and an aggregator that deduplicates and sums the scores of a document
+found by several strategies):
 
 * **semantic** — the query's sentence embedding against every document's, top
   ``semantic_depth``: the engine's kNN search where the index has a vector field

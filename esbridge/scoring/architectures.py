@@ -1,4 +1,4 @@
-"""Architectures A, B and C (seed openevolve-architectures; SCORING.md §5).
+"""Architectures A, B and C (docs/scoring.md §6).
 
 - ``arch_a``: smoothed-surprisal IDF, clarity, log evidence, coverage, log length
   damping, plus a prefix channel weighted ``λ = 0.18``.
@@ -8,9 +8,10 @@
   AND gate (specificity x entropy) on information coverage, salience, and
   full/anchor score mixing.
 
-Choices where the seed is silent are listed in each scorer's docstring and tested
-in ``tests/unit/test_architectures.py``.  Notation: ``T`` distinct query terms of
-the channel (``|q| = T``), ``D`` candidates, ``M`` a candidate's matched terms.
+Choices where the published description is silent are listed in each scorer's
+docstring and tested in ``tests/unit/test_architectures.py``.  Notation: ``T``
+distinct query terms of the channel (``|q| = T``), ``D`` candidates, ``M`` a
+candidate's matched terms.
 """
 
 from __future__ import annotations
@@ -92,13 +93,13 @@ def _full(n: int, value: float) -> FloatArray:
 
 @dataclass(frozen=True)
 class ArchAParams:
-    """Architecture A's parameters (seed defaults); all finite and >= 0, ``tf_log_base`` > 0."""
+    """Architecture A's parameters (published defaults); all finite and >= 0, ``tf_log_base`` > 0."""
 
-    tf_log_base: float = 1.0  # β, seed tf_log_base
-    clarity_power: float = 0.6  # seed: clarity exponent
-    coverage_gamma: float = 0.25  # γ, seed coverage_gamma
-    dl_alpha: float = 0.15  # α, seed dl_alpha
-    prefix_weight: float = 0.18  # λ, seed prefix_weight
+    tf_log_base: float = 1.0  # β, published tf_log_base
+    clarity_power: float = 0.6  # published clarity exponent
+    coverage_gamma: float = 0.25  # γ, published coverage_gamma
+    dl_alpha: float = 0.15  # α, published dl_alpha
+    prefix_weight: float = 0.18  # λ, published prefix_weight
 
     def __post_init__(self) -> None:
         check_nonnegative(self)
@@ -111,7 +112,10 @@ class ArchAParams:
 
 
 def clarity(idf: FloatArray, power: float) -> FloatArray:
-    """Clarity ``(IDF/(IDF + 1))^p`` (seed architecture A, ``p = 0.6``); in ``[0, 1)`` for ``IDF >= 0``."""
+    """Clarity ``(IDF/(IDF + 1))^p`` (architecture A, ``p = 0.6``); in ``[0, 1)`` for ``IDF >= 0``.
+
+    Source: docs/scoring.md §6.1.
+    """
     idf = np.asarray(idf, dtype=np.float64)
     return (idf / (idf + 1.0)) ** power
 
@@ -120,7 +124,7 @@ def log_evidence(tf: FloatArray, term_mass: FloatArray, tf_log_base: float) -> F
     """Concave evidence ``E = Σ_t m(t) · ln(1 + f(t,d)/β)``.
 
     ``m(t) = w_q(t)·IDF(t)·clarity(t)`` is the per-term mass (architecture A).
-    Source: seed architecture A, "TF Transformation: Concave Evidence".
+    Source: architecture A's concave evidence (docs/scoring.md §6.1).
     """
     return np.log1p(tf / tf_log_base) @ term_mass
 
@@ -128,7 +132,7 @@ def log_evidence(tf: FloatArray, term_mass: FloatArray, tf_log_base: float) -> F
 def weighted_coverage(tf: FloatArray, weights: FloatArray) -> FloatArray:
     """Coverage ``C = Σ_{t in q ∩ d} w(t) / Σ_{t in q} w(t)`` (0 when ``Σ_q w = 0``).
 
-    Architecture A weighs by ``w_q(t)·IDF(t)``.  Source: seed architecture A.
+    Architecture A weighs by ``w_q(t)·IDF(t)``.  Source: docs/scoring.md §6.1.
     """
     weights = np.asarray(weights, dtype=np.float64)
     total = float(weights.sum())
@@ -140,7 +144,7 @@ def weighted_coverage(tf: FloatArray, weights: FloatArray) -> FloatArray:
 def log_length_damping(doc_len: FloatArray, avgdl: float, alpha: float) -> FloatArray:
     """Length damper ``1 + α·ln(1 + |d|/avgdl)`` (a divisor, >= 1).
 
-    With ``avgdl <= 0`` the ratio is taken as 1.  Source: seed architecture A.
+    With ``avgdl <= 0`` the ratio is taken as 1.  Source: docs/scoring.md §6.1.
     """
     return 1.0 + alpha * np.log1p(length_ratio(doc_len, avgdl))
 
@@ -154,7 +158,7 @@ def arch_a_relevance(
     ``E = Σ_t w_q(t)·IDF(t)·clarity(t)·ln(1 + f(t,d)/β)``, ``IDF = −ln((df + 1)/(N + 2))``.
 
     Choices: the query-term weight ``w_q(t)`` is ``qtf(t, q)``; coverage weighs
-    terms by ``w_q(t)·IDF(t)`` exactly as the seed writes it (without clarity).
+    terms by ``w_q(t)·IDF(t)`` exactly as published (without clarity).
     """
     idf = IdfVariant.SURPRISAL.compute(arrays.df, arrays.n_docs)
     qw = np.asarray(arrays.qtf, dtype=np.float64) * idf
@@ -167,7 +171,7 @@ def arch_a_relevance(
 
 
 def score_arch_a(inputs: ScoringInput, params: ArchAParams) -> ScoreResult:
-    """``score = R_A(base) + λ·R_A(prefix)`` (seed architecture A, "Prefix Channel").
+    """``score = R_A(base) + λ·R_A(prefix)`` (architecture A's prefix channel; docs/scoring.md §6.1).
 
     Parts per channel ``c``: ``c.evidence``, ``c.coverage``, ``c.B_cov``, ``c.B_len``, ``c.R``.
     """
@@ -195,19 +199,19 @@ class ArchBParams:
     ``pair_rel`` <= 1; ``common_df_cut`` < 1.
     """
 
-    k1: float = 1.2  # seed's BM25 baseline k1 (B's TF form is not given; BM25 chosen)
-    b: float = 0.75  # seed's BM25 baseline b
-    idf_power: float = 1.12  # ρ, seed idf_power
-    focus_mix: float = 0.65  # μ, seed focus_mix
-    spec_floor: float = 0.55  # φ, seed spec_floor
-    spec_power: float = 1.20  # ψ, seed spec_power
-    common_df_cut: float = 0.12  # τ, seed common_df_cut
-    common_penalty: float = 0.35  # δ, seed common_penalty
-    coord_alpha: float = 0.25  # α_c, seed
-    coord_beta: float = 0.75  # β_c, seed
-    pair_boost: float = 0.06  # β_p, seed pair_boost
-    pair_rel: float = 0.5  # seed: r_t = max(0, IDF − 0.5·max IDF)
-    idf: IdfVariant = IdfVariant.LUCENE  # seed: the BM25 baseline's IDF (B does not replace it)
+    k1: float = 1.2  # the BM25 baseline's k1 (B's TF form is not given; BM25 chosen)
+    b: float = 0.75  # the BM25 baseline's b
+    idf_power: float = 1.12  # ρ, published idf_power
+    focus_mix: float = 0.65  # μ, published focus_mix
+    spec_floor: float = 0.55  # φ, published spec_floor
+    spec_power: float = 1.20  # ψ, published spec_power
+    common_df_cut: float = 0.12  # τ, published common_df_cut
+    common_penalty: float = 0.35  # δ, published common_penalty
+    coord_alpha: float = 0.25  # α_c, published
+    coord_beta: float = 0.75  # β_c, published
+    pair_boost: float = 0.06  # β_p, published pair_boost
+    pair_rel: float = 0.5  # published: r_t = max(0, IDF − 0.5·max IDF)
+    idf: IdfVariant = IdfVariant.LUCENE  # the BM25 baseline's IDF (B does not replace it)
 
     def __post_init__(self) -> None:
         check_idf_variant(self)
@@ -222,14 +226,14 @@ class ArchBParams:
 
 
 def sharpened_idf(idf: FloatArray, rho: float) -> FloatArray:
-    """IDF sharpening ``IDF^ρ`` (seed architecture B, ``ρ = 1.12``)."""
+    """IDF sharpening ``IDF^ρ`` (architecture B, ``ρ = 1.12``; docs/scoring.md §6.2)."""
     return np.asarray(idf, dtype=np.float64) ** rho
 
 
 def common_term_penalty(df: FloatArray, n_docs: int, tau: float, delta: float) -> FloatArray:
     """Soft stopword factor: ``1 − δ·(df/N − τ)/(1 − τ)`` if ``df/N > τ``, else 1.
 
-    In ``[1 − δ, 1]``; multiplies the IDF.  Source: seed architecture B.
+    In ``[1 − δ, 1]``; multiplies the IDF.  Source: docs/scoring.md §6.2.
     """
     p = df_ratio(df, n_docs)
     return np.where(p > tau, 1.0 - delta * (p - tau) / (1.0 - tau), 1.0)
@@ -239,7 +243,7 @@ def focus_length(doc_len: FloatArray, unique_terms: FloatArray | None, mu: float
     """Focus prior ``|d|_eff = (1 − μ)·|d| + μ·|{t : f(t,d) > 0}|``.
 
     ``unique_terms = None`` (unknown) falls back to ``|d|`` (``|d|_eff = |d|``).
-    Source: seed architecture B.
+    Source: docs/scoring.md §6.2.
     """
     doc_len = np.asarray(doc_len, dtype=np.float64)
     if unique_terms is None:
@@ -251,7 +255,7 @@ def query_specificity(idf: FloatArray) -> float:
     """Specificity ``spec(q) = max_t IDF(t) / Σ_t IDF(t)`` over the distinct query terms.
 
     In ``[1/|q|, 1]``.  Choices: all-zero IDFs read as equal IDFs (``1/|q|``); an empty
-    query gives 1.  Source: seed architecture B.
+    query gives 1.  Source: docs/scoring.md §6.2.
     """
     idf = np.asarray(idf, dtype=np.float64)
     if idf.size == 0:
@@ -263,7 +267,7 @@ def query_specificity(idf: FloatArray) -> float:
 
 
 def specificity_gate(spec: float, floor: float, power: float) -> float:
-    """``gate_spec = max(φ, (1 − spec)^ψ)`` (seed architecture B); peaky queries get ``φ``."""
+    """``gate_spec = max(φ, (1 − spec)^ψ)`` (docs/scoring.md §6.2); peaky queries get ``φ``."""
     return max(floor, float(max(1.0 - spec, 0.0) ** power))
 
 
@@ -272,7 +276,7 @@ def coordination_reward(
 ) -> FloatArray:
     """Coordination multiplier ``(1 + α_c · gate · |M|/|q|)^β_c`` (>= 1; 1 for ``|q| = 0``).
 
-    Source: seed architecture B.
+    Source: docs/scoring.md §6.2.
     """
     coord = n_matched / n_terms if n_terms > 0 else np.zeros_like(n_matched)
     return (1.0 + alpha * gate * coord) ** beta
@@ -283,7 +287,7 @@ def pair_synergy(tf_sat: FloatArray, idf: FloatArray, rel: float = 0.5) -> Float
 
     Computed as ``((Σ v)² − Σ v²)/2`` with ``v_t = r_t·sqrt(TF_t)``, clipped at 0
     against rounding.  Choice: ``TF`` is B's saturated BM25 TF (bounded, so the
-    synergy is too).  Source: seed architecture B.
+    synergy is too).  Source: docs/scoring.md §6.2.
     """
     idf = np.asarray(idf, dtype=np.float64)
     if idf.size < 2:
@@ -306,10 +310,10 @@ def score_arch_b(inputs: ScoringInput, params: ArchBParams) -> ScoreResult:
     with ``IDF_B = IDF^ρ · penalty(df/N)``, ``TF = f·(k1 + 1)/(f + k1·(1 − b + b·|d|_eff/avgdl))``,
     ``gate = max(φ, (1 − spec(q))^ψ)``.
 
-    Choices where the seed is silent:
+    Choices where the published description is silent (docs/scoring.md §6.2):
 
-    - the base score is BM25 (``k1 = 1.2``, ``b = 0.75``, the seed's baseline) on the
-      focus-prior length ``|d|_eff``; the seed gives no collection mean of ``|d|_eff``,
+    - the base score is BM25 (``k1 = 1.2``, ``b = 0.75``, the BM25 baseline's) on the
+      focus-prior length ``|d|_eff``; no collection mean of ``|d|_eff`` is given,
       so it is divided by the collection's ``avgdl``;
     - the IDF is Lucene's (the baseline's; B does not replace it), sharpened and then
       penalised; this ``IDF_B`` is the IDF in ``spec(q)`` and in ``r_t`` too;
@@ -357,27 +361,27 @@ class ArchCParams:
     ``anchor_residual`` and ``anchor_floor`` <= 1.
     """
 
-    k1: float = 1.2  # not in the seed for C: the seed's BM25 baseline value
-    b: float = 0.75  # not in the seed for C: the seed's BM25 baseline value
-    tf_idf_gamma: float = 0.22  # γ1, seed
-    tf_df_delta: float = 0.18  # γ2, seed
-    idf_lift_power: float = 0.45  # λ, seed
-    q_drop_min_len: int = 8  # seed
-    q_drop_df_ratio: float = 0.22  # θ, seed
-    entropy_floor: float = 0.35  # φ_e, seed
-    entropy_power: float = 0.9  # ψ_e, seed
-    spec_floor: float = 0.55  # φ, seed architecture B (C uses B's gate_spec)
-    spec_power: float = 1.20  # ψ, seed architecture B
-    anchor_mix_alpha: float = 0.35  # α_a, seed
-    anchor_mix_power: float = 1.6  # ψ_a, seed
-    anchor_residual: float = 0.55  # θ_a, seed
-    anchor_floor: float = 0.15  # seed: max(score_anchor, 0.15·score_full)
-    info_cov_alpha: float = 0.10  # α_i, seed
-    info_cov_gamma: float = 0.75  # γ4, seed
-    info_cov_tf_gamma: float = 0.55  # γ3, seed
-    salience_alpha: float = 0.10  # α_s, seed
-    salience_power: float = 0.5  # γ_s, seed
-    idf: IdfVariant = IdfVariant.LUCENE  # seed: the BM25 baseline's IDF (C lifts it)
+    k1: float = 1.2  # not given for C: the BM25 baseline's value
+    b: float = 0.75  # not given for C: the BM25 baseline's value
+    tf_idf_gamma: float = 0.22  # γ1, published
+    tf_df_delta: float = 0.18  # γ2, published
+    idf_lift_power: float = 0.45  # λ, published
+    q_drop_min_len: int = 8  # published
+    q_drop_df_ratio: float = 0.22  # θ, published
+    entropy_floor: float = 0.35  # φ_e, published
+    entropy_power: float = 0.9  # ψ_e, published
+    spec_floor: float = 0.55  # φ, architecture B's (C uses B's gate_spec)
+    spec_power: float = 1.20  # ψ, architecture B's
+    anchor_mix_alpha: float = 0.35  # α_a, published
+    anchor_mix_power: float = 1.6  # ψ_a, published
+    anchor_residual: float = 0.55  # θ_a, published
+    anchor_floor: float = 0.15  # published: max(score_anchor, 0.15·score_full)
+    info_cov_alpha: float = 0.10  # α_i, published
+    info_cov_gamma: float = 0.75  # γ4, published
+    info_cov_tf_gamma: float = 0.55  # γ3, published
+    salience_alpha: float = 0.10  # α_s, published
+    salience_power: float = 0.5  # γ_s, published
+    idf: IdfVariant = IdfVariant.LUCENE  # the BM25 baseline's IDF (C lifts it)
 
     def __post_init__(self) -> None:
         check_idf_variant(self)
@@ -404,7 +408,7 @@ class ArchCParams:
 
 
 def idf_lift(idf: FloatArray, mean_idf: float, power: float) -> FloatArray:
-    """IDF lift ``IDF·(IDF/mean IDF)^λ`` (seed architecture C, ``λ = 0.45``).
+    """IDF lift ``IDF·(IDF/mean IDF)^λ`` (architecture C, ``λ = 0.45``; docs/scoring.md §6.3).
 
     A non-positive ``mean_idf`` leaves the IDF unchanged.
     """
@@ -420,7 +424,7 @@ def dynamic_k1(
     """IDF/DF-aware saturation ``k1_eff(t) = k1/(1 + γ1·IDF(t)/max IDF) · (1 + γ2·sqrt(df(t)/N))``.
 
     The max is over the query's terms; an all-zero IDF gives ratio 0.
-    Source: seed architecture C.
+    Source: docs/scoring.md §6.3.
     """
     idf = np.asarray(idf, dtype=np.float64)
     top = float(idf.max()) if idf.size else 0.0
@@ -432,7 +436,7 @@ def query_df_dropout(df_frac: FloatArray, min_len: int, max_ratio: float) -> Flo
     """Terms kept by query DF dropout: all if ``|q| < min_len``, else ``{t : df(t)/N < θ}``.
 
     Choice: if dropout would remove every term, all are kept.
-    Source: seed architecture C.
+    Source: docs/scoring.md §6.3.
 
     Returns:
         ``(T,)`` boolean mask of kept terms.
@@ -451,7 +455,7 @@ def entropy_gate(idf: FloatArray, floor: float, power: float) -> float:
 
     ``H = −Σ p_t ln p_t``, ``p_t = IDF(t)/Σ IDF``, ``H_norm = H/ln|q|``.
     Choices: ``|q| <= 1`` or all-zero IDFs give ``H_norm = 1`` (nothing to be uneven).
-    Source: seed architecture C.
+    Source: docs/scoring.md §6.3.
     """
     idf = np.asarray(idf, dtype=np.float64)
     total = float(idf.sum())
@@ -466,7 +470,7 @@ def information_coverage(tf_sat: FloatArray, idf: FloatArray, tf_gamma: float) -
     """Information-mass coverage ``Σ_{t in q ∩ d} IDF(t)·TF(t,d)^γ3 / Σ_{t in q} IDF(t)``.
 
     Unmatched terms add 0 even for ``γ3 = 0``; ``Σ_q IDF = 0`` gives 0.
-    Source: seed architecture C.
+    Source: docs/scoring.md §6.3.
     """
     idf = np.asarray(idf, dtype=np.float64)
     total = float(idf.sum())
@@ -476,12 +480,15 @@ def information_coverage(tf_sat: FloatArray, idf: FloatArray, tf_gamma: float) -
 
 
 def salience(tf: FloatArray, doc_len: FloatArray) -> FloatArray:
-    """Salience ``Σ_{t in q} f(t,d) / |d|`` (0 for ``|d| = 0``).  Source: seed architecture C."""
+    """Salience ``Σ_{t in q} f(t,d) / |d|`` (0 for ``|d| = 0``).  Source: docs/scoring.md §6.3."""
     return safe_divide(tf.sum(axis=1), doc_len)
 
 
 def anchor_terms(idf: FloatArray, residual: float) -> BoolArray:
-    """Anchor mask ``IDF(t) >= θ_a·max_t' IDF(t')`` (seed architecture C, ``θ_a = 0.55``)."""
+    """Anchor mask ``IDF(t) >= θ_a·max_t' IDF(t')`` (architecture C, ``θ_a = 0.55``).
+
+    Source: docs/scoring.md §6.3.
+    """
     idf = np.asarray(idf, dtype=np.float64)
     if idf.size == 0:
         return np.zeros(0, dtype=bool)
@@ -489,12 +496,15 @@ def anchor_terms(idf: FloatArray, residual: float) -> BoolArray:
 
 
 def anchor_weight(spec: float, alpha: float, power: float) -> float:
-    """Anchor mixture weight ``w_anchor = α_a·spec(q)^ψ_a`` (seed architecture C)."""
+    """Anchor mixture weight ``w_anchor = α_a·spec(q)^ψ_a`` (docs/scoring.md §6.3)."""
     return float(alpha * spec**power)
 
 
 def anchor_mix(full: FloatArray, anchor: FloatArray, weight: float, floor: float = 0.15) -> FloatArray:
-    """``(1 − w)·full + w·max(anchor, floor·full)`` (seed architecture C, ``floor = 0.15``)."""
+    """``(1 − w)·full + w·max(anchor, floor·full)`` (architecture C, ``floor = 0.15``).
+
+    Source: docs/scoring.md §6.3.
+    """
     return (1.0 - weight) * full + weight * np.maximum(anchor, floor * full)
 
 
@@ -509,9 +519,9 @@ def score_arch_c(inputs: ScoringInput, params: ArchCParams) -> ScoreResult:
     ``mix = (1 − w)·full + w·max(anchor, 0.15·full)``, ``w = α_a·spec(q')^ψ_a``,
     ``gate_AND = gate_spec·gate_ent``.
 
-    Choices where the seed is silent:
+    Choices where the published description is silent (docs/scoring.md §6.3):
 
-    - ``k1 = 1.2``, ``b = 0.75`` (the seed's BM25 baseline), with the ``k1 + 1``
+    - ``k1 = 1.2``, ``b = 0.75`` (the BM25 baseline's), with the ``k1 + 1``
       factor of that baseline, and plain ``|d|`` (the focus prior is B's);
     - the IDF is Lucene's (the baseline's), lifted; ``IDF_C`` is the IDF in
       ``k1_eff``, ``spec``, the entropy gate, information coverage and the anchor rule;
@@ -578,7 +588,7 @@ ARCH_A: Scorer[ArchAParams] = register(
         params_type=ArchAParams,
         fn=score_arch_a,
         channels=("base", "prefix"),
-        description="OpenEvolve architecture A: surprisal IDF, coverage, prefix channel",
+        description="Architecture A: surprisal IDF, coverage, prefix channel",
     )
 )
 ARCH_B: Scorer[ArchBParams] = register(
@@ -587,7 +597,7 @@ ARCH_B: Scorer[ArchBParams] = register(
         params_type=ArchBParams,
         fn=score_arch_b,
         channels=("base",),
-        description="OpenEvolve architecture B: query-specificity-gated BM25",
+        description="Architecture B: query-specificity-gated BM25",
     )
 )
 ARCH_C: Scorer[ArchCParams] = register(
@@ -596,6 +606,6 @@ ARCH_C: Scorer[ArchCParams] = register(
         params_type=ArchCParams,
         fn=score_arch_c,
         channels=("base",),
-        description="OpenEvolve architecture C: anchor-first two-score BM25",
+        description="Architecture C: anchor-first two-score BM25",
     )
 )

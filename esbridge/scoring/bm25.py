@@ -1,4 +1,4 @@
-"""The BM25 family over one channel's arrays (SCORING.md §1).
+"""The BM25 family over one channel's arrays (docs/scoring.md §2).
 
 Every scorer here is
 

@@ -1,4 +1,4 @@
-"""BM25F over several text fields of the ``base`` channel (SCORING.md §2).
+"""BM25F over several text fields of the ``base`` channel (docs/scoring.md §3).
 
 Both scorers read the per-field arrays ``ChannelArrays.fields`` of the ``base``
 channel (one :class:`~esbridge.scoring.arrays.FieldArrays` per field, each with a
@@ -6,13 +6,14 @@ channel (one :class:`~esbridge.scoring.arrays.FieldArrays` per field, each with 
 must be the document frequency in the combined all-fields field; ``N`` is the
 channel's ``n_docs``.
 
-- ``bm25f_pubmed``: the formula of the PubMed seed (pubmed-bm25f, S1 Text,
-  eqs. 1-5), implemented as written, including the division of each field's
-  frequency by the field's length.
+- ``bm25f_pubmed``: PubMed's formula (Fiorini et al., "Best Match: New relevance
+  search for PubMed", PLoS Biology 16(8), 2018, S1 Text, eqs. 1-5; docs/scoring.md
+  §3.2), implemented as written, including the division of each field's frequency
+  by the field's length.
 - ``bm25f_robertson``: Robertson & Zaragoza, "The Probabilistic Relevance
   Framework: BM25 and Beyond", Found. Trends Inf. Retr. 3(4), 2009, section
   "Multiple streams and BM25F": per-field
-  length normalisation before a single saturation.
+  length normalisation before a single saturation (docs/scoring.md §3.3).
 
 Field weights are given as ``((name, weight), ...)`` pairs so the parameters stay
 frozen and hashable; a field not listed has weight ``default_weight`` (1.0).  Fields
@@ -117,12 +118,12 @@ def _fields_of(arrays: ChannelArrays, scorer: str) -> list[tuple[str, FieldArray
 
 
 # ---------------------------------------------------------------------------
-# PubMed BM25F (seed pubmed-bm25f)
+# PubMed BM25F (Fiorini et al. 2018, S1 Text; docs/scoring.md §3.2)
 # ---------------------------------------------------------------------------
 
 
 def pubmed_pseudo_tf(fields: Mapping[str, FieldArrays], weights: Mapping[str, float]) -> FloatArray:
-    """PubMed's term frequency ``tf(t) = sum_f occ(t, f) * w(f) / l(f)`` (seed eq. 1).
+    """PubMed's term frequency ``tf(t) = sum_f occ(t, f) * w(f) / l(f)`` (S1 Text eq. 1).
 
     A field of length 0 contributes 0 (it cannot contain the term).
 
@@ -139,7 +140,7 @@ def pubmed_pseudo_tf(fields: Mapping[str, FieldArrays], weights: Mapping[str, fl
 
 
 def pubmed_doc_length(fields: Mapping[str, FieldArrays], weights: Mapping[str, float]) -> FloatArray:
-    """PubMed's document length ``dl = sum_f l(f) * w(f)`` (seed eq. 3); ``(D,)``."""
+    """PubMed's document length ``dl = sum_f l(f) * w(f)`` (S1 Text eq. 3); ``(D,)``."""
     total = np.zeros(0, dtype=np.float64)
     for i, (name, fa) in enumerate(fields.items()):
         part = weights[name] * np.asarray(fa.doc_len, dtype=np.float64)
@@ -148,7 +149,7 @@ def pubmed_doc_length(fields: Mapping[str, FieldArrays], weights: Mapping[str, f
 
 
 def pubmed_average_length(fields: Mapping[str, FieldArrays], weights: Mapping[str, float]) -> float:
-    """``avg(dl)`` (seed eq. 4) as ``sum_f w(f) * avgdl_f``.
+    """``avg(dl)`` (S1 Text eq. 4) as ``sum_f w(f) * avgdl_f``.
 
     The mean of ``sum_f l(f) w(f)`` over the index equals ``sum_f w(f) * mean_f l(f)``
     because the mean is linear.  This is exact when each ``FieldArrays.avgdl`` is the
@@ -160,14 +161,14 @@ def pubmed_average_length(fields: Mapping[str, FieldArrays], weights: Mapping[st
 
 
 def pubmed_saturation(tf: FloatArray, dl: FloatArray, avg_dl: float, k1: float, b: float) -> FloatArray:
-    """``tf / (k1 ((1 - b) + b dl/avg(dl)) + tf)`` (seed eq. 5, without the IDF); ``(D, T)``."""
+    """``tf / (k1 ((1 - b) + b dl/avg(dl)) + tf)`` (S1 Text eq. 5, without the IDF); ``(D, T)``."""
     k = k1 * (1.0 - b + b * length_ratio(dl, avg_dl))
     return safe_divide(tf, k[:, None] + tf)
 
 
 @dataclass(frozen=True)
 class BM25FPubMedParams:
-    """PubMed BM25F (seed pubmed-bm25f).
+    """PubMed BM25F (docs/scoring.md §3.2).
 
     Attributes:
         k1: saturation, PubMed's 1.2.
@@ -175,8 +176,8 @@ class BM25FPubMedParams:
         field_weights: ``((field, w), ...)``; PubMed weighs title and MeSH/keyword
             fields 5, others 1.
         default_weight: weight of a field not in ``field_weights``.
-        qtf_weighting: weight each term by its count in the query.  The seed sums over
-            ``t in q ∩ d`` (each distinct term once), hence ``False``.
+        qtf_weighting: weight each term by its count in the query.  The published formula
+            sums over ``t in q ∩ d`` (each distinct term once), hence ``False``.
     """
 
     k1: float = 1.2
@@ -209,7 +210,7 @@ def _bm25f_result(arrays: ChannelArrays, tf: FloatArray, sat: FloatArray, idf: F
 
 
 def score_bm25f_pubmed(inputs: ScoringInput, params: BM25FPubMedParams) -> ScoreResult:
-    """PubMed BM25F, seed eq. 5.
+    """PubMed BM25F, S1 Text eq. 5 (docs/scoring.md §3.2).
 
     ``sum_{t in q ∩ d} tf(t) / (k1 ((1 - b) + b dl/avg(dl)) + tf(t)) * idf(t)`` with
     ``tf(t) = sum_f occ(t, f) w(f) / l(f)``, ``dl = sum_f l(f) w(f)``, ``avg(dl) =
@@ -321,7 +322,7 @@ BM25F_PUBMED: Scorer[BM25FPubMedParams] = register(
         fn=score_bm25f_pubmed,
         channels=("base",),
         needs_fields=True,
-        description="PubMed BM25F as the seed writes it (length-divided field tf, title/MeSH weight 5)",
+        description="PubMed BM25F as published (length-divided field tf, title/MeSH weight 5)",
     )
 )
 BM25F_ROBERTSON: Scorer[BM25FRobertsonParams] = register(

@@ -1,7 +1,7 @@
-"""BMX: entropy-weighted similarity on top of BM25 (SCORING.md §3).
+"""BMX: entropy-weighted similarity on top of BM25 (docs/scoring.md §4).
 
 Source: Li, Lipp, Shakir, Huang and Li, "BMX: Entropy-weighted Similarity and
-Semantic-enhanced Lexical Search" (seed bmx-paper), eq. 2-7 (§3.1), WQA eq. 9
+Semantic-enhanced Lexical Search", 2024, arXiv:2408.06643, eq. 2-7 (§3.1), WQA eq. 9
 (§3.2), normalisation eq. 10-11 (§3.3) and appendix B (normalised BM25):
 
 .. math::
@@ -16,7 +16,7 @@ Semantic-enhanced Lexical Search" (seed bmx-paper), eq. 2-7 (§3.1), WQA eq. 9
   ``Ē = (1/m) sum_i E(q_i)``; ``S(Q, D) = |Q ∩ D| / m``.
 - Defaults ``α = max(min(1.5, avgdl/100), 0.5)``, ``β = 1/ln(1 + N)`` (eq. 3).
 
-Readings (SCORING.md: follow the paper):
+Readings where the paper is ambiguous (docs/scoring.md §4.4):
 
 - The sum runs over the query tokens ``q_1 .. q_m`` with repetition, so a term
   occurring ``qtf`` times counts ``qtf`` times everywhere: ``m = sum_t qtf(t)``,

@@ -180,8 +180,8 @@ def bm25_saturation(tf: FloatArray, k1: FloatArray | float, norm: FloatArray) ->
         norm: ``(D,)`` length normalisation ``1 - b + b·|d|/avgdl``.
 
     A zero denominator (``tf = 0`` with ``norm = 0``, a zero-length document with
-    ``b = 1``) gives 0.  Source: the BM25 baseline of seed openevolve-architectures
-    (Robertson & Zaragoza 2009), with the ``k1 + 1`` factor.
+    ``b = 1``) gives 0.  Source: Robertson & Zaragoza (2009), with the ``k1 + 1`` factor: the
+    BM25 that architectures B and C build on (docs/scoring.md §6.2, §6.3).
     """
     k = np.asarray(k1, dtype=np.float64)
     den = norm[:, None] * k + tf

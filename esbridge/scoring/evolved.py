@@ -1,4 +1,4 @@
-"""The evolved multi-channel scorer (seed evolved-step-297; SCORING.md §4).
+"""The evolved multi-channel scorer (docs/scoring.md §5).
 
 .. math::
 
@@ -69,10 +69,10 @@ class EvolvedParams:
     """
 
     # Tuned values: optuna TPE on features fetched once, maximising the mean over five training sets
-    # (SciFact train, and the seeded tuning half of NFCorpus, Cranfield, CISI and MED test) of
+    # (SciFact train, and the fixed tuning half of NFCorpus, Cranfield, CISI and MED test) of
     # combined = 0.8·R@100 + 0.2·nDCG@10; "Δ" is the training objective lost when that one value is
     # reset to its starting value (benchmarks/results/tuning/: evolved-all-wide, ablation-evolved.md).
-    # Values whose tuning gained less than 0.0005 stay at their starting value.
+    # Values whose tuning gained less than 0.0005 stay at their starting value (docs/scoring.md §5.7).
     # term weight w(t) = qtf·alpha_qtf·IDF·(IDF/(IDF+1))^gamma_e·(IDF/(IDF+gamma))^beta_tf
     alpha_qtf: float = 0.205  # tuned (start 1.0; Δ 0.0083): a flatter ln(1 + E)
     gamma_e: float = 1.24  # tuned (architecture A's 0.6; Δ 0.0040)
@@ -81,21 +81,21 @@ class EvolvedParams:
     # multipliers
     gamma_cov: float = 0.055  # tuned (architecture A's 0.25; Δ 0.0020)
     beta_spec: float = 0.1  # starting value, kept: tuning gained < 0.0005 (B_spec <= 1 + 0.1·3)
-    c_spec: float = 3.0  # seed evolved-step-297 (tuning gained < 0.0005)
+    c_spec: float = 3.0  # published value (tuning gained < 0.0005)
     floor: float = 10.0  # starting value, kept: tuning gained < 0.0005 (a short passage, in tokens)
-    gamma_coord: float = 2.5  # seed evolved-step-297 (tuning gained < 0.0005)
+    gamma_coord: float = 2.5  # published value (tuning gained < 0.0005)
     alpha_anc: float = 0.2  # starting value, kept: tuning gained < 0.0005 (B_anc <= 1 + 0.2·ln 2)
-    pi_anchor: float = 4.2  # seed evolved-step-297 (π; tuning gained < 0.0005 with alpha_anc = 0.2)
-    alpha_len: float = 1.69  # tuned (seed's 0.15; Δ 0.0211, the largest): stronger length damping
+    pi_anchor: float = 4.2  # published value (π; tuning gained < 0.0005 with alpha_anc = 0.2)
+    alpha_len: float = 1.69  # tuned (published 0.15; Δ 0.0211, the largest): stronger length damping
     # channel weights (base is 1)
     w_pfx: float = 0.45  # tuned (architecture A's 0.18; Δ 0.0036)
     w_bi: float = 0.2  # tuned (start 0.1; Δ 0.0018)
     w_mic: float = 0.25  # tuned (start 0.05; Δ 0.0033)
     # micro-channel gate G(q) = sigmoid((mean IDF(q) - pi_l) / mu_m)
-    mic_gate: bool = False  # SCORING.md §4: the seed notes G -> 1, so off by default
+    mic_gate: bool = False  # docs/scoring.md §5.2: G tends to 1 in practice, so off by default
     pi_l: float = 2.0  # starting value, pending tuning on training data
     mu_m: float = 1.0  # starting value, pending tuning on training data
-    idf: IdfVariant = IdfVariant.SURPRISAL  # SCORING.md §4 (architecture A's lineage)
+    idf: IdfVariant = IdfVariant.SURPRISAL  # docs/scoring.md §5.4 (architecture A's IDF)
 
     def __post_init__(self) -> None:
         check_idf_variant(self)
@@ -124,8 +124,8 @@ def term_weight(
 
     ``w(t) = qtf(t,q) · α_qtf · IDF(t) · (IDF/(IDF + 1))^γ_e · (IDF/(IDF + γ))^β_tf``
 
-    Source: seed evolved-step-297 (the under-brace of ``E``); the clarity factor
-    ``(IDF/(IDF+1))^γ_e`` is architecture A's.  ``idf`` must be >= 0 and ``γ`` > 0.
+    Source: docs/scoring.md §5.4; the clarity factor ``(IDF/(IDF+1))^γ_e`` is
+    architecture A's.  ``idf`` must be >= 0 and ``γ`` > 0.
 
     Returns:
         ``(T,)`` weights, >= 0.
@@ -140,7 +140,7 @@ def evidence(tf: FloatArray, w: FloatArray) -> FloatArray:
     """Evidence ``E = Σ_{t in M} w(t) · ln(1 + tf(t,d)/1.0)``.
 
     Unmatched terms add ``ln 1 = 0``, so the sum runs over all query terms.
-    Source: seed evolved-step-297.
+    Source: docs/scoring.md §5.4.
 
     Returns:
         ``(D,)``.
@@ -165,7 +165,7 @@ def coverage_multiplier(matched_w: FloatArray, total_w: float, gamma_cov: float)
     """Coverage ``B_cov = 1 + γ_cov · Σ_{t in M} w(t) / Σ_{t in q} w(t)``.
 
     With ``Σ_q w = 0`` the ratio is taken as 0 (``B_cov = 1``).
-    Source: seed evolved-step-297 (architecture A's soft-AND coverage).
+    Source: docs/scoring.md §5.5 (architecture A's soft-AND coverage).
     """
     if total_w <= 0.0:
         return np.ones_like(matched_w)
@@ -191,7 +191,7 @@ def specificity_multiplier(
     drops unmatched terms (``tf = 0``) and ``PMI <= 0``, the clip at ``e^C_spec`` is
     the cap.  ``df`` is floored at 1 (a term absent from the index is in no
     candidate) and a zero ``|d|_eff`` contributes nothing, so the value stays finite.
-    With ``Σ_q w = 0``, ``B_spec = 1``.  Source: seed evolved-step-297.
+    With ``Σ_q w = 0``, ``B_spec = 1``.  Source: docs/scoring.md §5.5, §5.6.
     """
     total_w = float(np.sum(w))
     if total_w <= 0.0 or beta_spec == 0.0:
@@ -213,7 +213,7 @@ def coordination_multiplier(
 
     ``|q| = T``, the number of distinct query terms; ``T = 0`` gives 1.  Long,
     common-term queries (large ``Σ_q w``) get a smaller reward per matched term.
-    Source: seed evolved-step-297.
+    Source: docs/scoring.md §5.5.
     """
     den = gamma_coord + math.log1p(max(total_w, 0.0))
     if n_terms == 0 or den <= 0.0:
@@ -225,7 +225,7 @@ def anchor_multiplier(tf: FloatArray, idf: FloatArray, pi_anchor: float, alpha_a
     """Anchor ``B_anc = 1 + α_anc · ln(1 + A)``, ``A = max_{t in M, IDF > π} (IDF − π)/IDF``.
 
     ``A = 0`` when no matched term has ``IDF > π``.  Rewards the single best rare
-    term hit.  Source: seed evolved-step-297.
+    term hit.  Source: docs/scoring.md §5.5.
     """
     idf = np.asarray(idf, dtype=np.float64)
     cols = np.flatnonzero(idf > pi_anchor)
@@ -241,7 +241,7 @@ def length_damper(doc_len: FloatArray, avgdl: float, alpha_len: float) -> FloatA
     """Length damper ``B_len = 1 + α_len · ln(1 + (|d| + 1)/(avgdl + 1))`` (a divisor, >= 1).
 
     Gentler than BM25's pivoted normalisation.  A negative ``avgdl`` is read as 0.
-    Source: seed evolved-step-297.
+    Source: docs/scoring.md §5.5.
     """
     doc_len = np.asarray(doc_len, dtype=np.float64)
     return 1.0 + alpha_len * np.log1p((doc_len + 1.0) / (max(avgdl, 0.0) + 1.0))
@@ -251,7 +251,7 @@ def mic_gate(idf: FloatArray, pi_l: float, mu_m: float) -> float:
     """Micro-channel gate ``G(q) = sigmoid((mean_{t in q} IDF(t) − π_L) / μ_m)``.
 
     The mean is over the channel's distinct query terms; an empty query gives
-    ``G = 1`` (its ``R`` is 0 anyway).  Source: seed evolved-step-297.
+    ``G = 1`` (its ``R`` is 0 anyway).  Source: docs/scoring.md §5.2.
     """
     idf = np.asarray(idf, dtype=np.float64)
     if idf.size == 0:
@@ -313,7 +313,7 @@ def channel_relevance(
 def score_evolved(inputs: ScoringInput, params: EvolvedParams) -> ScoreResult:
     """``score = R(base) + w_pfx·R(pfx) + w_bi·R(bi) + w_mic·G(q_mic)·R(mic)``.
 
-    ``G = 1`` unless ``params.mic_gate``.  Source: seed evolved-step-297.
+    ``G = 1`` unless ``params.mic_gate``.  Source: docs/scoring.md §5.2.
     """
     channels = weighted_channels(inputs, params.channel_weights)
     n = channels[0][2].n_candidates if channels else inputs.n_candidates
@@ -338,6 +338,6 @@ EVOLVED: Scorer[EvolvedParams] = register(
         params_type=EvolvedParams,
         fn=score_evolved,
         channels=CHANNELS,
-        description="Evolved multi-channel lexical scorer (seed evolved-step-297)",
+        description="Evolved multi-channel lexical scorer (base, prefix, bigram, micro channels)",
     )
 )

@@ -24,16 +24,17 @@ def lucene_idf(df: FloatArray, n_docs: int) -> FloatArray:
 def surprisal_idf(df: FloatArray, n_docs: int) -> FloatArray:
     """Smoothed surprisal: ``-ln((df + 1) / (N + 2))``.
 
-    Source: OpenEvolve architecture A; positive whenever ``df <= N``.
+    Source: architecture A (docs/scoring.md §6.1); positive whenever ``df <= N``.
     """
     df = np.asarray(df, dtype=np.float64)
     return -np.log((df + 1.0) / (n_docs + 2.0))
 
 
 def pubmed_idf(df: FloatArray, n_docs: int) -> FloatArray:
-    """PubMed's BM25F IDF: ``1 + ln(N / (df + 1))`` (seed pubmed-bm25f, eq. 2).
+    """PubMed's BM25F IDF: ``1 + ln(N / (df + 1))`` (docs/scoring.md §3.2).
 
-    With ``N = 0`` (empty index) the value is taken as 1 (``ln`` of 0 is undefined).
+    Source: Fiorini et al., "Best Match: New relevance search for PubMed", PLoS Biology
+    16(8), 2018, S1 Text, eq. 2.  With ``N = 0`` (empty index) the value is taken as 1 (``ln`` of 0 is undefined).
     """
     df = np.asarray(df, dtype=np.float64)
     if n_docs <= 0:

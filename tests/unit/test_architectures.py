@@ -1,4 +1,4 @@
-"""Architectures A, B and C (SCORING.md §5), checked against values worked out by hand.
+"""Architectures A, B and C (docs/scoring.md §6), checked against values worked out by hand.
 
 Toy collection: N = 10 documents, average length 12, a base-channel query
 

@@ -1,4 +1,7 @@
-"""BM25F (PubMed seed, Robertson & Zaragoza 2009): a hand-worked two-field toy."""
+"""BM25F (PubMed: Fiorini et al. 2018; Robertson & Zaragoza 2009): a hand-worked two-field toy.
+
+Formulas: docs/scoring.md §3.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ def test_pubmed_hand_worked() -> None:
     #     x: 1.45/(0.9 + 1.45) = 1.45/2.35;  idf(x) = 1 + ln(10/(3 + 1)) = 1 + ln 2.5
     # d1: tf(y) = 0 (empty title) + 3 * 1/30 = 0.1;  dl = 0 + 30 = 30, K = 0.9
     #     y: 0.1/(0.9 + 0.1) = 0.1;  idf(y) = 1 + ln(10/2) = 1 + ln 5
-    #     the seed sums over the distinct terms of q ∩ d: y once despite qtf 2
+    #     the published formula sums over the distinct terms of q ∩ d: y once despite qtf 2
     expected = [1.45 / 2.35 * (1 + math.log(2.5)), 0.1 * (1 + math.log(5))]
     result = get_scorer("bm25f_pubmed").score(toy())
     np.testing.assert_allclose(result.scores, expected, rtol=1e-12)

@@ -26,7 +26,7 @@ def _write(folder: Path, queries: dict[str, str], qrels: str) -> Path:
     return folder
 
 
-def test_shared_collection_reads_as_the_test_helpers_do() -> None:
+def test_a_test_collection_reads_as_the_test_helpers_do() -> None:
     ds = load_dataset(beir("scifact"))
     assert ds.name == "scifact"
     assert ds.splits() == ["test", "train"]

@@ -18,7 +18,7 @@ from tests.data import beir
 
 
 def _beir_zip(path: Path, top: str = "med", skip: tuple[str, ...] = ()) -> bytes:
-    """A BEIR-format zip of the shared MED collection, as BEIR ships them (one top folder)."""
+    """A BEIR-format zip of the MED test collection, as BEIR ships them (one top folder)."""
     src = beir("med")
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for rel in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):

@@ -79,7 +79,7 @@ def test_reports_are_byte_identical(tmp_path: Path) -> None:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
 
 
-def test_reference_covers_the_shared_collections() -> None:
+def test_reference_covers_the_five_test_collections() -> None:
     assert set(REFERENCE) == {"scifact", "nfcorpus", "cranfield", "cisi", "med"}
 
 

@@ -1,4 +1,4 @@
-"""The evolved scorer (SCORING.md §4), checked against values worked out by hand.
+"""The evolved scorer (docs/scoring.md §5), checked against values worked out by hand.
 
 Toy collection used throughout: N = 10 documents, average length 12, a base-channel
 query of three distinct terms
@@ -40,8 +40,8 @@ from esbridge.scoring.evolved import (
 
 LN = math.log
 
-#: The starting values (SCORING.md §4: the seeds and architecture A) that the hand-worked
-#: figures below were computed with.  The shipped defaults are tuned (see EvolvedParams and
+#: The starting values (docs/scoring.md §5.7: the published formula and architecture A) that
+#: the hand-worked figures below were computed with.  The shipped defaults are tuned (see EvolvedParams and
 #: benchmarks/results/tuning/), so these tests pin the values they work by hand.
 START_VALUES = dict(alpha_qtf=1.0, gamma_e=0.6, gamma=1.0, beta_tf=0.0, gamma_cov=0.25, beta_spec=0.1,
                     c_spec=3.0, floor=10.0, gamma_coord=2.5, alpha_anc=0.2, pi_anchor=4.2, alpha_len=0.15,
@@ -360,7 +360,7 @@ def test_channel_weights_and_channels_needed() -> None:
 
 
 def test_defaults() -> None:
-    # seeded values kept, tuned values as recorded in EvolvedParams (benchmarks/results/tuning/)
+    # published values kept, tuned values as recorded in EvolvedParams (benchmarks/results/tuning/)
     p = EvolvedParams()
     assert (p.c_spec, p.gamma_coord, p.pi_anchor) == (3.0, 2.5, 4.2)
     assert (p.alpha_qtf, p.gamma_e, p.gamma, p.beta_tf, p.gamma_cov, p.alpha_len) == (

@@ -29,8 +29,8 @@ from esbridge.scoring import (
 
 SCORERS = available_scorers()
 
-#: Parts that the seeds bound at >= 1 (SCORING.md §4, seed "Bounded Multipliers"),
-#: as suffixes of part names.
+#: Parts that the formulas bound at >= 1 (docs/scoring.md §5.3 and §6), as suffixes of
+#: part names.
 MULTIPLIERS_AT_LEAST_ONE: Mapping[str, tuple[str, ...]] = {
     "evolved": (".B_cov", ".B_spec", ".B_coord", ".B_anc", ".B_len"),
     "arch_a": (".B_cov", ".B_len"),
