@@ -7,9 +7,10 @@
    esbridge's rerank at windows 100 and 1,000, cold and warm term-vector cache, and where
    the rerank's time goes.
 
-Usage (one command; starts esbridge's local node when no --url is given):
+Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
+folder that holds the BEIR-layout collections):
 
-    python benchmarks/bench_engine.py --dataset ../shared/data/scifact --distribution opensearch
+    python benchmarks/bench_engine.py --dataset DATA/scifact --distribution opensearch
 
 Results are printed as markdown and written to ``benchmarks/results/engine-<distribution>.md``.
 """

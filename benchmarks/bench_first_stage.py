@@ -7,9 +7,10 @@ esbridge's scripted similarities as extra sub-fields; then, over the judged test
 * nDCG@10 after reranking the first stage's top 1,000 with the ``evolved`` scorer;
 * p50 latency of the first stage alone and of the rerank at window 100, in the same run.
 
-Usage (one command; starts esbridge's local node when no --url is given):
+Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
+folder that holds the BEIR-layout collections):
 
-    python benchmarks/bench_first_stage.py --data ../shared/data --distribution opensearch
+    python benchmarks/bench_first_stage.py --data DATA --distribution opensearch
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def main() -> int:
     args = ap.parse_args()
     engine = Engine.connect(provision(args.distribution, url=args.url, use_docker=False).url)
     lines = [f"# First stages: engine BM25 vs scripted similarities ({engine.info.label})", "",
-             "Command: `python benchmarks/bench_first_stage.py --data <shared data folder> "
+             "Command: `python benchmarks/bench_first_stage.py --data <data folder> "
              f"--distribution {args.distribution}`", "",
              "Recall of the first stage alone (the engine's ranking); nDCG@10 after the `evolved` "
              "rerank of its top 1,000; p50 latency of the first stage alone (size 100) and of the "

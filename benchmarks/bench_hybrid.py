@@ -10,9 +10,10 @@
    are fetched the first time any query needs them (on a small collection most are fetched by
    the first few queries); in the second, all are cached.
 
-Usage (one command; starts esbridge's local node when no --url is given):
+Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
+folder that holds the BEIR-layout collections):
 
-    python benchmarks/bench_hybrid.py --dataset ../shared/data/scifact --distribution opensearch
+    python benchmarks/bench_hybrid.py --dataset DATA/scifact --distribution opensearch
 
 Results are printed as markdown and written to ``benchmarks/results/hybrid-<distribution>.md``.
 """

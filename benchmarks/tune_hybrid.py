@@ -16,9 +16,10 @@ Pyserini's 0.9/0.4, nDCG@10 points) across the tuning parts is largest wins; the
 Leave-one-collection-out: the same rule on the other collections' tuning parts only, reported on
 the left-out collection's test judgments.
 
-Usage (one command; starts esbridge's local node when no --url is given):
+Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
+folder that holds the BEIR-layout collections):
 
-    python benchmarks/tune_hybrid.py --data ../shared/data
+    python benchmarks/tune_hybrid.py --data DATA
 
 Writes ``benchmarks/results/hybrid-tuning.md`` and ``.json`` (every setting's mean nDCG@10 on every
 part; ``--report-only`` rewrites the report from it).

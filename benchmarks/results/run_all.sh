@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Re-create benchmarks/results/<dataset>/ (OpenSearch), <dataset>/heldout/ and elasticsearch/<dataset>/
-# for the five shared collections, with the shipped defaults (the scorers and the hybrid pipeline's
+# for the five test collections, with the shipped defaults (the scorers and the hybrid pipeline's
 # systems: semantic, keyword, hybrid), then summary.md.
-# Run from the project root.  Run files are kept gzip-compressed and cut at rank 100 to keep the
-# repository small (per_query.tsv holds every measure of every query; drop --runs/--run-depth for
-# full 1000-deep runs).
+# Run from the project root, with ESBRIDGE_DATA set to the folder holding the BEIR-layout
+# collections.  Run files are kept gzip-compressed and cut at rank 100 to keep the repository small
+# (per_query.tsv holds every measure of every query; drop --runs/--run-depth for full 1000-deep runs).
 set -euo pipefail
 URL="${ESBRIDGE_URL:-http://127.0.0.1:9201}"
 ES_URL="${ESBRIDGE_ES_URL:-http://127.0.0.1:9202}"
-DATA="${ESBRIDGE_DATA:-../shared/data}"
+DATA="${ESBRIDGE_DATA:?set ESBRIDGE_DATA to the folder holding the BEIR-layout collections}"
 for ds in scifact nfcorpus cranfield cisi med; do
   esbridge eval --dataset "$DATA/$ds" --scorers bm25,bmx,evolved --split test --window 1000 \
     --url "$URL" --out "benchmarks/results/$ds" --runs gz --run-depth 100 --quiet
