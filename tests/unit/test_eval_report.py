@@ -40,12 +40,18 @@ def _result() -> EvalResult:
                       per_query=per_query, means={n: mean_metrics(p) for n, p in per_query.items()})
 
 
-def test_json_has_exactly_the_agreed_shape(tmp_path: Path) -> None:
+#: The keys of results.json that readers of the committed results rely on, and the keys added after them.
+AGREED_KEYS = {"dataset", "split", "queries", "results"}
+PROVENANCE_KEYS = {"esbridge_version", "engine", "index", "window", "run_depth", "first_stage", "systems",
+                   "baselines", "significance", "fingerprint", "notes", "command"}
+
+
+def test_json_keeps_the_agreed_shape(tmp_path: Path) -> None:
     result = _result()
     written = write_report(result, tmp_path / "out", command="esbridge eval --dataset scifact",
                            json_path=tmp_path / "copy.json", machine={"cpu": "test"})
     data = json.loads((tmp_path / "copy.json").read_text())
-    assert set(data) == {"dataset", "split", "queries", "results"}
+    assert set(data) == AGREED_KEYS | PROVENANCE_KEYS
     assert (data["dataset"], data["split"], data["queries"]) == ("scifact", "test", 2)
     assert list(data["results"]) == [BASELINE_PYSERINI, "evolved"]
     for values in data["results"].values():
@@ -112,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def test_cli_defaults() -> None:
     args: Any = _parser().parse_args(["eval", "--dataset", "scifact"])
-    assert (args.scorers, args.split, args.window) == ("bm25,bmx,evolved", "test", 1000)
+    assert (args.scorers, args.split, args.window) == ("bm25,bmx,evolved", None, 1000)  # None: test, for --dataset
     args = _parser().parse_args(["tune", "--dataset", "a", "--dataset", "b", "--scorer", "evolved",
                                  "--split", "train", "--split", "test:tune"])
     assert args.dataset == ["a", "b"] and args.split == ["train", "test:tune"] and args.trials == 200
