@@ -4,11 +4,12 @@
 to disk (``fsync``) before the next topic starts, so an interrupted run (Ctrl-C, a killed
 process, a lost engine) leaves whole topics followed by at most one cut-short topic.  Run again
 with the same output, it keeps the topics already complete in the file, discards the last one
-unless it is certainly complete (it ends with a newline and has ``depth`` lines), and ranks the
-rest: the file ends up byte for byte what an uninterrupted run writes.
+unless it is certainly complete (it has ``depth`` whole lines), and ranks the rest: the file ends
+up byte for byte what an uninterrupted run writes.
 
-A file that is not such a run is never overwritten: lines of another run tag, of topics not in
-the topics file, or more than ``depth`` lines for a topic are an error naming the line.
+A file that is not such a run is never changed: a line that is not a run line, of another run
+tag or of a topic not in the topics file, ranks out of order, or more than ``depth`` lines for a
+topic are an error naming the line.
 """
 
 from __future__ import annotations
@@ -74,18 +75,23 @@ class _Group:
     qid: str
     start: int
     first_line: int
+    end: int
     lines: int = 1
-    ok: bool = True
 
 
 def resume_point(path: Path, topic_ids: Sequence[str], tag: str, depth: int) -> tuple[list[str], int, int]:
     """The topics complete in an existing run file, the byte length to keep, and the number of
     lines of a cut-short last topic that are dropped.
 
+    Appending a topic's lines can be cut short only at its end: every line but a last one
+    without its newline is whole.  So every whole line must be a line of this run (its tag, one
+    of the topics, ranks 1, 2, 3, ...); the last topic is kept when it has ``depth`` lines and
+    dropped otherwise (it is ranked again), with any unfinished line.
+
     Raises:
         InputFileError: the file is not a run this command could have written for these topics
-            (another tag, an unknown topic, a topic in two places, more than ``depth`` lines for a
-            topic, or a malformed line before the last topic).
+            (a line that is not a run line, another tag, an unknown topic, a topic in two places,
+            ranks out of order, or more than ``depth`` lines for a topic).
     """
     try:
         data = path.read_bytes()
@@ -95,49 +101,52 @@ def resume_point(path: Path, topic_ids: Sequence[str], tag: str, depth: int) -> 
         raise InputFileError(f"run file {str(path)!r} cannot be read: {err.strerror or err}") from None
     known = set(topic_ids)
     groups: list[_Group] = []
+    seen: dict[str, int] = {}
     offset = 0
+    fragment = 0
     for line_no, raw in enumerate(data.splitlines(keepends=True), start=1):
         start, offset = offset, offset + len(raw)
+        if not raw.endswith(b"\n"):
+            fragment = 1  # an unfinished last line: the write was cut short here
+            break
         try:
             cols = raw.decode("utf-8").split()
         except UnicodeDecodeError:
             cols = []
-        ok = raw.endswith(b"\n") and len(cols) == 6 and cols[1] == "Q0"
-        qid = cols[0] if cols else ""
-        if ok and cols[5] != tag:
-            raise InputFileError(
-                f"{path}, line {line_no}: this file holds a run tagged {cols[5]!r}, not {tag!r}: another run; "
-                "give another --output")
-        if ok and qid not in known:
+        if len(cols) != 6 or cols[1] != "Q0":
+            raise InputFileError(f"{path}, line {line_no}: not a run written by esbridge run (expected "
+                                 "'query-id Q0 doc-id rank score tag'); give another --output")
+        qid = cols[0]
+        if cols[5] != tag:
+            raise InputFileError(f"{path}, line {line_no}: this file holds a run tagged {cols[5]!r}, not {tag!r}: "
+                                 "another run; give another --output")
+        if qid not in known:
             raise InputFileError(f"{path}, line {line_no}: topic {qid!r} is not among the topics; give another "
                                  "--output for another topics file")
-        if groups and groups[-1].qid == qid and groups[-1].ok:
+        if groups and groups[-1].qid == qid:
             group = groups[-1]
             group.lines += 1
+            group.end = offset
         else:
-            group = _Group(qid, start, line_no)
+            if qid in seen:
+                raise InputFileError(f"{path}, line {line_no}: topic {qid!r} again (first at line {seen[qid]}); "
+                                     "give another --output")
+            seen[qid] = line_no
+            group = _Group(qid, start, line_no, offset)
             groups.append(group)
-        if not ok or cols[3] != str(group.lines):
-            group.ok = False
-    seen: dict[str, int] = {}
-    for i, group in enumerate(groups):
-        if i < len(groups) - 1 and not group.ok:
-            raise InputFileError(f"{path}, line {group.first_line}: not a run written by esbridge run (a malformed "
-                                 "line, or ranks that are not 1, 2, 3, ...); give another --output")
-        if group.qid in seen:
-            raise InputFileError(f"{path}, line {group.first_line}: topic {group.qid!r} again (first at line "
-                                 f"{seen[group.qid]}); give another --output")
-        seen[group.qid] = group.first_line
+        if cols[3] != str(group.lines):
+            raise InputFileError(f"{path}, line {line_no}: rank {cols[3]} where {group.lines} was expected: not a "
+                                 "run written by esbridge run; give another --output")
         if group.lines > depth:
-            raise InputFileError(f"{path}, line {group.first_line}: {group.lines} lines for topic {group.qid!r}, "
-                                 f"more than the depth {depth}: was the file written with another --depth?")
+            raise InputFileError(f"{path}, line {group.first_line}: more than {depth} lines for topic {qid!r}, "
+                                 "the depth: was the file written with another --depth?")
     if not groups:
-        return [], 0, 0
+        return [], 0, fragment
     last = groups[-1]
-    if last.ok and data.endswith(b"\n") and last.lines == depth:
-        return [g.qid for g in groups], len(data), 0
+    if last.lines == depth:
+        return [g.qid for g in groups], last.end, fragment
     # possibly cut short: its lines are dropped and the topic ranked again
-    return [g.qid for g in groups[:-1]], last.start, last.lines
+    return [g.qid for g in groups[:-1]], last.start, last.lines + fragment
 
 
 def write_run(path: str | Path, topics: Sequence[Topic], rank: Ranker, *, tag: str, depth: int = 1000,

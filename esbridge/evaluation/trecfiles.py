@@ -5,7 +5,7 @@ Topics (:func:`read_topics`), one of:
 - BEIR queries: JSON lines ``{"_id": "1", "text": "..."}``;
 - TREC topics: ``<top>`` blocks with ``<num> Number: 51``, ``<title>``, ``<desc> Description:``
   and ``<narr> Narrative:`` (closing tags such as ``</title>`` are allowed, other fields such as
-  ``<dom>`` or ``<con>`` are read and ignored); a numeric topic number loses its leading zeros
+  ``<head>``, ``<dom>`` or ``<con>`` are read and ignored); a numeric topic number loses its leading zeros
   (``051`` is topic ``51``, as TREC's judgments write it);
 - a tab-separated file ``id<TAB>text``.
 
@@ -116,7 +116,7 @@ def read_topics(path: str | Path, field: str = "title") -> list[Topic]:
         raise InputFileError(f"{p} holds no topics")
     if stripped.startswith("{"):
         topics, fmt = _jsonl_topics(p, text), "BEIR queries"
-    elif re.search(r"<\s*top\s*>", text, re.I):
+    elif re.search(r"<\s*/?\s*top\s*>", text, re.I):
         topics, fmt = _trec_topics(p, text), "TREC topics"
     elif "\t" in stripped.splitlines()[0]:
         topics, fmt = _tsv_topics(p, text), "tab-separated topics"
@@ -172,7 +172,7 @@ def _tsv_topics(path: Path, text: str) -> list[Topic]:
     return out
 
 
-_TAG = re.compile(r"<\s*(/?)\s*(top|num|title|desc|narr|dom|con|fac|def|smry|nat)\s*>", re.I)
+_TAG = re.compile(r"<\s*(/?)\s*(top|head|num|title|desc|narr|dom|con|fac|def|smry|nat)\s*>", re.I)
 _PREFIX = {"num": "number:", "title": "topic:", "desc": "description:", "narr": "narrative:"}
 
 
