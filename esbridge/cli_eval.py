@@ -188,7 +188,7 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
     from esbridge.cli_search import _scorer_params
     from esbridge.errors import IndexNotFoundError
     from esbridge.evaluation.batch import resume_point, write_run
-    from esbridge.evaluation.runner import BASELINE_INDEX, HYBRID, EvalConfig, SystemSet, index_similarity
+    from esbridge.evaluation.runner import BASELINE_INDEX, HYBRID, EvalConfig, SystemSet
     from esbridge.evaluation.trecfiles import read_topics
 
     if args.window < 1 or args.depth < 1:
@@ -221,12 +221,8 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
     if not engine.index_exists(args.index):
         raise IndexNotFoundError(f"index {args.index!r} does not exist at {engine.options.display_url}; create it "
                                  "with `esbridge index`", index=args.index)
-    baseline_desc = ""
-    if name == BASELINE_INDEX:
-        sim = index_similarity(engine, args.index)
-        baseline_desc = f"the engine's {sim['type']} ranking"
     with SystemSet(engine, args.index, config, baseline=name if name == BASELINE_INDEX else None,
-                   baseline_description=baseline_desc) as systems:
+                   baseline_description="the engine's own ranking") as systems:
         run = systems.systems[name]
 
         def rank(topic: Any) -> tuple[list[str], list[float]]:

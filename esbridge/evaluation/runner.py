@@ -477,6 +477,10 @@ class SystemSet:
         self.close()
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _some(ids: Sequence[str], limit: int = 10) -> str:
     shown = ", ".join(ids[:limit])
     return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
@@ -499,11 +503,12 @@ def add_runs(systems: dict[str, SystemRun], runs: Sequence[RunFile], qrels: Mapp
         absent = [q for q in queries if q not in run.ranking]
         where = f"run {name!r} ({run.path})"
         if unjudged:
-            notes.append(f"{where}: {len(unjudged)} of its {len(run.ranking)} query ids are not in the judgments "
-                         f"and are not measured: {_some(unjudged)}")
+            notes.append(f"{where}: {len(unjudged)} of its {len(run.ranking)} query ids "
+                         f"{'is' if len(unjudged) == 1 else 'are'} not in the judgments, not measured: "
+                         f"{_some(unjudged)}")
         if outside:
-            notes.append(f"{where}: {len(outside)} of its query ids are judged but not among the evaluated "
-                         f"queries and are not measured: {_some(outside)}")
+            notes.append(f"{where}: {_count(len(outside), 'query id', 'query ids')} judged but not among the "
+                         f"evaluated queries, not measured: {_some(outside)}")
         if absent:
             notes.append(f"{where}: no results for {len(absent)} of the {len(queries)} evaluated queries, which "
                          f"count 0 on every measure: {_some(absent)}")
@@ -655,13 +660,15 @@ def run_index_evaluation(engine: Engine, index: str, topics: Sequence[Topic],
     notes = []
     unjudged = [t.id for t in topics if t.id not in qrels]
     if unjudged:
-        notes.append(f"{len(unjudged)} of the {len(topics)} topics of {tname} have no judgments in {qname} and are "
-                     f"not measured: {_some(unjudged)}")
+        notes.append(f"{len(unjudged)} of the {len(topics)} topics of {tname} "
+                     f"{'has' if len(unjudged) == 1 else 'have'} no judgments in {qname}, not measured: "
+                     f"{_some(unjudged)}")
     topic_ids = {t.id for t in topics}
     orphans = [q for q in qrels if q not in topic_ids]
     if orphans:
-        notes.append(f"{len(orphans)} judged queries of {qname} are not among the topics of {tname} and are not "
-                     f"measured: {_some(orphans)}")
+        notes.append(f"{_count(len(orphans), 'judged query', 'judged queries')} of {qname} "
+                     f"{'is' if len(orphans) == 1 else 'are'} not among the topics of {tname}, not measured: "
+                     f"{_some(orphans)}")
     similarity = index_similarity(engine, index)
     sim_text = (f"BM25 k1={similarity['k1']:g} b={similarity['b']:g}" if similarity["type"].upper() == "BM25"
                 else f"similarity {similarity['type']}")

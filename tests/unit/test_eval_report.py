@@ -264,8 +264,8 @@ def test_external_runs_are_added_with_notes(tmp_path: Path) -> None:
     run = systems["sys"]
     assert run.kind == "external" and run.ranking == {"1": ["a"], "2": ["b"]}
     assert run.params["file"] == "sys.trec"
-    assert any("1 of its 4 query ids are not in the judgments" in n and ": 9" in n for n in notes)
-    assert any("judged but not among the evaluated queries" in n and ": 5" in n for n in notes)
+    assert any("1 of its 4 query ids is not in the judgments, not measured: 9" in n for n in notes)
+    assert any("1 query id judged but not among the evaluated queries, not measured: 5" in n for n in notes)
     assert any("no results for 1 of the 3 evaluated queries, which count 0" in n and ": 3" in n for n in notes)
     add_runs(systems, [read_run(path)], {"1": {"a": 1}}, ["1"])
     assert "sys (sys.trec)" in systems  # a second run of the same name is kept apart
