@@ -1,6 +1,7 @@
-"""``esbridge eval`` and ``esbridge tune``: measure scorers on BEIR-layout collections.
+"""``esbridge eval``, ``esbridge run`` and ``esbridge tune``: measure scorers on BEIR-layout
+collections or on an index with the user's topics and judgments, and write run files.
 
-Both need the ``eval`` extra (ir-measures, matplotlib, optuna); they are imported
+They need the ``eval`` extra (ir-measures, matplotlib, optuna); they are imported
 only when a command runs, with an install hint if missing.
 """
 
@@ -94,38 +95,143 @@ def pipeline_params(items: Sequence[str]) -> Any:
         raise ConfigurationError(f"--pipeline-param: {err}") from err
 
 
-def _cmd_eval(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    from esbridge.evaluation.datasets import SplitSpec, load_dataset
-    from esbridge.evaluation.report import markdown_table, reference_table, write_report
-    from esbridge.evaluation.runner import EvalConfig, parse_param_overrides, run_evaluation
+def _eval_config(args: argparse.Namespace, split: Any) -> Any:
+    from esbridge.evaluation.runner import EvalConfig, parse_param_overrides
 
     scorers = _scorers(args.scorers) if args.scorers.strip() else ()
-    config = EvalConfig(
+    return EvalConfig(
         scorers=scorers,
-        split=SplitSpec.parse(args.split, seed=args.half_seed),
+        split=split,
         window=args.window,
         params=parse_param_overrides(args.param or [], scorers),
         baselines=not args.no_baselines,
-        index_prefix=args.index_prefix,
+        index_prefix=args.index_prefix or "esbridge-eval",
         reindex=args.reindex,
         progress=not args.quiet,
         field_weights=_field_weights(args.field_weight or []),
         pipeline=None if args.no_pipeline else pipeline_params(args.pipeline_param or []),
     )
-    dataset = load_dataset(args.dataset, progress=not args.quiet)
-    engine = connect(args)
-    result = run_evaluation(engine, dataset, config)
-    out = Path(args.out) if args.out else Path("eval-results") / f"{dataset.name}-{str(config.split).replace(':', '-')}"
+
+
+def _check_eval_mode(args: argparse.Namespace) -> None:
+    """``--dataset`` or ``--index`` with ``--topics`` and ``--qrels``, and only the options of that mode."""
+    if bool(args.dataset) == bool(args.index):
+        raise ConfigurationError("give either --dataset (a BEIR-layout collection) or --index with --topics and "
+                                 "--qrels (an existing index and your own topics and judgments)")
+    if args.index:
+        missing = [opt for opt, value in (("--topics", args.topics), ("--qrels", args.qrels)) if not value]
+        if missing:
+            raise ConfigurationError(f"--index needs {' and '.join(missing)}: the topics to run and the judgments "
+                                     "to measure them with")
+        wrong = [opt for opt, value in (("--split", args.split), ("--index-prefix", args.index_prefix),
+                                        ("--reindex", args.reindex)) if value]
+        if wrong:
+            raise ConfigurationError(f"{', '.join(wrong)} belong to --dataset; with --index the index is used as it is "
+                                     "and --qrels holds the judgments")
+    else:
+        wrong = [opt for opt, value in (("--topics", args.topics), ("--qrels", args.qrels),
+                                        ("--narrative", args.narrative)) if value]
+        if wrong:
+            raise ConfigurationError(f"{', '.join(wrong)} belong to --index; a --dataset brings its own queries and "
+                                     "judgments (qrels/<split>.tsv)")
+
+
+def _cmd_eval(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
+    from esbridge.evaluation.datasets import SplitSpec, load_dataset
+    from esbridge.evaluation.report import markdown_table, marks_legend, reference_table, write_report
+    from esbridge.evaluation.runner import run_evaluation, run_index_evaluation
+    from esbridge.evaluation.trecfiles import read_qrels, read_run, read_topics
+
+    _check_eval_mode(args)
+    # every input file is read before the engine is reached: a malformed line fails at once
+    runs = [read_run(path) for path in args.run or []]
+    if args.index:
+        topics = read_topics(args.topics, args.topic_field)
+        qrels = read_qrels(args.qrels)
+        config = _eval_config(args, SplitSpec("test"))
+        engine = connect(args)
+        result = run_index_evaluation(engine, args.index, topics, qrels, config, topic_field=args.topic_field,
+                                      narrative=args.narrative, runs=runs, topics_file=Path(args.topics),
+                                      qrels_file=Path(args.qrels))
+        default_out = Path("eval-results") / f"{args.index}-{Path(args.qrels).name.split('.')[0]}"
+        where = f"judgments {Path(args.qrels).name}"
+    else:
+        config = _eval_config(args, SplitSpec.parse(args.split or "test", seed=args.half_seed))
+        dataset = load_dataset(args.dataset, progress=not args.quiet)
+        engine = connect(args)
+        result = run_evaluation(engine, dataset, config, runs=runs)
+        default_out = Path("eval-results") / f"{dataset.name}-{str(config.split).replace(':', '-')}"
+        where = str(config.split)
+    for note in result.notes:
+        print(f"esbridge: note: {note}", file=sys.stderr)
+    out = Path(args.out) if args.out else default_out
     write_report(result, out, command=_command_line(), json_path=Path(args.json) if args.json else None,
                  plots=not args.no_plots, runs=args.runs, run_depth=args.run_depth)
-    print(f"{dataset.name} ({config.split}, {len(result.queries)} queries, window {config.window}, "
-          f"{result.engine}):")
+    print(f"{result.dataset} ({where}, {len(result.queries)} queries, window {config.window}, {result.engine}):")
     print(markdown_table(result))
-    ref = reference_table(dataset.name)
+    legend = marks_legend(result)
+    if legend:
+        print(legend)
+    ref = reference_table(result.dataset) if not args.index else ""
     if ref:
         print("\nReference figures from other systems (not measured here):")
         print(ref)
     print(f"\nwritten to {out}/ in {result.seconds:.1f}s", file=sys.stderr)
+    return 0
+
+
+#: ``esbridge run --system``: what ranks the topics.
+RUN_SYSTEMS = ("rerank", "hybrid", "engine-bm25")
+
+
+def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
+    from esbridge.cli_search import _scorer_params
+    from esbridge.errors import IndexNotFoundError
+    from esbridge.evaluation.batch import resume_point, write_run
+    from esbridge.evaluation.runner import BASELINE_INDEX, HYBRID, EvalConfig, SystemSet
+    from esbridge.evaluation.trecfiles import read_topics
+
+    if args.window < 1 or args.depth < 1:
+        raise ConfigurationError("--window and --depth must be >= 1")
+    if args.system != "rerank" and (args.param or args.field_weight):
+        raise ConfigurationError("--param and --field-weight set the reranker (--system rerank); the hybrid pipeline "
+                                 "takes --pipeline-param")
+    if args.system != "hybrid" and (args.pipeline_param or args.narrative):
+        raise ConfigurationError("--pipeline-param and --narrative belong to --system hybrid")
+    topics = read_topics(args.topics, args.topic_field)
+    progress = not args.quiet
+    if args.system == "hybrid":
+        name = HYBRID
+        config = EvalConfig(scorers=(), window=args.window, baselines=False, progress=progress,
+                            pipeline=pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
+                                                      *(args.pipeline_param or [])]),
+                            pipeline_strategies=False)
+    elif args.system == "engine-bm25":
+        name = BASELINE_INDEX
+        config = EvalConfig(scorers=(), window=args.window, baselines=True, progress=progress)
+    else:
+        name = args.scorer
+        config = EvalConfig(scorers=(args.scorer,), window=args.window, baselines=False, progress=progress,
+                            params={args.scorer: _scorer_params(args.scorer, args.param)},
+                            field_weights=_field_weights(args.field_weight or []))
+    tag = args.run_tag or f"esbridge-{name}"
+    output = Path(args.output)
+    resume_point(output, [t.id for t in topics], tag, args.depth)  # a file this run cannot continue fails now
+    engine = connect(args)
+    if not engine.index_exists(args.index):
+        raise IndexNotFoundError(f"index {args.index!r} does not exist at {engine.options.display_url}; create it "
+                                 "with `esbridge index`", index=args.index)
+    with SystemSet(engine, args.index, config, baseline=name if name == BASELINE_INDEX else None,
+                   baseline_description="the engine's own ranking") as systems:
+        run = systems.systems[name]
+
+        def rank(topic: Any) -> tuple[list[str], list[float]]:
+            systems.run_query(topic.id, topic.text(args.topic_field),
+                              narrative=(topic.narrative or None) if args.narrative else None)
+            return run.ranking.pop(topic.id), run.scores.pop(topic.id)
+
+        report = write_run(output, topics, rank, tag=tag, depth=args.depth, progress=progress)
+    print(report.summary())
     return 0
 
 
@@ -208,18 +314,35 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                  connect: Callable[[argparse.Namespace], Any]) -> None:
     """Register the evaluation commands on the ``esbridge`` parser."""
     p = sub.add_parser(
-        "eval", help="measure scorers and the engine's BM25 on a BEIR-layout collection",
-        description="Index a BEIR-layout collection if needed, run its judged queries through the engine's "
-                    "BM25 and esbridge's rerankers, and report nDCG@10, R@100, R@1000, MAP, P@5 and "
-                    "combined = 0.8·R@100 + 0.2·nDCG@10.",
+        "eval", help="measure scorers and the engine's BM25 on a BEIR-layout collection or on your own index",
+        description="Run judged queries through the engine's BM25, esbridge's rerankers and the hybrid pipeline "
+                    "(and measure run files made elsewhere beside them), and report nDCG@10, R@100, R@1000, MAP, "
+                    "P@5 and combined = 0.8·R@100 + 0.2·nDCG@10, with paired significance tests against the "
+                    "engine's BM25. Either --dataset: a BEIR-layout collection, indexed if needed; or --index "
+                    "with --topics and --qrels: an existing index (created by esbridge index) with your own "
+                    "topics and judgments.",
     )
-    p.add_argument("--dataset", required=True,
+    p.add_argument("--dataset",
                    help="a BEIR-layout folder, or a BEIR dataset name (downloaded into the cache)")
+    p.add_argument("--index", help="instead of --dataset: an existing index created by `esbridge index`")
+    p.add_argument("--topics", help="with --index: the topics, as BEIR queries.jsonl (_id, text), a TREC topics "
+                                    "file (<top> <num> <title> <desc> <narr>) or id<TAB>text lines")
+    p.add_argument("--qrels", help="with --index: the judgments, TREC qrels (qid 0 docid relevance) or a BEIR "
+                                   "qrels .tsv")
+    p.add_argument("--topic-field", choices=["title", "desc", "title+desc"], default="title",
+                   help="with --index: what of a TREC topic is the query text (default title)")
+    p.add_argument("--narrative", action="store_true",
+                   help="with --index: the hybrid pipeline's keyword strategy reads each topic's narrative "
+                        "instead of pseudo-relevance feedback")
+    p.add_argument("--run", action="append", metavar="RUN_FILE",
+                   help="a TREC run file (qid Q0 docid rank score tag) made elsewhere, measured beside esbridge's "
+                        "systems and tested against the baselines (repeat)")
     p.add_argument("--scorers", default=DEFAULT_SCORERS,
                    help=f"comma-separated esbridge scorers (default {DEFAULT_SCORERS}; '' for baselines only; "
                         "`esbridge scorers` lists them all)")
-    p.add_argument("--split", default="test",
-                   help="judgments: qrels/<split>.tsv; SPLIT:tune or SPLIT:heldout for a fixed half")
+    p.add_argument("--split",
+                   help="with --dataset: judgments qrels/<split>.tsv (default test); SPLIT:tune or SPLIT:heldout "
+                        "for a fixed half")
     p.add_argument("--half-seed", type=int, default=2024, help="seed of the fixed halves (default 2024)")
     p.add_argument("--window", type=int, default=1000, help="first-stage hits reranked (default 1000)")
     p.add_argument("--param", action="append", metavar="SCORER.NAME=VALUE",
@@ -232,9 +355,11 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="override a pipeline parameter, e.g. w_semantic=2, fusion=zscore, keyword_fb_docs=5 "
                         "(repeat; see esbridge.hybrid.PipelineParams)")
     p.add_argument("--json", help="also write the JSON summary here")
-    p.add_argument("--out", help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>)")
-    p.add_argument("--index-prefix", default="esbridge-eval", help="evaluation index names start with this")
-    p.add_argument("--reindex", action="store_true", help="rebuild the evaluation indices")
+    p.add_argument("--out", help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>, "
+                                 "or eval-results/<index>-<qrels name>)")
+    p.add_argument("--index-prefix", help="with --dataset: evaluation index names start with this "
+                                          "(default esbridge-eval)")
+    p.add_argument("--reindex", action="store_true", help="with --dataset: rebuild the evaluation indices")
     p.add_argument("--no-baselines", action="store_true", help="skip the engine's BM25 baselines")
     p.add_argument("--no-plots", action="store_true", help="do not draw PNG plots")
     p.add_argument("--runs", choices=["trec", "gz", "none"], default="trec",
@@ -243,6 +368,44 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_eval(a, connect))
+
+    p = sub.add_parser(
+        "run", help="rank every topic of a file into a TREC run file (resumable)",
+        description="Rank every topic of a topics file with one system over an existing index and write the "
+                    "top --depth of each to a TREC run file (qid Q0 docid rank score tag). Each topic's lines "
+                    "are written and flushed to disk at once; run the same command again after an "
+                    "interruption and the topics already in the file are kept, the rest ranked, and the file "
+                    "ends up as an uninterrupted run would have written it.",
+    )
+    p.add_argument("--index", required=True, help="an index created by `esbridge index`")
+    p.add_argument("--topics", required=True,
+                   help="BEIR queries.jsonl (_id, text), a TREC topics file (<top> <num> <title> <desc> <narr>) "
+                        "or id<TAB>text lines")
+    p.add_argument("--output", required=True, help="the TREC run file to write (or to continue)")
+    p.add_argument("--system", choices=RUN_SYSTEMS, default="rerank",
+                   help="rerank: --scorer over the engine's BM25 top --window (default); hybrid: the hybrid "
+                        "pipeline (--scorer and --window set its lexical strategy); engine-bm25: the engine's "
+                        "own BM25 ranking")
+    p.add_argument("--scorer", default="evolved",
+                   help="esbridge's scorer (default evolved; `esbridge scorers` lists them)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="a scorer parameter (repeat), e.g. --param k1=1.2")
+    p.add_argument("--field-weight", action="append", metavar="FIELD=WEIGHT",
+                   help="BM25F-style weight of a text field for the reranker (repeat)")
+    p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
+                   help="with --system hybrid: a pipeline parameter, e.g. w_semantic=2 (repeat)")
+    p.add_argument("--narrative", action="store_true",
+                   help="with --system hybrid: the keyword strategy reads each topic's narrative (TREC topics) "
+                        "instead of pseudo-relevance feedback")
+    p.add_argument("--topic-field", choices=["title", "desc", "title+desc"], default="title",
+                   help="what of a TREC topic is the query text (default title)")
+    p.add_argument("--window", type=int, default=1000, help="first-stage hits reranked (default 1000)")
+    p.add_argument("--depth", type=int, default=1000, help="hits per topic written (default 1000)")
+    p.add_argument("--run-tag", help="the run's tag, the last column (default esbridge-<scorer>, esbridge-hybrid "
+                                     "or esbridge-engine-bm25)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    connection_args(p)
+    p.set_defaults(func=lambda a: _cmd_run(a, connect))
 
     p = sub.add_parser(
         "tune", help="search a scorer's parameters on training judgments (features fetched once)",
@@ -278,7 +441,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m esbridge.cli_eval eval|tune ...``: the same commands without the rest of the CLI."""
+    """``python -m esbridge.cli_eval eval|run|tune ...``: the same commands without the rest of the CLI."""
     from esbridge.cli import _connect, _connection_args, run_parsed
 
     parser = argparse.ArgumentParser(prog="esbridge")

@@ -6,9 +6,12 @@
 - :mod:`~esbridge.evaluation.metrics`: trec_eval measures through ir-measures, and a fast judge;
 - :mod:`~esbridge.evaluation.runner`: the engine's BM25 baselines and the rerankers, query by query;
 - :mod:`~esbridge.evaluation.report`: run files, tables, JSON and plots;
+- :mod:`~esbridge.evaluation.significance`: paired tests, Holm–Bonferroni, confidence intervals;
+- :mod:`~esbridge.evaluation.trecfiles`: the user's topics, judgments and run files;
+- :mod:`~esbridge.evaluation.batch`: topics ranked into a TREC run file, resumably;
 - :mod:`~esbridge.evaluation.tune`: parameter search on features fetched once.
 
-The optional dependencies (ir-measures, matplotlib, optuna: ``pip install 'esbridge[eval]'``)
+The optional dependencies (ir-measures, matplotlib, optuna, scipy: ``pip install 'esbridge[eval]'``)
 are imported only when they are used.
 """
 

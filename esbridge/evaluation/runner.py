@@ -22,37 +22,44 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine
+from esbridge.engine.client import Engine, path_segment
 from esbridge.errors import ConfigurationError, EngineError
-from esbridge.evaluation.datasets import BeirDataset, Query, SplitSpec
+from esbridge.evaluation.datasets import BeirDataset, DatasetError, Part, Query, SplitSpec, file_sha256
 from esbridge.evaluation.indexing import ENGINE_DEFAULT_BM25, PYSERINI_BM25, ensure_index, index_name
 from esbridge.evaluation.metrics import MEASURES, mean_metrics, per_query_metrics
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams
-from esbridge.rerank import Reranker
+from esbridge.evaluation.trecfiles import RunFile, Topic
+from esbridge.rerank import FirstStage, Reranker, hit_version
 from esbridge.scoring import get_scorer
 
 __all__ = [
     "BASELINE_DEFAULT",
+    "BASELINE_INDEX",
     "BASELINE_PYSERINI",
     "HYBRID",
     "PIPELINE_SYSTEMS",
     "EvalConfig",
     "EvalResult",
     "SystemRun",
+    "SystemSet",
     "parse_param_overrides",
     "rank_by_score",
     "run_evaluation",
+    "run_index_evaluation",
 ]
 
 #: The engine's own BM25 ranking on the evaluation index (k1 = 0.9, b = 0.4).
 BASELINE_PYSERINI = "engine-bm25-pyserini"
 #: The engine's own BM25 ranking with its default similarity (k1 = 1.2, b = 0.75).
 BASELINE_DEFAULT = "engine-bm25-default"
+#: The engine's own BM25 ranking of an existing index, with the index's similarity.
+BASELINE_INDEX = "engine-bm25"
 #: The hybrid pipeline's fused ranking.
 HYBRID = "hybrid"
 #: The systems of the hybrid pipeline: its fused ranking and two of its strategies alone (the
@@ -78,6 +85,8 @@ class EvalConfig:
         pipeline: also run the hybrid pipeline (:class:`~esbridge.hybrid.HybridSearcher`)
             with these parameters: the systems ``semantic`` and ``keyword`` (each strategy
             alone) and ``hybrid`` (the fused ranking).  ``None``: not run.
+        pipeline_strategies: with the pipeline, also measure its semantic and keyword
+            strategies alone (else only the fused ranking).
     """
 
     scorers: tuple[str, ...]
@@ -90,6 +99,7 @@ class EvalConfig:
     progress: bool = True
     field_weights: Mapping[str, float] | None = None
     pipeline: PipelineParams | None = None
+    pipeline_strategies: bool = True
 
     def __post_init__(self) -> None:
         if self.window < 1:
@@ -97,7 +107,7 @@ class EvalConfig:
         if len(set(self.scorers)) != len(self.scorers):
             raise ConfigurationError(f"scorers are repeated: {list(self.scorers)}")
         for name in self.scorers:
-            if name in (BASELINE_PYSERINI, BASELINE_DEFAULT, *PIPELINE_SYSTEMS):
+            if name in (BASELINE_PYSERINI, BASELINE_DEFAULT, BASELINE_INDEX, *PIPELINE_SYSTEMS):
                 raise ConfigurationError(f"{name!r} is a baseline, always run; leave it out of the scorers")
             get_scorer(name)  # raises, listing the valid names
         unknown = sorted(set(self.params) - set(self.scorers))
@@ -114,9 +124,12 @@ class SystemRun:
         name: scorer name, or a baseline name.
         description: one line for the report.
         kind: ``"baseline"`` (the engine's own ranking), ``"rerank"`` (a scorer over the first
-            stage), ``"semantic"``, ``"keyword"`` (a pipeline strategy alone) or ``"pipeline"``.
+            stage), ``"semantic"``, ``"keyword"`` (a pipeline strategy alone), ``"pipeline"``
+            or ``"external"`` (a run file given by the user).
         ranking: ``{qid: [doc_id, ...]}`` best first.
         scores: ``{qid: [score, ...]}`` aligned with ``ranking``.
+        params: what produced the ranking (scorer and its parameters, pipeline parameters,
+            the run file's name and SHA-256), for the JSON summary.
     """
 
     name: str
@@ -124,11 +137,25 @@ class SystemRun:
     kind: str
     ranking: dict[str, list[str]] = field(default_factory=dict)
     scores: dict[str, list[float]] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class EvalResult:
-    """Runs, per-query measures and means of every system on one collection and split."""
+    """Runs, per-query measures and means of every system on one collection and split.
+
+    Attributes:
+        engine_info: the engine's distribution, version and Lucene version.
+        first_stage: how candidates were found (query, field, index, similarity).
+        fingerprint: what was measured: SHA-256 of the collection's or the user's files
+            (corpus, queries or topics, judgments) and one SHA-256 over them all.
+        notes: what the reader must know about coverage: topics without judgments, judged
+            queries without a topic, run files' queries that were not measured.
+        baselines: the systems the others are compared with (default: those of kind
+            ``baseline``, else ``bm25``).
+        source: ``dataset`` (a BEIR-layout collection; ``split`` is its split) or ``index``
+            (an existing index; ``split`` is the judgments file's name).
+    """
 
     dataset: str
     split: str
@@ -140,9 +167,38 @@ class EvalResult:
     per_query: dict[str, dict[str, dict[str, float]]]
     means: dict[str, dict[str, float]]
     seconds: float = 0.0
+    engine_info: dict[str, Any] = field(default_factory=dict)
+    first_stage: dict[str, Any] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    baselines: list[str] | None = None
+    source: str = "dataset"
+    _significance: dict[str, Any] | None = field(default=None, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        """``{"dataset", "split", "queries", "results": {system: {measure: value}}}``."""
+    def reference_systems(self) -> list[str]:
+        """The baselines the other systems are compared with."""
+        if self.baselines is not None:
+            return [b for b in self.baselines if b in self.systems]
+        found = [n for n, s in self.systems.items() if s.kind == "baseline"]
+        return found or (["bm25"] if "bm25" in self.systems else [])
+
+    def significance(self) -> dict[str, Any]:
+        """Every system against every baseline on every measure
+        (:func:`esbridge.evaluation.significance.compare_systems`), computed once."""
+        if self._significance is None:
+            from esbridge.evaluation.significance import compare_systems
+
+            self._significance = compare_systems(self.per_query, self.queries, list(self.systems),
+                                                 self.reference_systems(), (*MEASURES, "combined_score"))
+        return self._significance
+
+    def to_json(self, *, run_depth: int | None = None, command: str | None = None) -> dict[str, Any]:
+        """``{"dataset", "split", "queries", "results": {system: {measure: value}}}``, then what
+        produced them: ``esbridge_version``, ``engine``, ``index``, ``window``, ``run_depth``,
+        ``first_stage``, ``systems`` (kind, description and parameters of each), ``baselines``,
+        ``significance``, ``fingerprint``, ``notes`` and ``command``."""
+        from esbridge import __version__
+
         return {
             "dataset": self.dataset,
             "split": self.split,
@@ -151,6 +207,19 @@ class EvalResult:
                 name: {k: float(self.means[name][k]) for k in (*MEASURES, "combined_score")}
                 for name in self.systems
             },
+            "esbridge_version": __version__,
+            "engine": {"label": self.engine, **self.engine_info},
+            "index": self.index,
+            "window": self.window,
+            "run_depth": run_depth,
+            "first_stage": self.first_stage,
+            "systems": {name: {"kind": run.kind, "description": run.description, "params": run.params}
+                        for name, run in self.systems.items()},
+            "baselines": self.reference_systems(),
+            "significance": self.significance(),
+            "fingerprint": self.fingerprint,
+            "notes": list(self.notes),
+            "command": command,
         }
 
 
@@ -231,8 +300,252 @@ class _SharedAnalysis:
         return out
 
 
-def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig) -> EvalResult:
+def jsonable(value: Any) -> Any:
+    """Parameters as JSON values: dataclasses as objects, enums as their values, tuples as lists."""
+    import dataclasses
+    import math
+    from enum import Enum
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return jsonable(value.value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return jsonable(value.item())
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+class SystemSet:
+    """The systems of an evaluation over one index, ranking one query at a time.
+
+    For every query, once: the query is analysed by the index's analyzers (shared by the
+    rerankers whose channels it covers); the first stage (:meth:`Reranker.fetch_candidates`)
+    returns the top ``window`` hits, whose engine order is the baseline row; each scorer's
+    :class:`~esbridge.rerank.Reranker` rescores those hits (:meth:`Reranker.score_hits`, term
+    vectors shared through one cache); and the hybrid pipeline (:class:`HybridSearcher`) runs.
+    ``esbridge eval`` and ``esbridge run`` rank through this one path, so a run file written by
+    one is the other's.
+
+    Args:
+        engine, index: where to search.
+        config: scorers, window, parameters and pipeline (``config.baselines`` is not read:
+            ``baseline`` says whether the engine's own order is kept).
+        baseline: the name of the engine's first-stage ranking row (``None``: not kept).
+        baseline_description, baseline_params: that row's description and parameters.
+        default_index: a second index of the same corpus with the engine's default BM25,
+            searched with the same query for :data:`BASELINE_DEFAULT`.
+        cache: the term-vector cache shared by the rerankers.
+    """
+
+    def __init__(self, engine: Engine, index: str, config: EvalConfig, *, baseline: str | None = None,
+                 baseline_description: str = "", baseline_params: Mapping[str, Any] | None = None,
+                 default_index: str | None = None, cache: TermVectorCache | None = None) -> None:
+        self.engine = engine
+        self.index = index
+        self.config = config
+        self.baseline = baseline
+        self.default_index = default_index
+        cache = cache if cache is not None else TermVectorCache(max_entries=50_000)
+        self.rerankers = [Reranker(engine, index, scorer=name, params=config.params.get(name), window=config.window,
+                                   vector_cache=cache, field_weights=config.field_weights)
+                          for name in config.scorers]
+        self.first: Reranker | None = None
+        if self.rerankers or baseline is not None or default_index is not None:
+            # the first stage needs an analysed query even with no scorer: a BM25 reranker provides it
+            self.first = self.rerankers[0] if self.rerankers else Reranker(
+                engine, index, scorer="bm25", window=config.window, vector_cache=cache)
+            limit = self.first.max_result_window()
+            if config.window > limit:
+                raise ConfigurationError(f"window {config.window} is above index.max_result_window ({limit}) of "
+                                         f"{index!r}; lower --window")
+        self._prep = _SharedAnalysis(self.rerankers or ([self.first] if self.first is not None else []))
+
+        self.systems: dict[str, SystemRun] = {}
+        if baseline is not None:
+            self.systems[baseline] = SystemRun(baseline, baseline_description, "baseline",
+                                               params=dict(baseline_params or {}))
+        if default_index is not None:
+            k1, b = ENGINE_DEFAULT_BM25
+            self.systems[BASELINE_DEFAULT] = SystemRun(
+                BASELINE_DEFAULT, f"{engine.info.label} BM25 k1=1.2 b=0.75 (the engine's default)", "baseline",
+                params={"similarity": {"type": "BM25", "k1": k1, "b": b}, "index": default_index,
+                        "window": config.window})
+        for rr in self.rerankers:
+            self.systems[rr.scorer] = SystemRun(
+                rr.scorer, f"esbridge {rr.scorer} reranking the top {config.window} of the first stage", "rerank",
+                params={"scorer": rr.scorer, "scorer_params": jsonable(rr.params), "window": config.window,
+                        "field_weights": jsonable(config.field_weights)})
+
+        self.searcher: HybridSearcher | None = None
+        if config.pipeline is not None:
+            pp = config.pipeline
+            searcher = HybridSearcher(
+                engine, index, pp, progress=config.progress,
+                reranker=Reranker(engine, index, scorer=pp.scorer, window=pp.window, vector_cache=cache))
+            self.searcher = searcher
+            _ = searcher.vectors  # build or check the semantic index before the queries
+            encoder = searcher.vectors.encoder.name
+            params = {"pipeline": jsonable(pp), "encoder": encoder}
+            if config.pipeline_strategies:
+                self.systems["semantic"] = SystemRun(
+                    "semantic", f"esbridge semantic strategy: {encoder} cosine over every document, top "
+                                f"{pp.semantic_depth}", "semantic", params=params)
+                self.systems["keyword"] = SystemRun(
+                    "keyword", "esbridge keyword strategy: pseudo-relevance feedback from the "
+                               f"top {pp.keyword.fb_docs} of {pp.scorer}, engine BM25", "keyword", params=params)
+            weights = ", ".join(f"{k} {v:g}" for k, v in pp.weights.items())
+            self.systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights} "
+                                             f"(lexical = {pp.scorer} over the top {pp.window})", "pipeline",
+                                             params=params)
+
+    def first_stage(self) -> dict[str, Any]:
+        """How the candidates are found, for the JSON summary."""
+        if self.first is None:
+            return {"query": None, "index": self.index}
+        layout = self.first.layout
+        assert layout is not None
+        fs = self.first.first_stage
+        return {"query": fs.value if isinstance(fs, FirstStage) else jsonable(fs),
+                "field": layout.subfield(layout.combined, "base"), "index": self.index,
+                "window": self.config.window}
+
+    def run_query(self, qid: str, text: str, *, narrative: str | None = None) -> None:
+        """Rank query ``qid`` (``text``) with every system; the rankings go to :attr:`systems`.
+
+        ``narrative``: the topic's narrative, for the hybrid pipeline's keyword strategy.
+
+        Raises:
+            EngineError: a first-stage hit vanished before it could be rescored.
+        """
+        if self.first is not None:
+            prepared = self._prep.analyse(text)
+            fs_prepared = prepared[self.first.scorer]
+            hits = self.first.fetch_candidates(fs_prepared, text, window=self.config.window)["hits"]["hits"]
+            ids = [str(h["_id"]) for h in hits]
+            if self.baseline is not None:
+                ranked = rank_by_score(ids, [float(h["_score"]) for h in hits])
+                self.systems[self.baseline].ranking[qid], self.systems[self.baseline].scores[qid] = ranked
+            if self.default_index is not None:
+                dhits = _hits(self.engine, self.default_index, self.first.first_stage_query(fs_prepared, text),
+                              self.config.window, versions=False)
+                ranked = rank_by_score([str(h["_id"]) for h in dhits], [float(h["_score"]) for h in dhits])
+                self.systems[BASELINE_DEFAULT].ranking[qid], self.systems[BASELINE_DEFAULT].scores[qid] = ranked
+            versions = [hit_version(h) for h in hits]
+            for rr in self.rerankers:
+                if not ids:
+                    self.systems[rr.scorer].ranking[qid], self.systems[rr.scorer].scores[qid] = [], []
+                    continue
+                result, found = rr.score_hits(prepared[rr.scorer], ids, versions)
+                if not all(found):
+                    lost = [i for i, ok in zip(ids, found) if not ok]
+                    raise EngineError(f"{len(lost)} first-stage hit(s) of query {qid!r} are no longer in "
+                                      f"{self.index!r} (first: {lost[0]}); is something writing to the index?",
+                                      index=self.index)
+                ranked = rank_by_score(ids, result.scores)
+                self.systems[rr.scorer].ranking[qid], self.systems[rr.scorer].scores[qid] = ranked
+        if self.searcher is not None:
+            res = self.searcher.run(text, narrative=narrative,
+                                    strategies=STRATEGIES if self.config.pipeline_strategies else None)
+            if self.config.pipeline_strategies:
+                for name in ("semantic", "keyword"):
+                    lst = res.lists[name]
+                    self.systems[name].ranking[qid], self.systems[name].scores[qid] = rank_by_score(
+                        list(lst.ids), lst.scores)
+            self.systems[HYBRID].ranking[qid], self.systems[HYBRID].scores[qid] = rank_by_score(res.ids, res.scores)
+
+    def close(self) -> None:
+        """Stop the rerankers' and the pipeline's worker threads."""
+        if self.searcher is not None:
+            self.searcher.close()
+        for rr in self.rerankers:
+            rr.close()
+        if self.first is not None and self.first not in self.rerankers:
+            self.first.close()
+
+    def __enter__(self) -> SystemSet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _some(ids: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def add_runs(systems: dict[str, SystemRun], runs: Sequence[RunFile], qrels: Mapping[str, Any],
+             queries: Sequence[str]) -> list[str]:
+    """Add externally produced runs to ``systems`` as systems of kind ``external``; return notes on
+    the queries of each run that are not measured (not judged, or judged but not evaluated) and
+    the evaluated queries a run has no results for (they count 0, as in ``trec_eval -c``)."""
+    notes = []
+    evaluated = set(queries)
+    for run in runs:
+        name = run.name
+        if name in systems:
+            stem = run.path.name
+            name = f"{name} ({stem})" if f"{name} ({stem})" not in systems else f"{name} ({run.path})"
+        unjudged = [q for q in run.ranking if q not in qrels]
+        outside = [q for q in run.ranking if q in qrels and q not in evaluated]
+        absent = [q for q in queries if q not in run.ranking]
+        where = f"run {name!r} ({run.path})"
+        if unjudged:
+            notes.append(f"{where}: {len(unjudged)} of its {len(run.ranking)} query ids "
+                         f"{'is' if len(unjudged) == 1 else 'are'} not in the judgments, not measured: "
+                         f"{_some(unjudged)}")
+        if outside:
+            notes.append(f"{where}: {_count(len(outside), 'query id', 'query ids')} judged but not among the "
+                         f"evaluated queries, not measured: {_some(outside)}")
+        if absent:
+            notes.append(f"{where}: no results for {len(absent)} of the {len(queries)} evaluated queries, which "
+                         f"count 0 on every measure: {_some(absent)}")
+        systems[name] = SystemRun(
+            name, f"run file `{run.path.name}` (tag {', '.join(run.tags)}), ordered as trec_eval orders it",
+            "external",
+            ranking={q: run.ranking[q] for q in queries if q in run.ranking},
+            scores={q: run.scores[q] for q in queries if q in run.scores},
+            params={"file": run.path.name, "sha256": run.sha256, "tags": list(run.tags),
+                    "order": "score descending, then document id descending (trec_eval)"})
+    return notes
+
+
+def _combined_sha(files: Mapping[str, str]) -> str:
+    import hashlib
+
+    text = "".join(f"{name}\t{sha}\n" for name, sha in sorted(files.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _engine_info(engine: Engine) -> dict[str, Any]:
+    return {"distribution": engine.distribution, "version": engine.info.number,
+            "lucene_version": engine.info.lucene_version}
+
+
+def _measure(systems: Mapping[str, SystemRun], qrels: Mapping[str, Mapping[str, int]],
+             qids: Sequence[str]) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, float]]]:
+    per_query = {name: per_query_metrics(qrels, run.ranking) for name, run in systems.items()}
+    means = {name: mean_metrics(pq, qids) for name, pq in per_query.items()}
+    return per_query, means
+
+
+def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig, *,
+                   runs: Sequence[RunFile] = ()) -> EvalResult:
     """Index ``dataset`` if needed, run every judged query of ``config.split``, measure.
+
+    ``runs``: run files produced elsewhere, measured beside esbridge's systems.
 
     Raises:
         ConfigurationError: no scorer and no baseline, or a window above the index's
@@ -255,86 +568,149 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig) -> 
                                      bm25=ENGINE_DEFAULT_BM25, reindex=config.reindex,
                                      progress=config.progress, corpus_sha256=corpus_sha)
     cache = TermVectorCache(max_entries=max(50_000, 2 * dataset.corpus_size()))
-    rerankers = [Reranker(engine, index, scorer=name, params=config.params.get(name), window=config.window,
-                          vector_cache=cache, field_weights=config.field_weights) for name in config.scorers]
-    # the first stage needs an analysed query even with no scorer: a BM25 reranker provides it
-    first = rerankers[0] if rerankers else Reranker(engine, index, scorer="bm25", window=config.window,
-                                                    vector_cache=cache)
-    limit = first.max_result_window()
-    if config.window > limit:
-        raise ConfigurationError(f"window {config.window} is above index.max_result_window ({limit}) of "
-                                 f"{index!r}; lower --window")
-    prep = _SharedAnalysis(rerankers or [first])
-
-    systems: dict[str, SystemRun] = {}
-    if config.baselines:
-        systems[BASELINE_PYSERINI] = SystemRun(
-            BASELINE_PYSERINI, f"{engine.info.label} BM25 k1=0.9 b=0.4 (Pyserini's), the first stage", "baseline")
-        systems[BASELINE_DEFAULT] = SystemRun(
-            BASELINE_DEFAULT, f"{engine.info.label} BM25 k1=1.2 b=0.75 (the engine's default)", "baseline")
-    for rr in rerankers:
-        systems[rr.scorer] = SystemRun(
-            rr.scorer, f"esbridge {rr.scorer} reranking the top {config.window} of the first stage", "rerank")
-
-    searcher = None
-    if config.pipeline is not None:
-        pp = config.pipeline
-        searcher = HybridSearcher(
-            engine, index, pp, progress=config.progress,
-            reranker=Reranker(engine, index, scorer=pp.scorer, window=pp.window, vector_cache=cache))
-        _ = searcher.vectors  # build or check the semantic index before the queries
-        weights = ", ".join(f"{k} {v:g}" for k, v in pp.weights.items())
-        systems["semantic"] = SystemRun("semantic", f"esbridge semantic strategy: {searcher.vectors.encoder.name} "
-                                        f"cosine over every document, top {pp.semantic_depth}", "semantic")
-        systems["keyword"] = SystemRun("keyword", "esbridge keyword strategy: pseudo-relevance feedback from the "
-                                       f"top {pp.keyword.fb_docs} of {pp.scorer}, engine BM25", "keyword")
-        systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights} "
-                                    f"(lexical = {pp.scorer} over the top {pp.window})", "pipeline")
+    k1, b = PYSERINI_BM25
+    system_set = SystemSet(
+        engine, index, config, cache=cache, default_index=default_index,
+        baseline=BASELINE_PYSERINI if config.baselines else None,
+        baseline_description=f"{engine.info.label} BM25 k1=0.9 b=0.4 (Pyserini's), the first stage",
+        baseline_params={"similarity": {"type": "BM25", "k1": k1, "b": b}, "index": index, "window": config.window})
 
     from tqdm import tqdm
 
-    for q in tqdm(queries, desc=f"eval {dataset.name}/{config.split}", unit="query",
-                  disable=not config.progress, file=sys.stderr):
-        prepared = prep.analyse(q.text)
-        fs_query = first.first_stage_query(prepared[first.scorer], q.text)
-        hits = _hits(engine, index, fs_query, config.window, versions=True)
-        ids = [str(h["_id"]) for h in hits]
-        if config.baselines:
-            ranked = rank_by_score(ids, [float(h["_score"]) for h in hits])
-            systems[BASELINE_PYSERINI].ranking[q.id], systems[BASELINE_PYSERINI].scores[q.id] = ranked
-        if default_index is not None:
-            dhits = _hits(engine, default_index, fs_query, config.window, versions=False)
-            ranked = rank_by_score([str(h["_id"]) for h in dhits], [float(h["_score"]) for h in dhits])
-            systems[BASELINE_DEFAULT].ranking[q.id], systems[BASELINE_DEFAULT].scores[q.id] = ranked
-        versions = [(int(h["_seq_no"]), int(h["_primary_term"])) if "_seq_no" in h else None for h in hits]
-        for rr in rerankers:
-            if not ids:
-                systems[rr.scorer].ranking[q.id], systems[rr.scorer].scores[q.id] = [], []
-                continue
-            result, found = rr.score_hits(prepared[rr.scorer], ids, versions)
-            if not all(found):
-                lost = [i for i, ok in zip(ids, found) if not ok]
-                raise EngineError(f"{len(lost)} first-stage hit(s) of query {q.id!r} are no longer in "
-                                  f"{index!r} (first: {lost[0]}); is something writing to the index?",
-                                  index=index)
-            ranked = rank_by_score(ids, result.scores)
-            systems[rr.scorer].ranking[q.id], systems[rr.scorer].scores[q.id] = ranked
-        if searcher is not None:
-            res = searcher.run(q.text, strategies=STRATEGIES)
-            for name in ("semantic", "keyword"):
-                lst = res.lists[name]
-                systems[name].ranking[q.id], systems[name].scores[q.id] = rank_by_score(list(lst.ids), lst.scores)
-            systems[HYBRID].ranking[q.id], systems[HYBRID].scores[q.id] = rank_by_score(res.ids, res.scores)
-
-    if searcher is not None:
-        searcher.close()
-    for rr in rerankers:
-        rr.close()
+    with system_set:
+        for q in tqdm(queries, desc=f"eval {dataset.name}/{config.split}", unit="query",
+                      disable=not config.progress, file=sys.stderr):
+            system_set.run_query(q.id, q.text)
+    systems = system_set.systems
     qids = [q.id for q in queries]
-    per_query = {name: per_query_metrics(qrels, run.ranking) for name, run in systems.items()}
-    means = {name: mean_metrics(pq, qids) for name, pq in per_query.items()}
+    notes = add_runs(systems, runs, qrels, qids)
+    per_query, means = _measure(systems, qrels, qids)
+    files = {"corpus.jsonl": corpus_sha, "queries.jsonl": file_sha256(dataset.path / "queries.jsonl"),
+             f"qrels/{config.split.name}.tsv": file_sha256(dataset.path / "qrels" / f"{config.split.name}.tsv")}
+    fingerprint: dict[str, Any] = {"sha256": _combined_sha(files), "files": files,
+                                   "documents": dataset.corpus_size(), "split": str(config.split)}
+    if config.split.part is not Part.ALL:
+        fingerprint["half_seed"] = config.split.seed
+    first_stage = {**system_set.first_stage(), "similarity": {"type": "BM25", "k1": k1, "b": b}}
     return EvalResult(
         dataset=dataset.name, split=str(config.split), queries=qids, window=config.window,
         engine=engine.info.label, index=index, systems=systems, per_query=per_query, means=means,
-        seconds=time.perf_counter() - started,
+        seconds=time.perf_counter() - started, engine_info=_engine_info(engine), first_stage=first_stage,
+        fingerprint=fingerprint, notes=notes,
+    )
+
+
+def index_similarity(engine: Engine, index: str) -> dict[str, Any]:
+    """The default similarity of ``index``'s text fields: ``{"type": "BM25", "k1", "b"}`` (the
+    engines' 1.2 and 0.75 unless the index sets others)."""
+    from esbridge.engine.client import path_segment
+
+    out: dict[str, Any] = {"type": "BM25", "k1": 1.2, "b": 0.75}
+    try:
+        resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.similarity.default.*",
+                              context=f"reading the similarity of {index!r}")
+    except EngineError:
+        return out
+    for spec in (resp or {}).values():
+        default = ((spec.get("settings") or {}).get("index") or {}).get("similarity", {}).get("default", {})
+        kind = str(default.get("type", "BM25"))
+        out["type"] = kind
+        try:
+            out["k1"], out["b"] = float(default.get("k1", out["k1"])), float(default.get("b", out["b"]))
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def run_index_evaluation(engine: Engine, index: str, topics: Sequence[Topic],
+                         qrels: Mapping[str, Mapping[str, int]], config: EvalConfig, *,
+                         topic_field: str = "title", narrative: bool = False, runs: Sequence[RunFile] = (),
+                         topics_file: Path | None = None, qrels_file: Path | None = None) -> EvalResult:
+    """Measure an existing index (created by esbridge) with the user's topics and judgments.
+
+    The judged topics are run through the engine's BM25 (the index's own similarity, row
+    :data:`BASELINE_INDEX`), each scorer's rerank of its top ``config.window`` and the hybrid
+    pipeline, as :func:`run_evaluation` does; ``runs`` are measured beside them.  Topics
+    without judgments, judged queries without a topic and run queries that are not measured
+    are listed in the result's ``notes``.
+
+    Args:
+        topic_field: the topics' field used as query text (``title``, ``desc``, ``title+desc``).
+        narrative: give the hybrid pipeline's keyword strategy each topic's narrative.
+        topics_file, qrels_file: the files, for the fingerprint and the notes.
+
+    Raises:
+        IndexNotFoundError: ``index`` does not exist.
+        DatasetError: no topic is judged.
+    """
+    from esbridge.errors import IndexNotFoundError
+
+    if not config.scorers and not config.baselines and config.pipeline is None:
+        raise ConfigurationError("nothing to evaluate: give at least one scorer or keep the baselines")
+    if not engine.index_exists(index):
+        raise IndexNotFoundError(f"index {index!r} does not exist at {engine.options.display_url}; create it with "
+                                 "`esbridge index`", index=index)
+    started = time.perf_counter()
+    qname = str(qrels_file) if qrels_file else "the judgments"
+    tname = str(topics_file) if topics_file else "the topics"
+    judged = [t for t in topics if t.id in qrels]
+    if not judged:
+        raise DatasetError(f"none of the {len(topics)} topics of {tname} is judged in {qname} (topic ids: "
+                           f"{_some([t.id for t in topics], 5)}; judged ids: {_some(list(qrels), 5)})")
+    notes = []
+    unjudged = [t.id for t in topics if t.id not in qrels]
+    if unjudged:
+        notes.append(f"{len(unjudged)} of the {len(topics)} topics of {tname} "
+                     f"{'has' if len(unjudged) == 1 else 'have'} no judgments in {qname}, not measured: "
+                     f"{_some(unjudged)}")
+    topic_ids = {t.id for t in topics}
+    orphans = [q for q in qrels if q not in topic_ids]
+    if orphans:
+        notes.append(f"{_count(len(orphans), 'judged query', 'judged queries')} of {qname} "
+                     f"{'is' if len(orphans) == 1 else 'are'} not among the topics of {tname}, not measured: "
+                     f"{_some(orphans)}")
+    similarity = index_similarity(engine, index)
+    sim_text = (f"BM25 k1={similarity['k1']:g} b={similarity['b']:g}" if similarity["type"].upper() == "BM25"
+                else f"similarity {similarity['type']}")
+    system_set = SystemSet(
+        engine, index, config, cache=TermVectorCache(max_entries=max(50_000, 2 * engine.count(index))),
+        baseline=BASELINE_INDEX if config.baselines else None,
+        baseline_description=f"{engine.info.label} {sim_text} (the index's similarity), the first stage",
+        baseline_params={"similarity": similarity, "index": index, "window": config.window})
+
+    from tqdm import tqdm
+
+    with system_set:
+        for t in tqdm(judged, desc=f"eval {index}", unit="topic", disable=not config.progress, file=sys.stderr):
+            system_set.run_query(t.id, t.text(topic_field), narrative=(t.narrative or None) if narrative else None)
+    systems = system_set.systems
+    qids = [t.id for t in judged]
+    measured = {q: dict(qrels[q]) for q in qids}
+    notes += add_runs(systems, runs, qrels, qids)
+    per_query, means = _measure(systems, measured, qids)
+    files = {}
+    if topics_file is not None:
+        files[f"topics:{topics_file.name}"] = file_sha256(topics_file)
+    if qrels_file is not None:
+        files[f"qrels:{qrels_file.name}"] = file_sha256(qrels_file)
+    uuid = ""
+    try:
+        resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid",
+                              context=f"reading the UUID of {index!r}")
+        uuid = ",".join(sorted(str(v["settings"]["index"]["uuid"]) for v in resp.values()))
+    except (EngineError, KeyError, TypeError):
+        pass
+    documents = engine.count(index)
+    fingerprint = {"sha256": _combined_sha({**files, "index_uuid": uuid, "documents": str(documents)}),
+                   "files": files, "index": index, "index_uuid": uuid, "documents": documents,
+                   "topic_field": topic_field, "narrative": narrative}
+    first_stage = {**system_set.first_stage(), "similarity": similarity}
+    for name in systems:
+        if systems[name].kind in ("rerank", "baseline", "pipeline", "semantic", "keyword"):
+            systems[name].params.setdefault("topic_field", topic_field)
+    return EvalResult(
+        dataset=index, split=qrels_file.name if qrels_file else "qrels", queries=qids, window=config.window,
+        engine=engine.info.label, index=index, systems=systems, per_query=per_query, means=means,
+        seconds=time.perf_counter() - started, engine_info=_engine_info(engine), first_stage=first_stage,
+        fingerprint=fingerprint, notes=notes, source="index",
     )

@@ -40,12 +40,18 @@ def _result() -> EvalResult:
                       per_query=per_query, means={n: mean_metrics(p) for n, p in per_query.items()})
 
 
-def test_json_has_exactly_the_agreed_shape(tmp_path: Path) -> None:
+#: The keys of results.json that readers of the committed results rely on, and the keys added after them.
+AGREED_KEYS = {"dataset", "split", "queries", "results"}
+PROVENANCE_KEYS = {"esbridge_version", "engine", "index", "window", "run_depth", "first_stage", "systems",
+                   "baselines", "significance", "fingerprint", "notes", "command"}
+
+
+def test_json_keeps_the_agreed_shape(tmp_path: Path) -> None:
     result = _result()
     written = write_report(result, tmp_path / "out", command="esbridge eval --dataset scifact",
                            json_path=tmp_path / "copy.json", machine={"cpu": "test"})
     data = json.loads((tmp_path / "copy.json").read_text())
-    assert set(data) == {"dataset", "split", "queries", "results"}
+    assert set(data) == AGREED_KEYS | PROVENANCE_KEYS
     assert (data["dataset"], data["split"], data["queries"]) == ("scifact", "test", 2)
     assert list(data["results"]) == [BASELINE_PYSERINI, "evolved"]
     for values in data["results"].values():
@@ -112,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def test_cli_defaults() -> None:
     args: Any = _parser().parse_args(["eval", "--dataset", "scifact"])
-    assert (args.scorers, args.split, args.window) == ("bm25,bmx,evolved", "test", 1000)
+    assert (args.scorers, args.split, args.window) == ("bm25,bmx,evolved", None, 1000)  # None: test, for --dataset
     args = _parser().parse_args(["tune", "--dataset", "a", "--dataset", "b", "--scorer", "evolved",
                                  "--split", "train", "--split", "test:tune"])
     assert args.dataset == ["a", "b"] and args.split == ["train", "test:tune"] and args.trials == 200
@@ -160,3 +166,155 @@ def test_field_weight_option() -> None:
     for bad in ("title", "title=x", "=2"):
         with pytest.raises(ConfigurationError, match="FIELD=WEIGHT"):
             _field_weights([bad])
+
+
+def _clear_result(n: int = 8) -> EvalResult:
+    """``evolved`` finds the relevant document first on every query, the engine third: significant."""
+    qids = [f"q{i}" for i in range(n)]
+    qrels = {q: {f"{q}-rel": 1} for q in qids}
+    engine_run = {q: [f"{q}-x", f"{q}-y", f"{q}-rel"] for q in qids}
+    evolved_run = {q: [f"{q}-rel", f"{q}-x", f"{q}-y"] for q in qids}
+    same_run = dict(engine_run)
+    scores = {q: [3.0, 2.0, 1.0] for q in qids}
+    systems = {
+        BASELINE_PYSERINI: SystemRun(BASELINE_PYSERINI, "the engine", "baseline", engine_run, scores,
+                                     params={"similarity": {"type": "BM25", "k1": 0.9, "b": 0.4}}),
+        "evolved": SystemRun("evolved", "reranked", "rerank", evolved_run, scores,
+                             params={"scorer": "evolved", "scorer_params": {"w_bi": 0.2}}),
+        "theirs": SystemRun("theirs", "run file `theirs.trec`", "external", same_run, scores,
+                            params={"file": "theirs.trec", "sha256": "0" * 64}),
+    }
+    per_query = {name: per_query_metrics(qrels, s.ranking) for name, s in systems.items()}
+    return EvalResult(dataset="mine", split="qrels.txt", queries=qids, window=100, engine="OpenSearch 3.8.0",
+                      index="mine", systems=systems, per_query=per_query,
+                      means={name: mean_metrics(p) for name, p in per_query.items()},
+                      engine_info={"distribution": "opensearch", "version": "3.8.0", "lucene_version": "10.5.0"},
+                      first_stage={"query": "bm25", "index": "mine", "similarity": {"type": "BM25", "k1": 1.2, "b": 0.75}},
+                      fingerprint={"sha256": "f" * 64, "files": {"qrels:qrels.txt": "e" * 64}},
+                      notes=["2 topics have no judgments"], source="index")
+
+
+def test_json_records_what_produced_the_figures(tmp_path: Path) -> None:
+    from esbridge import __version__
+
+    write_report(_clear_result(), tmp_path, command="esbridge eval --index mine", run_depth=50, plots=False,
+                 machine={"cpu": "test"})
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["esbridge_version"] == __version__
+    assert data["engine"] == {"label": "OpenSearch 3.8.0", "distribution": "opensearch", "version": "3.8.0",
+                              "lucene_version": "10.5.0"}
+    assert (data["window"], data["run_depth"], data["index"]) == (100, 50, "mine")
+    assert data["first_stage"]["similarity"] == {"type": "BM25", "k1": 1.2, "b": 0.75}
+    assert data["systems"]["evolved"] == {"kind": "rerank", "description": "reranked",
+                                          "params": {"scorer": "evolved", "scorer_params": {"w_bi": 0.2}}}
+    assert data["systems"]["theirs"]["kind"] == "external"
+    assert data["fingerprint"]["sha256"] == "f" * 64 and data["notes"] == ["2 topics have no judgments"]
+    assert data["command"] == "esbridge eval --index mine" and data["baselines"] == [BASELINE_PYSERINI]
+    sig = data["significance"]
+    assert "randomisation" in sig["test"] and "Holm" in sig["correction"] and sig["trials"] == 256
+    cell = sig["comparisons"][BASELINE_PYSERINI]["evolved"]["ndcg@10"]
+    assert cell["significant"] and cell["p_randomization"] == pytest.approx(2 / 256)
+    assert set(sig["comparisons"][BASELINE_PYSERINI]["evolved"]) == MEASURE_KEYS
+    assert not sig["comparisons"][BASELINE_PYSERINI]["theirs"]["ndcg@10"]["significant"]
+
+
+def test_json_keeps_every_key_of_the_committed_results() -> None:
+    """Readers of benchmarks/results/*/results.json find every key they knew, with the same type."""
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    committed = sorted(root.glob("*/results.json"))
+    assert committed
+    new = _clear_result().to_json()
+    for path in committed:
+        old = json.loads(path.read_text())
+        for key, value in old.items():
+            assert key in new and type(new[key]) is type(value), (path, key)
+        for measures in old["results"].values():
+            assert set(measures) == set(next(iter(new["results"].values())))
+
+
+def test_markdown_marks_significant_differences_and_states_the_test(tmp_path: Path) -> None:
+    from esbridge.evaluation.report import markdown_table
+
+    result = _clear_result()
+    table = markdown_table(result)
+    assert f"| {BASELINE_PYSERINI} (a) |" in table
+    assert "| evolved | 1.0000 ▲a |" in table
+    assert "| theirs | 0.5000 |" in table  # the same ranking as the engine's: no mark
+    write_report(result, tmp_path, plots=False, machine={"cpu": "test"})
+    md = (tmp_path / "results.md").read_text()
+    assert md.startswith("# mine: judgments `qrels.txt`, 8 judged queries")
+    assert "BM25 (k1=1.2, b=0.75)" in md
+    assert "▲x / ▼x: significantly better / worse than baseline x (a = `engine-bm25-pyserini`)" in md
+    assert "## Significance" in md and "Holm–Bonferroni" in md and "exact" in md
+    assert "| evolved | +0.5000 [+0.5000, +0.5000] | 0.0156 * |" in md  # 2/256, times 2 systems
+    assert "## Coverage" in md and "- 2 topics have no judgments" in md
+    assert not (tmp_path / "runs" / "theirs.trec").exists()  # the user's file is not copied
+    assert (tmp_path / "runs" / "evolved.trec").exists()
+
+
+def test_external_runs_are_added_with_notes(tmp_path: Path) -> None:
+    from esbridge.evaluation.runner import add_runs
+    from esbridge.evaluation.trecfiles import read_run
+
+    path = tmp_path / "sys.trec"
+    path.write_text("1 Q0 a 1 2.0 sys\n2 Q0 b 1 2.0 sys\n9 Q0 c 1 1.0 sys\n5 Q0 a 1 1.0 sys\n")
+    systems = {"bm25": SystemRun("bm25", "x", "rerank")}
+    notes = add_runs(systems, [read_run(path)], {"1": {"a": 1}, "2": {"b": 1}, "3": {"c": 1}, "5": {"a": 1}},
+                     ["1", "2", "3"])
+    run = systems["sys"]
+    assert run.kind == "external" and run.ranking == {"1": ["a"], "2": ["b"]}
+    assert run.params["file"] == "sys.trec"
+    assert any("1 of its 4 query ids is not in the judgments, not measured: 9" in n for n in notes)
+    assert any("1 query id judged but not among the evaluated queries, not measured: 5" in n for n in notes)
+    assert any("no results for 1 of the 3 evaluated queries, which count 0" in n and ": 3" in n for n in notes)
+    add_runs(systems, [read_run(path)], {"1": {"a": 1}}, ["1"])
+    assert "sys (sys.trec)" in systems  # a second run of the same name is kept apart
+
+
+def _eval_parser(connect: Any) -> argparse.ArgumentParser:
+    from esbridge import cli_eval
+
+    parser = argparse.ArgumentParser(prog="esbridge")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cli_eval.add_commands(sub, lambda p: None, connect)
+    return parser
+
+
+def test_eval_and_run_reject_bad_arguments_and_files_before_any_engine_work(tmp_path: Path) -> None:
+    from esbridge.evaluation.trecfiles import InputFileError
+
+    def boom(args: argparse.Namespace) -> None:
+        raise AssertionError("no engine should be needed to reject these arguments")
+
+    topics = tmp_path / "topics.jsonl"
+    topics.write_text('{"_id": "1", "text": "a"}\n')
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("1 0 d 1\n")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 0 d\n")
+    parser = _eval_parser(boom)
+    for argv, error, message in (
+        (["eval"], ConfigurationError, "either --dataset"),
+        (["eval", "--dataset", "x", "--index", "y"], ConfigurationError, "either --dataset"),
+        (["eval", "--index", "y", "--topics", str(topics)], ConfigurationError, "--index needs --qrels"),
+        (["eval", "--index", "y", "--topics", str(topics), "--qrels", str(qrels), "--split", "dev"],
+         ConfigurationError, "--split belong to --dataset"),
+        (["eval", "--dataset", "x", "--qrels", str(qrels)], ConfigurationError, "--qrels belong to --index"),
+        (["eval", "--index", "y", "--topics", str(topics), "--qrels", str(bad)], InputFileError,
+         r"bad\.txt, line 1: expected TREC judgments"),
+        (["eval", "--index", "y", "--topics", str(topics), "--qrels", str(qrels), "--run", str(bad)],
+         InputFileError, r"bad\.txt, line 1: expected 'query-id Q0 doc-id rank score tag'"),
+        (["eval", "--index", "y", "--topics", str(bad), "--qrels", str(qrels)], InputFileError,
+         r"bad\.txt, line 1: not a topics file"),
+        (["run", "--index", "y", "--topics", str(bad), "--output", str(tmp_path / "r")], InputFileError,
+         r"bad\.txt, line 1: not a topics file"),
+        (["run", "--index", "y", "--topics", str(topics), "--output", str(tmp_path / "r"), "--depth", "0"],
+         ConfigurationError, "--depth must be >= 1"),
+        (["run", "--index", "y", "--topics", str(topics), "--output", str(tmp_path / "r"), "--system", "hybrid",
+          "--param", "k1=1"], ConfigurationError, "--param and --field-weight set the reranker"),
+        (["run", "--index", "y", "--topics", str(topics), "--output", str(qrels)], InputFileError,
+         r"qrels\.txt, line 1: not a run written by esbridge run"),
+    ):
+        args = parser.parse_args(argv)
+        with pytest.raises(error, match=message):
+            args.func(args)

@@ -1,0 +1,150 @@
+"""``esbridge run`` and ``esbridge eval --index --topics --qrels --run`` end to end on a small index.
+
+The index holds 80 abstracts of the shipped SciFact sample (the documents judged for its first
+twelve claims, and others); the topics are those twelve claims as a TREC topics file plus one
+topic nobody judged, the judgments TREC qrels with one more judged query that is not a topic.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from esbridge.engine.client import Engine
+from esbridge.ingest import ingest
+from tests.cli import run
+
+pytestmark = pytest.mark.engine
+
+SAMPLE = Path(__file__).resolve().parents[2] / "esbridge" / "resources" / "demo" / "scifact-sample"
+TOPICS = 12
+OLD_KEYS = {"dataset", "split", "queries", "results"}
+MEASURES = {"ndcg@10", "recall@100", "recall@1000", "map", "p@5", "combined_score"}
+
+
+def _collection(tmp_path: Path) -> tuple[list[dict[str, str]], Path, Path]:
+    queries = [json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text().splitlines() if line.strip()]
+    judged: dict[str, dict[str, int]] = {}
+    for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        q, d, g = line.split("\t")
+        judged.setdefault(q, {})[d] = int(g)
+    chosen = [q for q in queries if q["_id"] in judged][:TOPICS]
+    extra = next(q for q in queries if q["_id"] in judged and q not in chosen)
+    wanted = {d for q in (*chosen, extra) for d in judged[q["_id"]]}
+    with gzip.open(SAMPLE / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        corpus = [json.loads(line) for line in f if line.strip()]
+    docs = [d for d in corpus if d["_id"] in wanted]
+    docs += [d for d in corpus if d["_id"] not in wanted][:80 - len(docs)]
+    topics = tmp_path / "topics.txt"
+    with open(topics, "w") as f:
+        for q in chosen:
+            f.write(f"<top>\n\n<num> Number: {int(q['_id']):03d}\n\n<title> {q['text']}\n\n<desc> Description:\n"
+                    f"Is it true that {q['text']}\n\n<narr> Narrative:\nRelevant abstracts support or refute the "
+                    "claim.\n\n</top>\n\n")
+        f.write("<top>\n<num> Number: 999999\n<title> vitamin D and bone density\n</top>\n")
+    qrels = tmp_path / "qrels.txt"
+    with open(qrels, "w") as f:
+        for q in (*chosen, extra):
+            for d, g in judged[q["_id"]].items():
+                f.write(f"{q['_id']} 0 {d} {g}\n")
+    return [{"_id": str(d["_id"]), "title": d.get("title", ""), "text": d.get("text", "")} for d in docs], topics, qrels
+
+
+def _lines_of(path: Path, topics: set[str]) -> bytes:
+    return b"".join(line for line in path.read_bytes().splitlines(keepends=True) if line.split()[0].decode() in topics)
+
+
+def test_run_then_eval_the_index_with_the_users_files(engine: Engine, index_name: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    docs, topics, qrels = _collection(tmp_path)
+    ingest(engine, index_name, docs, progress=False, strict=True)
+    conn = ["--url", engine.options.url, "--quiet"]
+
+    # esbridge run: every topic, in file order, resumable
+    run_file = tmp_path / "evolved.trec"
+    argv = ["run", "--index", index_name, "--topics", str(topics), "--output", str(run_file), "--scorer", "evolved",
+            "--window", "50", "--depth", "20", *conn]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert f"{TOPICS + 1} topics in {run_file}, {TOPICS + 1} ranked now" in out
+    full = run_file.read_bytes()
+    lines = full.decode().splitlines()
+    assert lines[0].split()[:2] == ["1", "Q0"] and lines[0].endswith(" esbridge-evolved")  # "001" is topic 1
+    assert {line.split()[0] for line in lines} >= {"999999"}
+    cut = full[: int(len(full) * 0.6)]
+    assert not cut.endswith(b"\n")
+    run_file.write_bytes(cut)
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "already there" in out and run_file.read_bytes() == full
+
+    engine_file = tmp_path / "engine.trec"
+    code, _, err = run(capsys, "run", "--index", index_name, "--topics", str(topics), "--output", str(engine_file),
+                       "--system", "engine-bm25", "--window", "50", "--depth", "20", *conn)
+    assert code == 0, err
+    hybrid_file = tmp_path / "hybrid.trec"
+    code, _, err = run(capsys, "run", "--index", index_name, "--topics", str(topics), "--output", str(hybrid_file),
+                       "--system", "hybrid", "--window", "50", "--depth", "20", *conn)
+    assert code == 0, err
+
+    # esbridge eval on the index, with the two run files beside esbridge's systems
+    out_dir = tmp_path / "eval"
+    code, out, err = run(capsys, "eval", "--index", index_name, "--topics", str(topics), "--qrels", str(qrels),
+                         "--run", str(run_file), "--run", str(engine_file), "--scorers", "bm25,evolved",
+                         "--pipeline-param", "window=50", "--window", "50", "--run-depth", "20",
+                         "--out", str(out_dir), *conn)
+    assert code == 0, err
+    data = json.loads((out_dir / "results.json").read_text())
+    assert OLD_KEYS <= set(data)
+    assert (data["dataset"], data["split"], data["queries"]) == (index_name, "qrels.txt", TOPICS)
+    assert list(data["results"]) == ["engine-bm25", "bm25", "evolved", "semantic", "keyword", "hybrid",
+                                     "esbridge-evolved", "esbridge-engine-bm25"]
+    for values in data["results"].values():
+        assert set(values) == MEASURES
+    # the same search path: eval's runs are the run command's, topic for topic
+    judged = {line.split()[0] for line in qrels.read_text().splitlines()}
+    assert (out_dir / "runs" / "evolved.trec").read_bytes() == _lines_of(run_file, judged)
+    assert (out_dir / "runs" / "engine-bm25.trec").read_bytes() == _lines_of(engine_file, judged)
+    assert (out_dir / "runs" / "hybrid.trec").read_bytes() == _lines_of(hybrid_file, judged)
+    assert data["results"]["esbridge-evolved"]["ndcg@10"] == pytest.approx(data["results"]["evolved"]["ndcg@10"])
+    assert data["results"]["esbridge-engine-bm25"] == pytest.approx(data["results"]["engine-bm25"])
+    # what produced the figures, and what was not measured
+    assert data["engine"]["distribution"] == engine.distribution and data["engine"]["version"] == engine.info.number
+    assert data["first_stage"]["similarity"]["type"] == "BM25" and data["window"] == 50 and data["run_depth"] == 20
+    assert data["systems"]["evolved"]["params"]["scorer_params"]["w_bi"] == pytest.approx(0.2)
+    assert data["systems"]["hybrid"]["params"]["pipeline"]["window"] == 50
+    assert data["systems"]["esbridge-evolved"]["params"]["file"] == "evolved.trec"
+    assert data["fingerprint"]["documents"] == 80 and len(data["fingerprint"]["sha256"]) == 64
+    assert data["baselines"] == ["engine-bm25"]
+    assert set(data["significance"]["comparisons"]["engine-bm25"]) == {
+        "bm25", "evolved", "semantic", "keyword", "hybrid", "esbridge-evolved", "esbridge-engine-bm25"}
+    notes = "\n".join(data["notes"])
+    assert "1 of the 13 topics of" in notes and "999999" in notes
+    assert "1 judged query of" in notes
+    assert "esbridge: note:" in err
+    md = (out_dir / "results.md").read_text()
+    assert "## Significance" in md and "## Coverage" in md and "(the index's similarity)" in md
+    assert (out_dir / "plots" / "measures.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| engine-bm25 (a) |" in out
+
+
+def test_run_and_eval_errors_name_the_file_and_line(engine: Engine, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    topics = tmp_path / "topics.jsonl"
+    topics.write_text('{"_id": "1", "text": "vitamin D"}\n{"_id": "2" "text": "x"}\n')
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("1 0 a 1\n")
+    conn = ["--url", engine.options.url, "--quiet"]
+    code, _, err = run(capsys, "run", "--index", "esb-test-no-such-index", "--topics", str(topics),
+                       "--output", str(tmp_path / "r.trec"), *conn)
+    assert code == 2 and f"{topics}, line 2: not a JSON object" in err
+    topics.write_text('{"_id": "1", "text": "vitamin D"}\n')
+    code, _, err = run(capsys, "run", "--index", "esb-test-no-such-index", "--topics", str(topics),
+                       "--output", str(tmp_path / "r.trec"), *conn)
+    assert code == 5 and "index 'esb-test-no-such-index' does not exist" in err
+    code, _, err = run(capsys, "eval", "--index", "esb-test-no-such-index", "--topics", str(topics),
+                       "--qrels", str(qrels), *conn)
+    assert code == 5 and err.count("\n") == 1
