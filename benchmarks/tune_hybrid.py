@@ -50,25 +50,32 @@ from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "med")
-FB_TERMS = (10, 30)
+W_SEMANTIC = (2.0, 2.5)
 
 
 def grid() -> list[PipelineParams]:
     base = PipelineParams()
     out = []
-    for wd, wk, fb_terms, (fb, beta) in itertools.product(
-            (1.5, 2.0, 2.5), (0.25, 0.5, 1.0), FB_TERMS, ((0, 0.5), (2, 0.5), (3, 0.5), (5, 1.0))):
+    for wd, wk, source, (fb, weighting) in itertools.product(
+            W_SEMANTIC, (0.5, 1.0), ("lexical", "fusion"),
+            ((0, "mean"), (3, "mean"), (5, "mean"), (3, "score"), (5, "score"))):
         out.append(replace(base, fusion="zscore", w_semantic=wd, w_keyword=wk, semantic_feedback=fb,
-                           semantic_beta=beta, keyword=replace(base.keyword, fb_terms=fb_terms)))
-    for fb_terms, (fb, beta) in itertools.product(FB_TERMS, ((0, 0.5), (2, 0.5))):
-        out.append(replace(base, fusion="rrf", w_semantic=1.0, w_keyword=0.5, semantic_feedback=fb,
-                           semantic_beta=beta, keyword=replace(base.keyword, fb_terms=fb_terms)))
+                           semantic_beta=1.0, semantic_feedback_weighting=weighting, keyword_source=source))
+    for source in ("lexical", "fusion"):
+        out.append(replace(base, fusion="rrf", w_semantic=1.0, w_keyword=0.5, semantic_feedback=3,
+                           semantic_beta=1.0, semantic_feedback_weighting="mean", keyword_source=source))
     return out
 
 
 def label(p: PipelineParams) -> str:
-    return (f"{p.fusion.value} sem {p.w_semantic:g} kw {p.w_keyword:g} fb_terms {p.keyword.fb_terms} "
-            f"feedback {p.semantic_feedback}/{p.semantic_beta:g}")
+    fb = f"feedback {p.semantic_feedback}/{p.semantic_feedback_weighting}" if p.semantic_feedback else "no feedback"
+    return f"{p.fusion.value} sem {p.w_semantic:g} kw {p.w_keyword:g} keyword from {p.keyword_source}, {fb}"
+
+
+def keyword_key(p: PipelineParams) -> str:
+    """The keyword list a setting fuses: from the lexical list, or from the first fusion (which
+    depends on the semantic weight)."""
+    return "keyword/lexical" if p.keyword_source == "lexical" else f"keyword/fusion/{p.w_semantic:g}"
 
 
 def parts_of(ds: Any) -> dict[str, SplitSpec]:
@@ -103,18 +110,17 @@ def collect(engine: Engine, folder: Path, settings: list[PipelineParams]) -> dic
         lexical, versions = hs.lexical(text, prepared=prepared)
         qvecs[qid] = hs.vectors.embed_query(text)
         got = {"lexical": lexical, "semantic": hs.semantic(qvecs[qid])}
-        for n in FB_TERMS:
-            hs.params = replace(base, keyword=replace(base.keyword, fb_terms=n))
-            got[f"keyword/{n}"] = hs.keyword(hs.keyword_terms(prepared, lexical, versions))
-        hs.params = base
+        for source, ws in [("lexical", W_SEMANTIC[0]), *(("fusion", w) for w in W_SEMANTIC)]:
+            p = replace(base, keyword_source=source, w_semantic=ws)
+            fb_list, fb_versions = hs.keyword_feedback_documents(got, versions, params=p)
+            got[keyword_key(p)] = hs.keyword(hs.keyword_terms(prepared, fb_list, fb_versions))
         lists[qid] = got
     collect_s = time.perf_counter() - t0
     scores: dict[str, dict[str, dict[str, float]]] = {}  # setting -> part -> mean nDCG@10
     for p in settings:
         runs = {}
         for qid, got in lists.items():
-            strat = {"lexical": got["lexical"], "semantic": got["semantic"],
-                     "keyword": got[f"keyword/{p.keyword.fb_terms}"]}
+            strat = {"lexical": got["lexical"], "semantic": got["semantic"], "keyword": got[keyword_key(p)]}
             res = hs.aggregate(strat, qvecs[qid], params=p)
             runs[qid] = rank_by_score(res.ids, res.scores)[0]
         scores[label(p)] = {}

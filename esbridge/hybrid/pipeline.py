@@ -49,10 +49,14 @@ if TYPE_CHECKING:
     from esbridge.semantic.engine_vectors import EngineVectors
     from esbridge.semantic.vectors import VectorIndex
 
-__all__ = ["STRATEGIES", "PipelineParams", "PipelineResult", "HybridSearcher"]
+__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "KEYWORD_SOURCES", "PipelineParams", "PipelineResult", "HybridSearcher"]
 
 #: The strategies, in the order their lists are fused.
 STRATEGIES = ("semantic", "lexical", "keyword")
+#: How the semantic feedback averages its documents' vectors.
+FEEDBACK_WEIGHTINGS = ("mean", "score")
+#: Where the keyword strategy takes its feedback documents from.
+KEYWORD_SOURCES = ("lexical", "fusion")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,13 @@ class PipelineParams:
             the query vector before the semantic strategy runs again (Rocchio's relevance
             feedback in the embedding space; 0: one semantic pass).
         semantic_beta: the weight of that mean vector (the query vector weighs 1).
+        semantic_feedback_weighting: how the feedback documents' vectors are averaged:
+            ``mean`` (equal weights) or ``score`` (each weighted by how far its fused score lies
+            above the best document not taken, so a clear leader counts most).
+        keyword_source: where the keyword strategy's feedback documents come from (topics
+            without a narrative): ``lexical`` (the top of the lexical strategy) or ``fusion``
+            (the top of a first fusion of the semantic and lexical strategies, weighted by rank
+            from 1 down to 0.5; fused scores are sums of normalised scores, not likelihoods).
         fusion: ``rrf``, ``zscore`` or ``minmax`` (:class:`~esbridge.hybrid.fusion.Fusion`).
         w_semantic, w_lexical, w_keyword: the strategies' weights in the fusion
             (0 leaves a strategy out).
@@ -81,6 +92,8 @@ class PipelineParams:
     keyword: KeywordParams = field(default_factory=KeywordParams)
     semantic_feedback: int = 5
     semantic_beta: float = 1.0
+    semantic_feedback_weighting: str = "mean"
+    keyword_source: str = "lexical"
     fusion: Fusion = Fusion.ZSCORE
     w_semantic: float = 2.0
     w_lexical: float = 1.0
@@ -102,6 +115,12 @@ class PipelineParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
                 raise ConfigurationError(f"pipeline parameter {name} must be a finite number >= 0, got {value!r}")
+        if self.semantic_feedback_weighting not in FEEDBACK_WEIGHTINGS:
+            raise ConfigurationError(f"pipeline parameter semantic_feedback_weighting must be one of "
+                                     f"{', '.join(FEEDBACK_WEIGHTINGS)}, got {self.semantic_feedback_weighting!r}")
+        if self.keyword_source not in KEYWORD_SOURCES:
+            raise ConfigurationError(f"pipeline parameter keyword_source must be one of "
+                                     f"{', '.join(KEYWORD_SOURCES)}, got {self.keyword_source!r}")
         if self.w_semantic + self.w_lexical + self.w_keyword <= 0:
             raise ConfigurationError("at least one of w_semantic, w_lexical, w_keyword must be > 0")
 
@@ -145,6 +164,25 @@ class PipelineResult:
     parts: dict[str, np.ndarray]
     expansion: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+def feedback_centroid(vectors: np.ndarray, fused_scores: np.ndarray, weighting: str) -> np.ndarray:
+    """The weighted mean of the feedback documents' ``vectors`` (the top ``len(vectors)`` of a
+    fused ranking whose scores, best first, are ``fused_scores``).
+
+    ``mean``: equal weights.  ``score``: document *i* weighs ``s_i − s_k``, its fused score above
+    that of the first document not taken (``k = len(vectors)``; the last taken one's score when
+    the ranking has no more); equal weights when all those margins are zero.
+    """
+    k = len(vectors)
+    if weighting == "mean" or k == 1:
+        return np.asarray(vectors.mean(axis=0))
+    s = np.asarray(fused_scores, dtype=np.float64)
+    floor = float(s[k]) if len(s) > k else float(s[k - 1])
+    w = np.maximum(s[:k] - floor, 0.0)
+    if float(w.sum()) <= 0:
+        return np.asarray(vectors.mean(axis=0))
+    return np.asarray((vectors * (w / w.sum())[:, None]).sum(axis=0))
 
 
 def _best_first(ids: Sequence[str], scores: np.ndarray) -> RankedList:
@@ -273,6 +311,26 @@ class HybridSearcher:
         extra = expansion_terms(vecs, lexical.scores[:n], st.df, st.doc_count, kp, exclude=base.terms)
         return weighted_terms(base, extra, kp.lam)
 
+    def keyword_feedback_documents(self, lists: Mapping[str, RankedList],
+                                   versions: Sequence[tuple[int, int] | None],
+                                   params: PipelineParams | None = None,
+                                   ) -> tuple[RankedList, list[tuple[int, int] | None]]:
+        """The keyword strategy's feedback documents with their weights and known versions:
+        the lexical list itself, or (``keyword_source="fusion"``) the top ``fb_docs`` of the
+        semantic and lexical lists fused, weighted by rank from 1 down to 0.5."""
+        p = params or self.params
+        lexical = lists["lexical"]
+        if p.keyword_source == "lexical" or "semantic" not in lists:
+            return lexical, list(versions)
+        weights = {"semantic": float(p.w_semantic), "lexical": float(p.w_lexical)}
+        if sum(weights.values()) <= 0:
+            return lexical, list(versions)
+        ids, _, _ = fuse({"semantic": lists["semantic"], "lexical": lexical}, weights, p.fusion, rrf_k=p.rrf_k)
+        top = ids[:p.keyword.fb_docs]
+        known = dict(zip(lexical.ids, versions, strict=True))
+        return (RankedList(top, np.linspace(1.0, 0.5, len(top)) if len(top) > 1 else np.ones(len(top))),
+                [known.get(d) for d in top])
+
     def keyword(self, terms: Mapping[str, float], *, filter: Any = None) -> RankedList:
         """The engine's BM25 ranking for weighted ``terms`` on the combined field."""
         if not terms:
@@ -312,21 +370,25 @@ class HybridSearcher:
         seconds: dict[str, float] = {}
         expansion: dict[str, float] = {}
         t0 = time.perf_counter()
+        prepared: AnalyzedQuery | None = None
+        versions: list[tuple[int, int] | None] = []
         if "lexical" in wanted or "keyword" in wanted:
             prepared = self.reranker.analyze(text)
             lists["lexical"], versions = self.lexical(text, filter=filter, prepared=prepared)
             seconds["lexical"] = time.perf_counter() - t0
-            if "keyword" in wanted:
-                t1 = time.perf_counter()
-                expansion = self.keyword_terms(prepared, lists["lexical"], versions, narrative=narrative)
-                lists["keyword"] = self.keyword(expansion, filter=filter)
-                seconds["keyword"] = time.perf_counter() - t1
         qvec = None
-        if "semantic" in wanted:
+        if "semantic" in wanted or ("keyword" in wanted and p.keyword_source == "fusion"):
             t2 = time.perf_counter()
             qvec = self.vectors.embed_query(text)
             lists["semantic"] = self.semantic(qvec, filter=filter)
             seconds["semantic"] = time.perf_counter() - t2
+        if "keyword" in wanted:
+            assert prepared is not None
+            t1 = time.perf_counter()
+            fb_list, fb_versions = self.keyword_feedback_documents(lists, versions)
+            expansion = self.keyword_terms(prepared, fb_list, fb_versions, narrative=narrative)
+            lists["keyword"] = self.keyword(expansion, filter=filter)
+            seconds["keyword"] = time.perf_counter() - t1
         t3 = time.perf_counter()
         ordered = {k: lists[k] for k in STRATEGIES if k in lists and k in wanted}
         result = self.aggregate(ordered, qvec, filter=filter)
@@ -354,7 +416,7 @@ class HybridSearcher:
             t0 = time.perf_counter()
             fb = self.vectors.vectors_of(ids[:p.semantic_feedback])
             if len(fb):
-                moved = query_vector + p.semantic_beta * fb.mean(axis=0)
+                moved = query_vector + p.semantic_beta * feedback_centroid(fb, scores, p.semantic_feedback_weighting)
                 moved /= max(float(np.linalg.norm(moved)), 1e-12)
                 out["semantic_feedback"] = self.semantic(moved.astype(np.float32), filter=filter)
                 fused["semantic"] = out["semantic_feedback"]
