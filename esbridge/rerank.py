@@ -372,10 +372,12 @@ class Reranker:
             dfs = self._n_shards > 1
         return {"search_type": "dfs_query_then_fetch"} if dfs else {}
 
-    def score_hits(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                   versions: Sequence[tuple[int, int] | None], *,
-                   stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
-        """Scores of candidates ``ids`` for an analysed query (input order).
+    def scoring_input(self, prepared: AnalyzedQuery, ids: Sequence[str],
+                      versions: Sequence[tuple[int, int] | None], *,
+                      stats_validated: bool = False) -> tuple[ScoringInput, list[bool]]:
+        """The scorer's input for candidates ``ids`` of an analysed query (input order), and
+        which of them the engine still holds: the one place where candidates become features
+        (term vectors, index-wide statistics, collection entropies where the scorer reads them).
 
         ``stats_validated``: the statistics cache was validated (and filled) for this
         query moments ago by :meth:`FeatureStore.prefetch_stats`.
@@ -390,7 +392,15 @@ class Reranker:
             entropy = {ch: self._entropy.table(ch) for ch in query}
         inputs: ScoringInput = build_input(fetched, self.layout, query, fields=fields,  # type: ignore[arg-type]
                                            field_weights=self.field_weights, entropy=entropy)
-        return self._scorer.score(inputs, self.params), list(fetched.candidates.found)
+        return inputs, list(fetched.candidates.found)
+
+    def score_hits(self, prepared: AnalyzedQuery, ids: Sequence[str],
+                   versions: Sequence[tuple[int, int] | None], *,
+                   stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
+        """Scores of candidates ``ids`` for an analysed query (input order), and which of
+        them were found (see :meth:`scoring_input`)."""
+        inputs, found = self.scoring_input(prepared, ids, versions, stats_validated=stats_validated)
+        return self._scorer.score(inputs, self.params), found
 
     # ---- public API --------------------------------------------------------------------
 

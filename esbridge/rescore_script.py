@@ -66,7 +66,8 @@ import numpy as np
 
 from esbridge.engine.client import Engine, EngineInfo, path_segment
 from esbridge.errors import ConfigurationError, UnsupportedEngineError
-from esbridge.features.termvectors import analyze_query, fetch_raw
+from esbridge.features.cache import FeatureStore
+from esbridge.features.termvectors import analyze_query
 from esbridge.index.definitions import IndexLayout, index_meta, read_layout
 from esbridge.painless import EvolvedSimilarityConstants, PainlessScript, SimilarityKind, put_stored_script
 from esbridge.scoring.evolved import EvolvedParams, term_weight
@@ -173,6 +174,7 @@ def query_statistics(
     field: str | None = None,
     channel: str = "base",
     layout: IndexLayout | None = None,
+    store: FeatureStore | None = None,
 ) -> QueryStatistics:
     """The query's terms in ``channel`` and their index-wide statistics in ``<field>.<channel>``.
 
@@ -181,8 +183,10 @@ def query_statistics(
 
     Args:
         field: default the layout's combined field.
+        store: the feature store to read the statistics through (default: a new one); the
+            same store the rerankers use, so its statistics are index-wide and cached alike.
     """
-    layout = layout or read_layout(engine, index)
+    layout = store.layout if store is not None else (layout or read_layout(engine, index))
     field = field or layout.combined
     if field not in (*layout.fields, layout.combined):
         raise ConfigurationError(
@@ -190,8 +194,8 @@ def query_statistics(
         )
     query = analyze_query(engine, index, layout, text, [channel])
     qc = query[channel]
-    fetched = fetch_raw(engine, index, layout, query, [], fields=[field])
-    stats = fetched.stats[layout.subfield(field, channel)]
+    store = store or FeatureStore(engine, index, layout)
+    stats = store.fetch(query, [], [], fields=[field]).stats[layout.subfield(field, channel)]
     return QueryStatistics(
         field=field, channel=channel, terms=qc.terms, qtf=qc.qtf,
         df=tuple(int(stats.df.get(t, 0)) for t in qc.terms),
@@ -272,6 +276,7 @@ class EvolvedRescorer:
                 f"field {self.field!r} is not a text field of {index!r}; it has "
                 f"{[*self.layout.fields, self.layout.combined]}"
             )
+        self.store = FeatureStore(engine, index, self.layout)
         self.length_field = f"{self.field}.length"
         self._check_length_field()
         self.similarity_subfield = ""
@@ -342,7 +347,7 @@ class EvolvedRescorer:
 
     def statistics(self, text: str) -> QueryStatistics:
         """:func:`query_statistics` of ``text`` for this rescorer's field (base channel)."""
-        return query_statistics(self.engine, self.index, text, field=self.field, layout=self.layout)
+        return query_statistics(self.engine, self.index, text, field=self.field, store=self.store)
 
     def _weights(self, stats: QueryStatistics) -> tuple[list[float], list[float]]:
         df = np.asarray(stats.df, dtype=np.float64)

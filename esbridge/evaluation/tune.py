@@ -38,9 +38,8 @@ from esbridge.evaluation.indexing import PYSERINI_BM25, ensure_index, index_name
 from esbridge.evaluation.metrics import FastJudge, combined_score
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.entropy import CollectionEntropy
-from esbridge.features.termvectors import build_input
 from esbridge.index.definitions import IndexLayout
-from esbridge.rerank import Reranker
+from esbridge.rerank import Reranker, hit_version
 from esbridge.scoring import ScoringInput, get_scorer
 
 __all__ = [
@@ -194,31 +193,21 @@ def _collect(engine: Engine, dataset: BeirDataset, index: str, split: SplitSpec,
              window: int, progress: bool, vector_cache: TermVectorCache | None) -> QuerySet:
     rr = Reranker(engine, index, scorer=scorer, params=_all_channel_params(scorer), window=window,
                   vector_cache=vector_cache or TermVectorCache(max_entries=max(50_000, 2 * dataset.corpus_size())))
-    layout = rr.layout
-    if layout is None:  # pragma: no cover - set by Reranker
-        raise ConfigurationError(f"index {index!r} has no layout")
-    channels = rr.channels
-    entropy = None
-    if scorer.startswith("bmx"):
-        ce = CollectionEntropy(engine, index, layout, progress=progress)
-        entropy = {ch: ce.table(ch) for ch in channels}
+    if get_scorer(scorer).needs_entropy:  # build the collection entropy now, with its own progress bar
+        rr._entropy = CollectionEntropy(engine, index, rr.layout, progress=progress)  # type: ignore[arg-type]
     qrels = dataset.qrels(split)
     out = []
     from tqdm import tqdm
 
     for q in tqdm(dataset.queries(split), desc=f"features {dataset.name}/{split}", unit="query",
                   disable=not progress, file=sys.stderr):
+        # the reranker's own path: first stage, then candidates → features
         prepared = rr.analyze(q.text)
-        body = {"size": window, "query": rr.first_stage_query(prepared, q.text), "_source": False,
-                "seq_no_primary_term": True, "track_total_hits": False}
-        hits = engine.search(index, body)["hits"]["hits"]
+        hits = rr.fetch_candidates(prepared, q.text, window=window)["hits"]["hits"]
         ids = tuple(str(h["_id"]) for h in hits)
         inputs = None
         if ids:
-            versions = [(int(h["_seq_no"]), int(h["_primary_term"])) for h in hits]
-            query = {ch: prepared.query[ch] for ch in channels}
-            fetched = rr.store.fetch(query, ids, versions, fields=(layout.combined,))
-            inputs = build_input(fetched, layout, query, fields=(layout.combined,), entropy=entropy)
+            inputs, _ = rr.scoring_input(prepared, ids, [hit_version(h) for h in hits], stats_validated=True)
         out.append(QueryFeatures(q.id, ids, inputs, FastJudge.build(ids, qrels[q.id])))
     return QuerySet(dataset.name, str(split), tuple(out))
 
