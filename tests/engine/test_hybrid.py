@@ -10,6 +10,7 @@ import pytest
 
 from esbridge.engine.client import Engine
 from esbridge.hybrid import HybridSearcher, PipelineParams, fuse
+from esbridge.hybrid.pipeline import feedback_centroid
 from esbridge.index import IndexLayout, create_index
 from esbridge.semantic.cache import EmbeddingCache
 from esbridge.semantic.models import load_encoder
@@ -88,10 +89,11 @@ def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_pa
             assert ids == res.ids
             np.testing.assert_allclose(scores, res.scores)
             # the feedback query is the query vector plus the mean of the first fusion's top vectors
-            first, _, _ = fuse({k: res.lists[k] for k in ("semantic", "lexical", "keyword")},
-                               params.weights, params.fusion)
+            first, first_scores, _ = fuse({k: res.lists[k] for k in ("semantic", "lexical", "keyword")},
+                                          params.weights, params.fusion)
             top = vi.vectors_of(first[:params.semantic_feedback])
-            moved = vi.embed_query(q) + params.semantic_beta * top.mean(axis=0)
+            moved = vi.embed_query(q) + params.semantic_beta * feedback_centroid(
+                top, first_scores, params.semantic_feedback_weighting)
             again = vi.search((moved / np.linalg.norm(moved)).astype(np.float32), params.semantic_depth)
             assert again.ids == list(res.lists["semantic_feedback"].ids)
             assert res.expansion, "pseudo-relevance feedback chose no terms"
@@ -102,6 +104,28 @@ def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_pa
                 assert h["_source"]["title"]
                 assert set(h["_esbridge"]["parts"]) == {"semantic", "lexical", "keyword"}
                 assert h["_esbridge"]["strategies"], h
+
+
+@pytest.mark.parametrize("source", ["lexical", "fusion"])
+def test_keyword_feedback_documents_come_from_the_chosen_source(engine: Engine, hybrid_index: str,  # type: ignore[no-untyped-def]
+                                                                tmp_path: Path, encoder, cache, source: str) -> None:
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    params = PipelineParams(window=50, semantic_depth=50, keyword_source=source, semantic_feedback=0)
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        q = judged_queries("scifact", limit=1)[0]["text"]
+        res = hs.run(q)
+        # the feedback documents, rebuilt from the lists the pipeline returned
+        if source == "lexical":
+            fb = res.lists["lexical"]
+        else:
+            ids, _, _ = fuse({"semantic": res.lists["semantic"], "lexical": res.lists["lexical"]},
+                             {"semantic": params.w_semantic, "lexical": params.w_lexical}, params.fusion)
+            top = ids[:params.keyword.fb_docs]
+            fb = type(res.lists["lexical"])(top, np.linspace(1.0, 0.5, len(top)))
+        prepared = hs.reranker.analyze(q)
+        terms = hs.keyword_terms(prepared, fb, [None] * len(fb.ids))
+        assert terms == res.expansion
+        assert hs.keyword(terms).ids == res.lists["keyword"].ids
 
 
 def test_filter_applies_to_every_strategy(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
