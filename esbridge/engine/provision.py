@@ -66,17 +66,39 @@ class ProvisionedEngine:
 
 
 def docker_available() -> bool:
-    """Whether a Docker engine answers (not just a client on the PATH)."""
+    """Whether a Docker engine answers (not just a client on the PATH).
+
+    Asked with ``docker info`` where the ``docker`` CLI is installed (it knows the user's Docker
+    contexts), else through the Docker Engine API with docker-py (testcontainers' own client,
+    which honours ``DOCKER_HOST``): an engine can answer with no CLI installed.
+    """
     if os.environ.get("ESBRIDGE_NO_DOCKER"):
         return False
-    if shutil.which("docker") is None and not os.environ.get("DOCKER_HOST"):
-        return False
+    if shutil.which("docker") is None:
+        return _docker_api_answers()
     try:
         out = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0 and bool(out.stdout.strip())
+
+
+def _docker_api_answers() -> bool:
+    try:
+        import docker
+    except ImportError:
+        return False
+    try:
+        client = docker.from_env(timeout=10)  # asks the engine for its API version
+    except Exception:  # docker-py raises DockerException, or requests' errors, for no engine
+        return False
+    try:
+        return bool(client.ping()) and bool(client.info().get("ServerVersion"))
+    except Exception:
+        return False
+    finally:
+        client.close()
 
 
 def start_container(distribution: str) -> ProvisionedEngine:
