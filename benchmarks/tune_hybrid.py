@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import pickle
 import sys
 import time
 from dataclasses import replace
@@ -61,9 +62,8 @@ def grid() -> list[PipelineParams]:
             ((0, "mean"), (3, "mean"), (5, "mean"), (3, "score"), (5, "score"))):
         out.append(replace(base, fusion="zscore", w_semantic=wd, w_keyword=wk, semantic_feedback=fb,
                            semantic_beta=1.0, semantic_feedback_weighting=weighting, keyword_source=source))
-    for source in ("lexical", "fusion"):
-        out.append(replace(base, fusion="rrf", w_semantic=1.0, w_keyword=0.5, semantic_feedback=3,
-                           semantic_beta=1.0, semantic_feedback_weighting="mean", keyword_source=source))
+    out.append(replace(base, fusion="rrf", w_semantic=1.0, w_keyword=0.5, semantic_feedback=3,
+                       semantic_beta=1.0, semantic_feedback_weighting="mean", keyword_source="lexical"))
     return out
 
 
@@ -85,7 +85,7 @@ def parts_of(ds: Any) -> dict[str, SplitSpec]:
             "test": SplitSpec("test")}
 
 
-def collect(engine: Engine, folder: Path, settings: list[PipelineParams]) -> dict[str, Any]:
+def collect(engine: Engine, folder: Path, settings: list[PipelineParams], keep: Path | None = None) -> dict[str, Any]:
     ds = load_dataset(folder, progress=False)
     parts = parts_of(ds)
     strongest = {}
@@ -105,6 +105,10 @@ def collect(engine: Engine, folder: Path, settings: list[PipelineParams]) -> dic
     lists: dict[str, dict[str, RankedList]] = {}
     qvecs: dict[str, np.ndarray] = {}
     t0 = time.perf_counter()
+    saved = keep / f"{ds.name}.pickle" if keep else None
+    if saved and saved.exists():  # the strategies' lists of an earlier run (--cache)
+        lists, qvecs, collected_s = pickle.loads(saved.read_bytes())
+        queries = {}
     for qid, text in queries.items():
         prepared = hs.reranker.analyze(text)
         lexical, versions = hs.lexical(text, prepared=prepared)
@@ -116,6 +120,11 @@ def collect(engine: Engine, folder: Path, settings: list[PipelineParams]) -> dic
             got[keyword_key(p)] = hs.keyword(hs.keyword_terms(prepared, fb_list, fb_versions))
         lists[qid] = got
     collect_s = time.perf_counter() - t0
+    if saved and queries:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_bytes(pickle.dumps((lists, qvecs, collect_s)))
+    elif saved:
+        collect_s = collected_s
     scores: dict[str, dict[str, dict[str, float]]] = {}  # setting -> part -> mean nDCG@10
     for p in settings:
         runs = {}
@@ -138,6 +147,8 @@ def main() -> int:
     ap.add_argument("--collections", default=",".join(COLLECTIONS))
     ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
     ap.add_argument("--out", default=str(HERE / "results" / "hybrid-tuning.md"))
+    ap.add_argument("--cache", help="folder keeping each collection's strategy lists, so a later run "
+                                    "measures other settings without the engine work")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the report from the JSON of an earlier run (no engine work)")
     args = ap.parse_args()
@@ -154,7 +165,8 @@ def main() -> int:
         data = {}
         for name in names:
             print(f"{name}: running the strategies ...", file=sys.stderr)
-            data[name] = collect(engine, Path(args.data) / name, settings)
+            data[name] = collect(engine, Path(args.data) / name, settings,
+                                 keep=Path(args.cache) if args.cache else None)
         json_path.write_text(json.dumps({"engine": engine_label, "collections": data}, indent=1) + "\n")
     names = [n for n in names if n in data]
     labels = [label(p) for p in settings]
