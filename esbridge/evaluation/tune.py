@@ -352,6 +352,11 @@ def search(scorer: str, train: Sequence[QuerySet], heldout: Sequence[QuerySet], 
     if any(d.per_field for d in SEARCH_SPACES.get(scorer, ())) and not text_fields:
         raise ConfigurationError(f"scorer {scorer!r} weighs text fields, but the training features hold no "
                                  "per-field arrays; collect them with collect_features for this scorer")
+    for key in fixed or {}:
+        param, dot, field_name = key.partition(".")
+        if dot and param in FIELD_DEFAULTS and field_name not in text_fields:
+            raise ConfigurationError(f"{key}: the index has no text field {field_name!r} "
+                                     f"(its text fields: {', '.join(text_fields) or 'none'})")
     dims = space_for(scorer, space, fixed, text_fields)
     if not dims:
         raise ConfigurationError(f"every searched parameter of {scorer!r} is fixed; nothing to search")

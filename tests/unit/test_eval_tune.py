@@ -208,6 +208,10 @@ def test_params_with_names_what_is_wrong() -> None:
         params_with("bm25f_robertson", {"field_weights": 2.0})
     with pytest.raises(ConfigurationError, match=r"field_b\['title'\] must be in \[0, 1\]"):
         params_with("bm25f_robertson", {"field_b.title": 1.5})
+    with pytest.raises(ConfigurationError, match=r"field_weights.titel: the index has no text field 'titel' "
+                                                 r"\(its text fields: text, title\)"):
+        search("bm25f_robertson", [_field_set(1, "one")], [], trials=2, progress=False,
+               fixed={"field_weights.titel": 2.0})
     with pytest.raises(ConfigurationError, match="weighs text fields, but the training features hold no"):
         search("bm25f_pubmed", [_set(1, "one")], [], trials=2, progress=False)
 
