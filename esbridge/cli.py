@@ -227,10 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
     _connection_args(p)
     p.set_defaults(func=_cmd_index)
 
-    from esbridge import cli_eval, cli_search
+    from esbridge import cli_eval, cli_features, cli_search
 
     cli_search.add_commands(sub, _connection_args, _connect)
     cli_eval.add_commands(sub, _connection_args, _connect)
+    cli_features.add_commands(sub, _connection_args, _connect)
     return parser
 
 

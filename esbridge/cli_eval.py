@@ -11,6 +11,7 @@ import argparse
 import json
 import shlex
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -237,7 +238,14 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
 
 def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
     from esbridge.evaluation.datasets import SplitSpec, load_dataset
-    from esbridge.evaluation.tune import collect_features, heldout_split, search, space_for, tuning_markdown
+    from esbridge.evaluation.tune import (
+        collect_features,
+        heldout_split,
+        params_with,
+        search,
+        space_for,
+        tuning_markdown,
+    )
     from esbridge.features.cache import TermVectorCache
 
     datasets = args.dataset
@@ -261,9 +269,7 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
         except ValueError:
             raise ConfigurationError(f"--fix {item!r}: {raw!r} is not a number (or none)") from None
     space_for(args.scorer, args.space, fixed)  # validate before any engine work
-    from esbridge.scoring import get_scorer
-
-    get_scorer(args.scorer).make_params(**fixed)
+    params_with(args.scorer, fixed)
     engine = connect(args)
     from esbridge.evaluation.download import datasets_dir
 
@@ -407,25 +413,34 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_run(a, connect))
 
+    from esbridge.spaces import describe_spaces
+
     p = sub.add_parser(
         "tune", help="search a scorer's parameters on training judgments (features fetched once)",
-        description="Fetch each training query's candidates and term vectors once, then search the "
-                    "scorer's parameters in numpy (optuna TPE, fixed seed) for the best mean combined "
-                    "score over the datasets; report training and held-out figures.",
+        description=textwrap.fill(
+            "Fetch each training query's candidates and term vectors once, then search the scorer's "
+            "parameters in numpy (optuna TPE, fixed seed) for the best mean combined score over the "
+            "datasets; report training and held-out figures. Every scorer has a search space (listed "
+            "below); a BM25F scorer's field weights (and per-field b) are searched per text field of "
+            "the index.", 79),
+        epilog=describe_spaces(79),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--dataset", required=True, action="append",
                    help="a BEIR-layout folder or BEIR name (repeat for several collections)")
     p.add_argument("--split", action="append",
                    help="training judgments, one for all datasets or one per --dataset (default train); "
                         "SPLIT:tune tunes on a fixed half and reports the other half")
-    p.add_argument("--scorer", required=True, help="the scorer to tune: evolved, bmx or bm25, the scorers with a search space "
-                        "(`esbridge scorers` lists every scorer)")
+    p.add_argument("--scorer", required=True,
+                   help="the scorer to tune, any of `esbridge scorers` (its search space is listed below)")
     p.add_argument("--trials", type=int, default=200, help="parameter settings tried (default 200)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     p.add_argument("--space", choices=["open", "all"], default="open",
-                   help="open: the values the published formula leaves open; all: also the published ones")
+                   help="open: the values the published formula leaves open (all of them for arch_a, whose "
+                        "every value is published); all: also the published ones")
     p.add_argument("--fix", action="append", metavar="NAME=VALUE",
-                   help="hold a parameter at a value, or none for a scorer's automatic value (repeat)")
+                   help="hold a parameter at a value, or none for a scorer's automatic value; "
+                        "field_weights.title=2 holds one field's value (repeat)")
     p.add_argument("--warm-start", action="append", metavar="TUNE_JSON",
                    help="also try the best setting of an earlier `esbridge tune` JSON first (repeat)")
     p.add_argument("--half-seed", type=int, default=2024, help="seed of the fixed halves (default 2024)")

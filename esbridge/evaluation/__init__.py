@@ -9,7 +9,8 @@
 - :mod:`~esbridge.evaluation.significance`: paired tests, Holm–Bonferroni, confidence intervals;
 - :mod:`~esbridge.evaluation.trecfiles`: the user's topics, judgments and run files;
 - :mod:`~esbridge.evaluation.batch`: topics ranked into a TREC run file, resumably;
-- :mod:`~esbridge.evaluation.tune`: parameter search on features fetched once.
+- :mod:`~esbridge.evaluation.tune`: parameter search on features fetched once;
+- :mod:`~esbridge.evaluation.ltr`: every candidate's features for learning to rank.
 
 The optional dependencies (ir-measures, matplotlib, optuna, scipy: ``pip install 'esbridge[eval]'``)
 are imported only when they are used.

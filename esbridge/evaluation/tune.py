@@ -41,8 +41,10 @@ from esbridge.features.entropy import CollectionEntropy
 from esbridge.index.definitions import IndexLayout
 from esbridge.rerank import Reranker, hit_version
 from esbridge.scoring import ScoringInput, get_scorer
+from esbridge.spaces import FIELD_DEFAULTS, NOT_SEARCHED, SEARCH_SPACES, Dimension, space_for
 
 __all__ = [
+    "NOT_SEARCHED",
     "SEARCH_SPACES",
     "Dimension",
     "QueryFeatures",
@@ -50,46 +52,13 @@ __all__ = [
     "TuneResult",
     "collect_features",
     "evaluate",
+    "flat_values",
     "heldout_split",
+    "params_with",
     "search",
+    "space_for",
+    "text_fields_of",
 ]
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """One searched parameter: its range and whether it is searched on a log scale."""
-
-    name: str
-    low: float
-    high: float
-    log: bool = False
-    seeded: bool = False  # a published value (docs/scoring.md §5.7); searched only with space="all"
-
-
-#: Parameters searched per scorer.  Evolved: the values the published formula and
-#: architecture A leave open, plus (``seeded``) the ones they fix, searched only when
-#: asked (docs/scoring.md §5.7).
-SEARCH_SPACES: Mapping[str, tuple[Dimension, ...]] = {
-    "evolved": (
-        Dimension("alpha_qtf", 0.02, 5.0, log=True),
-        Dimension("gamma", 0.01, 10.0, log=True),
-        Dimension("beta_tf", 0.0, 3.0),
-        Dimension("beta_spec", 0.0, 1.0),
-        Dimension("floor", 1.0, 300.0, log=True),
-        Dimension("alpha_anc", 0.0, 1.5),
-        Dimension("w_bi", 0.0, 1.0),
-        Dimension("w_mic", 0.0, 0.8),
-        Dimension("gamma_e", 0.0, 3.0, seeded=True),
-        Dimension("gamma_cov", 0.0, 1.5, seeded=True),
-        Dimension("w_pfx", 0.0, 1.5, seeded=True),
-        Dimension("alpha_len", 0.0, 2.0, seeded=True),
-        Dimension("gamma_coord", 0.5, 5.0, seeded=True),
-        Dimension("pi_anchor", 2.0, 7.0, seeded=True),
-        Dimension("c_spec", 1.0, 10.0, seeded=True),
-    ),
-    "bmx": (Dimension("alpha", 0.2, 3.0, log=True), Dimension("beta", 0.0, 1.5)),
-    "bm25": (Dimension("k1", 0.2, 3.0), Dimension("b", 0.0, 1.0)),
-}
 
 
 @dataclass(frozen=True)
@@ -253,13 +222,15 @@ class TuneResult:
     seconds: float = 0.0
     seed: int = 0
     space: str = "open"
+    searched: list[str] = field(default_factory=list)  # the dimensions searched
 
     def to_json(self) -> dict[str, Any]:
         def sets(d: Mapping[str, tuple[SetScore, SetScore]]) -> dict[str, Any]:
             return {k: {which: {"ndcg@10": s.ndcg10, "recall@100": s.recall100, "combined_score": s.combined}
                         for which, s in zip(("defaults", "best"), v)} for k, v in d.items()}
 
-        return {"scorer": self.scorer, "seed": self.seed, "space": self.space, "trials": len(self.trials),
+        return {"scorer": self.scorer, "seed": self.seed, "space": self.space, "searched": self.searched,
+                "trials": len(self.trials),
                 "objective": {"defaults": self.objective_defaults, "best": self.objective_best},
                 "defaults": self.defaults, "best": self.best,
                 "train": sets(self.train), "heldout": sets(self.heldout)}
@@ -282,36 +253,115 @@ def _optuna() -> Any:
     return optuna
 
 
-def space_for(scorer: str, space: str = "open", fixed: Mapping[str, float | None] | None = None) -> list[Dimension]:
-    """The dimensions searched for ``scorer`` (``space``: ``open`` or ``all``), less ``fixed`` ones."""
-    if scorer not in SEARCH_SPACES:
-        raise ConfigurationError(f"no search space for scorer {scorer!r}; tunable: {', '.join(SEARCH_SPACES)}")
-    if space not in ("open", "all"):
-        raise ConfigurationError(f"space must be 'open' or 'all', got {space!r}")
-    dims = [d for d in SEARCH_SPACES[scorer] if space == "all" or not d.seeded]
-    return [d for d in dims if d.name not in (fixed or {})]
+def params_with(scorer: str, values: Mapping[str, Any], base: Any = None) -> Any:
+    """``base`` (default: the scorer's defaults) with ``values`` applied.
+
+    A name ``<param>.<field>`` sets one field's value of a per-field parameter (BM25F's
+    ``field_weights.title``); the field's other values are kept.  An integral float given
+    for an integer parameter is taken as the integer.
+
+    Raises:
+        ConfigurationError: an unknown parameter, a field value for a parameter that is not
+            per field (or the reverse), or values the scorer refuses (the message names them).
+    """
+    params = get_scorer(scorer).params_type() if base is None else base
+    declared = {f.name: f for f in fields(params)}
+    plain: dict[str, Any] = {}
+    per_field: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        name, dot, field_name = key.partition(".")
+        if name not in declared:
+            raise ConfigurationError(f"scorer {scorer!r} has no parameter {name!r}; "
+                                     f"valid: {', '.join(sorted(declared))}")
+        pairs = name in FIELD_DEFAULTS
+        if dot and not pairs:
+            raise ConfigurationError(f"parameter {name!r} of scorer {scorer!r} is not set per field; "
+                                     f"give {name}=VALUE")
+        if pairs and not dot and isinstance(value, (int, float)):
+            raise ConfigurationError(f"parameter {name!r} of scorer {scorer!r} is set per field; "
+                                     f"give {name}.FIELD=VALUE")
+        if dot:
+            if not field_name or value is None:
+                raise ConfigurationError(f"{key}: give a field name and a number, e.g. {name}.title=2")
+            per_field.setdefault(name, dict(getattr(params, name)))[field_name] = value
+            continue
+        if declared[name].type in (int, "int") and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        plain[name] = value
+    for name, mapping in per_field.items():
+        plain[name] = tuple(sorted(mapping.items()))
+    try:
+        return replace(params, **plain)
+    except (TypeError, ValueError) as err:
+        raise ConfigurationError(f"scorer {scorer!r}: {err}") from err
+
+
+def flat_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with each per-field parameter (``(field, value)`` pairs, as in a tuning JSON's
+    ``best``) spread into ``<param>.<field>`` entries, the names the search uses."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in FIELD_DEFAULTS and isinstance(value, (list, tuple)):
+            for pair in value:
+                out[f"{key}.{pair[0]}"] = pair[1]
+        else:
+            out[key] = value
+    return out
+
+
+def _current(params: Any, name: str) -> Any:
+    """The value of search dimension ``name`` under ``params``."""
+    param, dot, field_name = name.partition(".")
+    if not dot:
+        return getattr(params, param)
+    pairs = dict(getattr(params, param))
+    return pairs.get(field_name, getattr(params, FIELD_DEFAULTS[param]))
+
+
+def text_fields_of(sets: Sequence[QuerySet]) -> tuple[str, ...]:
+    """The text fields of which the features hold per-field arrays (BM25F scorers), sorted."""
+    names: set[str] = set()
+    for qs in sets:
+        for qf in qs.queries:
+            if qf.inputs is not None and "base" in qf.inputs.channels:
+                names.update(qf.inputs.channels["base"].fields)
+    return tuple(sorted(names))
 
 
 def search(scorer: str, train: Sequence[QuerySet], heldout: Sequence[QuerySet], *, trials: int = 200,
            seed: int = 0, space: str = "open", fixed: Mapping[str, float | None] | None = None,
            progress: bool = True, on_trial: Callable[[int, float], None] | None = None,
-           warm_start: Sequence[Mapping[str, float]] = ()) -> TuneResult:
+           warm_start: Sequence[Mapping[str, Any]] = ()) -> TuneResult:
     """TPE search of ``scorer``'s parameters maximising the mean combined score over ``train``.
 
+    A BM25F scorer's per-field parameters are searched per text field of the training
+    features (``field_weights.title``, ``field_weights.text``, ...; see :func:`space_for`).
+
     Args:
-        fixed: parameters held at a value (not searched), applied to every trial.
-        warm_start: settings tried right after the defaults (e.g. the best of an earlier
-            search); values outside the searched ranges are clipped into them.
+        fixed: parameters held at a value (not searched), applied to every trial; a name
+            ``<param>.<field>`` holds one field's value (:func:`params_with`).
+        warm_start: settings tried right after the defaults (e.g. the ``best`` of an earlier
+            search's JSON); values outside the searched ranges are clipped into them.
     """
     if not train:
         raise ConfigurationError("tuning needs at least one training set")
     if trials < 1:
         raise ConfigurationError(f"trials must be >= 1, got {trials}")
     optuna = _optuna()
-    s = get_scorer(scorer)
-    dims = space_for(scorer, space, fixed)
-    defaults = s.params_type()
-    base = replace(defaults, **dict(fixed or {})) if fixed else defaults
+    text_fields = text_fields_of(train)
+    if any(d.per_field for d in SEARCH_SPACES.get(scorer, ())) and not text_fields:
+        raise ConfigurationError(f"scorer {scorer!r} weighs text fields, but the training features hold no "
+                                 "per-field arrays; collect them with collect_features for this scorer")
+    for key in fixed or {}:
+        param, dot, field_name = key.partition(".")
+        if dot and param in FIELD_DEFAULTS and field_name not in text_fields:
+            raise ConfigurationError(f"{key}: the index has no text field {field_name!r} "
+                                     f"(its text fields: {', '.join(text_fields) or 'none'})")
+    dims = space_for(scorer, space, fixed, text_fields)
+    if not dims:
+        raise ConfigurationError(f"every searched parameter of {scorer!r} is fixed; nothing to search")
+    defaults = get_scorer(scorer).params_type()
+    base = params_with(scorer, fixed) if fixed else defaults
     started = time.perf_counter()
 
     def objective_of(params: Any) -> float:
@@ -320,8 +370,9 @@ def search(scorer: str, train: Sequence[QuerySet], heldout: Sequence[QuerySet], 
     history: list[tuple[int, float, dict[str, float]]] = []
 
     def objective(trial: Any) -> float:
-        values = {d.name: trial.suggest_float(d.name, d.low, d.high, log=d.log) for d in dims}
-        value = objective_of(replace(base, **values))
+        values = {d.name: trial.suggest_int(d.name, int(d.low), int(d.high)) if d.integer
+                  else trial.suggest_float(d.name, d.low, d.high, log=d.log) for d in dims}
+        value = objective_of(params_with(scorer, values, base))
         history.append((trial.number, value, values))
         if on_trial:
             on_trial(trial.number, value)
@@ -330,15 +381,20 @@ def search(scorer: str, train: Sequence[QuerySet], heldout: Sequence[QuerySet], 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=min(20, trials))
     study = optuna.create_study(direction="maximize", sampler=sampler)
+
+    def clip(d: Dimension, v: float) -> float:
+        v = min(max(v, d.low), d.high)
+        return int(round(v)) if d.integer else v
+
     start_values = {}
     for d in dims:
-        v = getattr(base, d.name)
-        start_values[d.name] = float(v) if v is not None else (d.low * d.high) ** 0.5 if d.log else (d.low + d.high) / 2
-        start_values[d.name] = min(max(start_values[d.name], d.low), d.high)
+        v = _current(base, d.name)
+        start = float(v) if v is not None else (d.low * d.high) ** 0.5 if d.log else (d.low + d.high) / 2
+        start_values[d.name] = clip(d, start)
     study.enqueue_trial(start_values)
     for values in warm_start:
-        study.enqueue_trial({d.name: min(max(float(values[d.name]), d.low), d.high)
-                             for d in dims if values.get(d.name) is not None})
+        flat = flat_values(values)
+        study.enqueue_trial({d.name: clip(d, float(flat[d.name])) for d in dims if flat.get(d.name) is not None})
     from tqdm import tqdm
 
     bar = tqdm(total=trials, desc=f"tuning {scorer}", unit="trial", disable=not progress, file=sys.stderr)
@@ -351,21 +407,26 @@ def search(scorer: str, train: Sequence[QuerySet], heldout: Sequence[QuerySet], 
         study.optimize(objective, n_trials=trials, callbacks=[tick])
     finally:
         bar.close()
-    best_params = replace(base, **study.best_params)
+    best_params = params_with(scorer, study.best_params, base)
     best_value = float(study.best_value)
     default_value = objective_of(defaults)
-    if default_value >= best_value:  # the search found nothing better than what ships
-        best_params, best_value = defaults, default_value
+    # the search found nothing better than what ships (with the fixed values, if any: they hold)
+    start_value = default_value if base == defaults else objective_of(base)
+    if start_value >= best_value:
+        best_params, best_value = base, start_value
     train_scores = {qs.label: (evaluate(qs, scorer, defaults), evaluate(qs, scorer, best_params)) for qs in train}
     held = {qs.label: (evaluate(qs, scorer, defaults), evaluate(qs, scorer, best_params)) for qs in heldout}
     return TuneResult(
         scorer=scorer, defaults=_jsonable(defaults), best=_jsonable(best_params),
         objective_defaults=default_value, objective_best=best_value, train=train_scores, heldout=held,
         trials=history, seconds=time.perf_counter() - started, seed=seed, space=space,
+        searched=[d.name for d in dims],
     )
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value):
+        return ", ".join(f"{f}={_fmt(v)}" for f, v in value) or "(none)"  # per-field values
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
@@ -375,7 +436,8 @@ def tuning_markdown(result: TuneResult, command: str | None = None) -> str:
     if command:
         lines += ["Produced by:", "", "```", command, "```", ""]
     lines += [
-        f"optuna TPE, seed {result.seed}, {len(result.trials)} trials, space `{result.space}`; objective = "
+        f"optuna TPE, seed {result.seed}, {len(result.trials)} trials, space `{result.space}` "
+        f"({', '.join(f'`{n}`' for n in result.searched)}); objective = "
         "mean over the training sets of combined = 0.8·R@100 + 0.2·nDCG@10 "
         "(FastJudge, equal to ir-measures' nDCG@10 and R@100).",
         "",

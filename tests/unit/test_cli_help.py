@@ -56,3 +56,19 @@ def test_readme_lists_every_scorer_with_a_line() -> None:
                                                          README.read_text("utf-8"), re.M)}
     for name in available_scorers():
         assert len(rows.get(name, "")) > 20, f"README's scorer table has no line for {name!r}"
+
+
+def test_tune_help_lists_every_scorers_search_space(capsys: pytest.CaptureFixture[str]) -> None:
+    from esbridge.spaces import SEARCH_SPACES
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tune", "--help"])
+    out = capsys.readouterr().out
+    listed = dict(re.findall(r"^  ([a-z0-9_]+): (.+(?:\n {5,}.+)*)", out, re.M))
+    assert set(listed) == set(available_scorers()) == set(SEARCH_SPACES)
+    for scorer, dims in SEARCH_SPACES.items():
+        text = " ".join(listed[scorer].split())
+        for d in dims:
+            assert (f"{d.name}.FIELD" if d.per_field else d.name) in text, (scorer, d.name)
+    assert "field_weights.FIELD" in listed["bm25f_robertson"] and "field_b.FIELD" in listed["bm25f_robertson"]
+    assert max(len(line) for line in out.splitlines()) <= 100

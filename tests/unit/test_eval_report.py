@@ -136,8 +136,14 @@ def test_cli_tune_errors_before_any_engine_work(capsys: pytest.CaptureFixture[st
     for argv, message in (
         (["tune", "--dataset", "a", "--dataset", "b", "--split", "x", "--split", "y", "--split", "z",
           "--scorer", "evolved"], "one --split for all datasets or one per --dataset"),
-        (["tune", "--dataset", "a", "--scorer", "arch_b"], "no search space for scorer 'arch_b'"),
+        (["tune", "--dataset", "a", "--scorer", "arch_z"], "no search space for scorer 'arch_z'"),
         (["tune", "--dataset", "a", "--scorer", "evolved", "--fix", "w_bi"], "NAME=VALUE"),
+        (["tune", "--dataset", "a", "--scorer", "bm25f_pubmed", "--fix", "b.title=0.5"],
+         "parameter 'b' of scorer 'bm25f_pubmed' is not set per field"),
+        (["tune", "--dataset", "a", "--scorer", "bm25f_pubmed", "--fix", "field_weights=2"],
+         "is set per field; give field_weights.FIELD=VALUE"),
+        (["tune", "--dataset", "a", "--scorer", "arch_c", "--fix", "q_drop_min_len=2.5"],
+         "q_drop_min_len must be an int"),
     ):
         args = parser.parse_args(argv)
         with pytest.raises(ConfigurationError, match=message):
