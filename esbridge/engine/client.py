@@ -569,9 +569,19 @@ class Engine:
         except EngineError as err:
             if err.status not in (400, 404, 405) or isinstance(err, EngineUnavailableError):
                 raise
-            info = parse_nodes_info(probe.request(
-                "GET", "/_nodes/_local", params={"filter_path": "cluster_name,nodes.*.version,nodes.*.build_flavor"},
-                context=where))
+            try:
+                info = parse_nodes_info(probe.request(
+                    "GET", "/_nodes/_local", params={"filter_path": "cluster_name,nodes.*.version,nodes.*.build_flavor"},
+                    context=where))
+            except EngineError as again:
+                if isinstance(transport, _Elasticsearch7Transport) and again.status == err.status:
+                    # the 7.x client checks the product with GET / before every first request
+                    raise ConfigurationError(
+                        "the given elasticsearch7 client cannot talk to this server: its product check "
+                        "reads GET /, which this server does not serve; pass the URL instead and esbridge "
+                        "builds a client that talks to it, or pass an elasticsearch.Elasticsearch client"
+                    ) from again
+                raise
         if isinstance(transport, _ElasticsearchTransport):
             transport.server_major = info.version[0]
         return cls(options, info, transport)
@@ -600,6 +610,23 @@ class Engine:
                         for n in (resp.get("nodes") or {}).values()]
             cached = frozenset(set.intersection(*per_node)) if per_node else frozenset()
             self._plugins = cached
+        return cached
+
+    def has_painless(self) -> bool:
+        """Whether the cluster runs Painless scripts (``GET /_script_language``, asked once).
+
+        Elasticsearch's minimal distribution (the ``elasticsearch8`` local node) has no
+        lang-painless module; an engine too old to answer is taken to have it."""
+        cached: bool | None = getattr(self, "_painless", None)
+        if cached is None:
+            try:
+                resp = self.request("GET", "/_script_language", context="listing the cluster's script languages")
+                cached = any(c.get("language") == "painless" for c in resp.get("language_contexts") or [])
+            except EngineError as err:
+                if isinstance(err, EngineUnavailableError) or err.status not in (400, 404, 405):
+                    raise
+                cached = True
+            self._painless = cached
         return cached
 
     def vector_search(self) -> str | None:
