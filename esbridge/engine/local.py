@@ -293,8 +293,8 @@ def _install_distribution(spec: RunnerSpec, *, progress: bool) -> Path:
     if not (marker.exists() and marker.read_text() == art.sha1 and (es_home / "bin").is_dir()):
         downloads.mkdir(parents=True, exist_ok=True)
         if progress:
-            print(f"downloading {art.url(DEFAULT_MAVEN_REPO).rsplit('/', 1)[1]} (about 110 MB, once) into "
-                  f"{downloads}", file=sys.stderr)
+            doing = "unpacking" if (downloads / art.filename).exists() else "downloading (about 110 MB, once) and unpacking"
+            print(f"{doing} {art.filename} in {downloads}", file=sys.stderr)
         repo = os.environ.get("ESBRIDGE_MAVEN_REPO", DEFAULT_MAVEN_REPO)
         _fetch(art, downloads, repo, timeout=600.0)
         root.mkdir(parents=True, exist_ok=True)
@@ -774,10 +774,10 @@ def stop(name: str = "default", *, timeout: float = 30.0) -> bool:
 
 def wipe(name: str) -> None:
     """Stop the node and delete its data (for a distribution's node, also its own directory)."""
-    meta = node_dir(name) / "node.json"
-    run = _read_record(meta).home if meta.exists() else None
     stop(name)
-    if run is not None and Path(run) != node_dir(name):
+    account = es_distribution.service_account() if os.geteuid() == 0 else None
+    run = es_distribution.runtime_root(account, cache_dir()) / "nodes" / name
+    if run != node_dir(name):
         shutil.rmtree(run, ignore_errors=True)
     shutil.rmtree(node_dir(name), ignore_errors=True)
 
