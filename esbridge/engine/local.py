@@ -620,9 +620,13 @@ def _start_once(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            tail = log_tail(name)
+            if spec.kind == "distribution" and not given and "BindHttpException" in log_tail(name, 1000):
+                # another process bound the port first (the runner's JVM reports it by answering)
+                raise _PortTaken(f"port {port} on 127.0.0.1 was taken before the {distribution} node bound it")
             raise ProvisioningError(
                 f"the {distribution} node exited with code {proc.returncode} while starting; "
-                f"last lines of its log:\n{log_tail(name)}"
+                f"last lines of its log:\n{tail}"
             )
         try:
             health = _http_json(f"{info.url}/_cluster/health?wait_for_status=yellow&timeout=2s", node=info)
