@@ -21,6 +21,12 @@ Layout under the cache directory (``$ESBRIDGE_HOME``, default
                                                   file and credentials; mode 0600)
     nodes/<name>/console.log                      the JVM's output
 
+An ``elasticsearch8`` node keeps its downloaded zip and built plugins under
+``engines/elasticsearch8-<version>/``, its credentials and CA under ``nodes/<name>/``,
+and its unpacked distribution, configuration, data and logs under the directory of
+:func:`esbridge.engine.es_distribution.runtime_root` (``$ESBRIDGE_HOME`` itself, or the
+service user's home when esbridge runs as root).
+
 Java: see :func:`find_java` (OpenSearch 3.x and Elasticsearch 8.19 need Java 21+,
 Elasticsearch 7.10 Java 11+).
 """
