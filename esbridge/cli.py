@@ -23,11 +23,14 @@ if TYPE_CHECKING:
 
 Handler = Callable[[argparse.Namespace], int]
 
+#: The local node distributions (``esbridge.engine.local.RUNNERS``).
+DISTRIBUTIONS = ["opensearch", "opensearch-knn", "elasticsearch", "elasticsearch8"]
+
 
 def _connection_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine connection")
     g.add_argument("--url", help="engine URL (default: $ESBRIDGE_URL, else esbridge's running local node)")
-    g.add_argument("--distribution", choices=["opensearch", "opensearch-knn", "elasticsearch"], default=None,
+    g.add_argument("--distribution", choices=DISTRIBUTIONS, default=None,
                    help="without --url: use esbridge's running local node of this distribution, or start "
                         "one if none runs (default: any running esbridge node, else a new opensearch node)")
     g.add_argument("--username", help="basic-auth user (password from $ESBRIDGE_PASSWORD)")
@@ -43,7 +46,7 @@ def _connection_args(p: argparse.ArgumentParser) -> None:
 def _connect(args: argparse.Namespace) -> Any:
     import os
 
-    from esbridge.engine.client import ConnectionOptions, Engine
+    from esbridge.engine.client import Engine
     from esbridge.engine.provision import provision
 
     prov = provision(args.distribution, url=args.url, use_docker=False)
@@ -51,8 +54,7 @@ def _connect(args: argparse.Namespace) -> Any:
         how = "started" if prov.started else "running"
         print(f"esbridge: using the local {prov.distribution} node {prov.node!r} ({how}) at {prov.url}; "
               "pass --url or set ESBRIDGE_URL for another engine", file=sys.stderr)
-    opts = ConnectionOptions.from_env(
-        prov.url,
+    opts = prov.options(
         username=args.username,
         password=os.environ.get("ESBRIDGE_PASSWORD") if args.username else None,
         api_key=args.api_key,
@@ -85,6 +87,11 @@ def _cmd_engine(args: argparse.Namespace) -> int:
             node, how = local.start(args.distribution, name=name, port=args.port, heap=args.heap,
                                     timeout=args.wait), "running"
         print(f"{node.distribution} {node.version} {how} at {node.url} (pid {node.pid}, node {node.name!r})")
+        if node.username is not None:
+            record = local.node_dir(node.name) / "node.json"
+            print(f"secured: TLS with the CA {node.ca_certs}, user {node.username!r}; its password and an API key "
+                  f"are in {record} (readable by you only). esbridge commands given this URL use them.")
+            print(f"export ESBRIDGE_CA_CERTS={node.ca_certs}")
         print(f"export ESBRIDGE_URL={node.url}")
     elif args.action == "stop":
         stopped = local.stop(name)
@@ -197,10 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("action", choices=["install", "start", "stop", "status"],
                    help="install, start, stop or status (see below)")
-    p.add_argument("--distribution", choices=["opensearch", "opensearch-knn", "elasticsearch"], default="opensearch",
+    p.add_argument("--distribution", choices=DISTRIBUTIONS, default="opensearch",
                    help="engine of the node: opensearch (OpenSearch 3.8), opensearch-knn (OpenSearch 3.5 with "
-                        "the k-NN plugin: the engine keeps and searches document vectors) or elasticsearch "
-                        "(Elasticsearch 7.10); default opensearch")
+                        "the k-NN plugin: the engine keeps and searches document vectors), elasticsearch "
+                        "(Elasticsearch 7.10) or elasticsearch8 (Elasticsearch 8.19, secured: HTTPS, a "
+                        "superuser and an API key, recorded under $ESBRIDGE_HOME/nodes/NAME/); default opensearch")
     p.add_argument("--name", help="node name, a directory under $ESBRIDGE_HOME/nodes (default: the running "
                                   "node of --distribution, else the distribution's name)")
     p.add_argument("--port", type=int, help="HTTP port on 127.0.0.1 (default: a free one in 9201-9299)")

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from esbridge.engine.client import Engine
-from esbridge.errors import ConfigurationError, EngineError
+from esbridge.errors import ConfigurationError, EngineError, UnsupportedEngineError
 from esbridge.scoring.common import IdfVariant
 from esbridge.scoring.evolved import EvolvedParams
 
@@ -53,6 +53,7 @@ __all__ = [
     "SimilarityConstants",
     "failing_scripts",
     "put_stored_script",
+    "require_painless",
     "resolve_similarities",
     "script_error",
     "scripted_similarity",
@@ -515,6 +516,19 @@ def script_error(err: EngineError, scripts: Sequence[PainlessScript], *, action:
                        body=err.body)
 
 
+def require_painless(engine: Engine, doing: str) -> None:
+    """Raise a one-line :class:`UnsupportedEngineError` when ``engine`` has no Painless.
+
+    Args:
+        doing: what needed it, e.g. ``"rescore inside the engine"``.
+    """
+    if not engine.has_painless():
+        raise UnsupportedEngineError(
+            f"{engine.info.label} has no Painless (its lang-painless module is not installed), so esbridge "
+            f"cannot {doing}; rerank with esbridge instead (Reranker, esbridge search), which needs no script"
+        )
+
+
 def put_stored_script(engine: Engine, script: PainlessScript, *, context: str = "score") -> str:
     """Store ``script`` (compiled once, against ``context``) unless it is already stored.
 
@@ -528,6 +542,7 @@ def put_stored_script(engine: Engine, script: PainlessScript, *, context: str = 
         EngineError: the engine rejected the script; the message names the file and
             carries Painless's ``script_stack``.
     """
+    require_painless(engine, f"store the script {script.location}")
     script_id = script.stored_id
     try:
         found = engine.request("GET", f"/_scripts/{script_id}", context=f"reading stored script {script_id}")

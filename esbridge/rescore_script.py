@@ -69,7 +69,13 @@ from esbridge.errors import ConfigurationError, UnsupportedEngineError
 from esbridge.features.cache import FeatureStore
 from esbridge.features.termvectors import analyze_query
 from esbridge.index.definitions import IndexLayout, index_meta, read_layout
-from esbridge.painless import EvolvedSimilarityConstants, PainlessScript, SimilarityKind, put_stored_script
+from esbridge.painless import (
+    EvolvedSimilarityConstants,
+    PainlessScript,
+    SimilarityKind,
+    put_stored_script,
+    require_painless,
+)
 from esbridge.scoring.evolved import EvolvedParams, term_weight
 
 __all__ = [
@@ -243,6 +249,7 @@ class EvolvedRescorer:
         field: str | None = None,
         similarity: str | None = None,
     ) -> None:
+        require_painless(engine, "rescore inside the engine (its rescorer runs Painless scripts)")
         self.engine = engine
         self.index = index
         self.params = params or EvolvedParams()

@@ -1,10 +1,25 @@
 """Shared fixtures: real engines for the engine tests.
 
 Engines come from :mod:`esbridge.engine.provision`: ``ESBRIDGE_TEST_URL_OPENSEARCH`` /
-``ESBRIDGE_TEST_URL_ELASTICSEARCH`` if set, else a Docker container where Docker
-answers, else a local node from Maven Central artifacts.  ``ESBRIDGE_TEST_ENGINES``
-(default ``opensearch,elasticsearch``) chooses which engines the suite runs on.
+``ESBRIDGE_TEST_URL_ELASTICSEARCH`` / ``ESBRIDGE_TEST_URL_ELASTICSEARCH8`` if set (a secured
+one with ``ESBRIDGE_TEST_USERNAME_<ENGINE>``, ``ESBRIDGE_TEST_PASSWORD_<ENGINE>`` and
+``ESBRIDGE_TEST_CA_CERTS_<ENGINE>``), else a Docker container where Docker answers, else a
+local node from Maven Central artifacts.  ``ESBRIDGE_TEST_ENGINES`` (default
+``opensearch,elasticsearch,elasticsearch8``) chooses which engines the suite runs on.
 An engine that cannot be had is a test error, never a skip.
+
+Which tests run on which engine is decided here, by parametrisation (never by a skip):
+
+* tests marked ``painless`` run only on engines with Painless (not ``elasticsearch8``, the
+  secured Elasticsearch 8.19 node, whose distribution has no lang-painless module), tests
+  marked ``without_painless`` only on engines without it, tests marked ``secured`` only on
+  engines with security on (``elasticsearch8``);
+* on ``elasticsearch8`` only the modules of :data:`ELASTICSEARCH8_MODULES` run (the suite's
+  time budget; the README's compatibility table lists them).
+
+A test on a secured engine finds its credentials in ``ESBRIDGE_USERNAME``,
+``ESBRIDGE_PASSWORD`` and ``ESBRIDGE_CA_CERTS``, the variables the README documents, so
+command-line calls given only ``--url`` authenticate as a user's would.
 """
 
 from __future__ import annotations
@@ -17,26 +32,103 @@ from pathlib import Path
 import pytest
 
 from esbridge.engine import local
-from esbridge.engine.client import Engine
+from esbridge.engine.client import ConnectionOptions, Engine
 from esbridge.engine.provision import ProvisionedEngine, provision
 from tests.data import beir
 
-ENGINES = [e.strip() for e in os.environ.get("ESBRIDGE_TEST_ENGINES", "opensearch,elasticsearch").split(",") if e.strip()]
+ENGINES = [e.strip() for e in os.environ.get("ESBRIDGE_TEST_ENGINES", "opensearch,elasticsearch,elasticsearch8").split(",")
+           if e.strip()]
+
+#: What each engine under test reports as its distribution, and its major version.
+ENGINE_IDENTITY: dict[str, tuple[str, int | None]] = {
+    "opensearch": ("opensearch", None),
+    "elasticsearch": ("elasticsearch", 7),
+    "elasticsearch8": ("elasticsearch", 8),
+}
+#: Engines without Painless: tests marked ``painless`` are not parametrised over them, tests
+#: marked ``without_painless`` only over them.
+WITHOUT_PAINLESS = frozenset({"elasticsearch8"})
+#: Engines with security on (TLS, authentication): tests marked ``secured`` run only on them.
+SECURED = frozenset({"elasticsearch8"})
+#: The test modules that run on ``elasticsearch8`` (every module runs on the others);
+#: ``ESBRIDGE_TEST_ELASTICSEARCH8_MODULES`` (module names, or ``all``) replaces the list.
+ELASTICSEARCH8_MODULES = frozenset({
+    "test_parity", "test_rerank", "test_ingest", "test_user_client", "test_security",
+})
+_ES8_MODULES_ENV = os.environ.get("ESBRIDGE_TEST_ELASTICSEARCH8_MODULES", "").strip()
+if _ES8_MODULES_ENV:
+    ELASTICSEARCH8_MODULES = frozenset(m.strip() for m in _ES8_MODULES_ENV.split(",") if m.strip())
 
 _provisioned: dict[str, ProvisionedEngine] = {}
 _started_here: list[str] = []
 _skipped: list[str] = []
 
 
-def _engine_url(distribution: str) -> str:
+def _provision(distribution: str) -> ProvisionedEngine:
     if distribution not in _provisioned:
-        url = os.environ.get(f"ESBRIDGE_TEST_URL_{distribution.upper()}")
+        key = distribution.upper().replace("-", "_")
+        url = os.environ.get(f"ESBRIDGE_TEST_URL_{key}")
         was_running = local.status(distribution) is not None
         prov = provision(distribution, url=url, progress=False)
         if prov.source == "local" and not was_running:
             _started_here.append(distribution)
+        given = {name: os.environ.get(f"ESBRIDGE_TEST_{name.upper()}_{key}")
+                 for name in ("username", "password", "ca_certs")}
+        if url and any(given.values()):
+            prov.credentials = {k: v for k, v in given.items() if v}
         _provisioned[distribution] = prov
-    return _provisioned[distribution].url
+    return _provisioned[distribution]
+
+
+def _engine_url(distribution: str) -> str:
+    return _provision(distribution).url
+
+
+def engine_options(distribution: str) -> ConnectionOptions:
+    """How the suite connects to the engine ``distribution`` (URL and, if secured, credentials)."""
+    prov = _provision(distribution)
+    return ConnectionOptions(url=prov.url, **prov.credentials)
+
+
+def engines_for(item_module: str, markers: set[str]) -> list[str]:
+    """The engines a test of ``item_module`` with ``markers`` is parametrised over."""
+    out = []
+    for name in ENGINES:
+        if "painless" in markers and name in WITHOUT_PAINLESS:
+            continue
+        if "without_painless" in markers and name not in WITHOUT_PAINLESS:
+            continue
+        if "secured" in markers and name not in SECURED:
+            continue
+        if name == "elasticsearch8" and item_module not in ELASTICSEARCH8_MODULES and "all" not in ELASTICSEARCH8_MODULES:
+            continue
+        out.append(name)
+    return out
+
+
+#: The parameter of a test none of whose engines is under test; such tests are left out.
+_NO_ENGINE = "no-engine-under-test"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "engine" not in metafunc.fixturenames:
+        return
+    markers = {m.name for m in metafunc.definition.iter_markers()}
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    metafunc.parametrize("engine", engines_for(module, markers) or [_NO_ENGINE], indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test with no engine to run on (``ESBRIDGE_TEST_ENGINES`` names none of its engines) is
+    left out (deselected, as ``-k`` would), not skipped."""
+    def engineless(item: pytest.Item) -> bool:
+        callspec = getattr(item, "callspec", None)
+        return callspec is not None and callspec.params.get("engine") == _NO_ENGINE
+
+    left_out = [item for item in items if engineless(item)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not engineless(item)]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -56,13 +148,29 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = 1
 
 
-@pytest.fixture(scope="session", params=ENGINES)
+@pytest.fixture(scope="session")
 def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
-    """A connected engine, once per distribution under test."""
-    eng = Engine.connect(_engine_url(request.param))
-    assert eng.distribution == request.param, f"expected {request.param}, got {eng.info.label}"
+    """A connected engine, once per distribution under test (parametrised by
+    :func:`pytest_generate_tests`)."""
+    eng = Engine.connect(engine_options(request.param))
+    distribution, major = ENGINE_IDENTITY.get(request.param, (request.param, None))
+    assert eng.distribution == distribution, f"expected {request.param}, got {eng.info.label}"
+    assert major is None or eng.info.version[0] == major, f"expected {request.param}, got {eng.info.label}"
     yield eng
     eng.close()
+
+
+@pytest.fixture(autouse=True)
+def _engine_credentials(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test on a secured engine: its credentials in the documented environment variables."""
+    callspec = getattr(request.node, "callspec", None)
+    name = callspec.params.get("engine") if callspec is not None else None
+    if name is None:
+        return
+    creds = _provision(name).credentials
+    for key in ("username", "password", "ca_certs"):
+        if creds.get(key):
+            monkeypatch.setenv(f"ESBRIDGE_{key.upper()}", str(creds[key]))
 
 
 @pytest.fixture(scope="session")

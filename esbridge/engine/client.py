@@ -1,7 +1,8 @@
 """One :class:`Engine` over OpenSearch and Elasticsearch.
 
-The engine is identified from ``GET /`` and driven through the official client
-that matches it:
+The engine is identified from ``GET /`` (or, on a server without that endpoint,
+such as Elasticsearch's minimal distribution, from ``GET /_nodes/_local``) and
+driven through the official client that matches it:
 
 * OpenSearch (any version): ``opensearch-py``.
 * Elasticsearch 7.x: ``elasticsearch7`` (the 7.x client under its own module
@@ -211,6 +212,31 @@ def parse_info(body: Mapping[str, Any]) -> EngineInfo:
         cluster_name=str(body.get("cluster_name", "")),
         lucene_version=str(version.get("lucene_version", "")),
     )
+
+
+def parse_nodes_info(body: Mapping[str, Any]) -> EngineInfo:
+    """Identify the server from ``GET /_nodes/_local`` where ``GET /`` is not served.
+
+    Elasticsearch reports a ``build_flavor`` for its nodes; OpenSearch does not (and always
+    serves ``GET /``).
+
+    Raises:
+        UnsupportedEngineError: as :func:`parse_info`.
+    """
+    nodes = [n for n in (body.get("nodes") or {}).values() if isinstance(n, Mapping)]
+    if not nodes or not nodes[0].get("version"):
+        raise UnsupportedEngineError(
+            f"the server at this URL answers neither GET / nor GET /_nodes/_local as OpenSearch or "
+            f"Elasticsearch do (got {dict(body)!r:.300})"
+        )
+    node = nodes[0]
+    fake_root: dict[str, Any] = {"cluster_name": body.get("cluster_name", ""),
+                                 "version": {"number": str(node["version"])}}
+    if node.get("build_flavor"):
+        fake_root["tagline"] = "You Know, for Search"
+    else:
+        fake_root["version"]["distribution"] = "opensearch"
+    return parse_info(fake_root)
 
 
 class _Transport:
@@ -450,6 +476,11 @@ def engine_error(status: int | None, body: Any, *, context: str = "") -> EngineE
     detail = f"{error_type}: {reason}" if error_type else str(reason)
     if caused and caused.get("reason") and caused.get("reason") != reason:
         detail += f" (caused by {caused.get('type')}: {caused.get('reason')})"
+    if status == 401:
+        detail += ("; the engine did not accept the credentials: check --username and ESBRIDGE_PASSWORD, "
+                   "or --api-key / ESBRIDGE_API_KEY (id:key or its base64 form)")
+    elif status == 403 and error_type == "security_exception":
+        detail += "; the user or API key lacks the privilege this needs"
     message = f"{context}: {detail}" if context else detail
     cls = IndexNotFoundError if error_type == "index_not_found_exception" else EngineError
     return cls(
@@ -496,11 +527,19 @@ class Engine:
 
         probe_opts = replace(options, max_retries=min(options.max_retries, 2))
         probe_engine = cls(probe_opts, EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
+        where = f"identifying the engine at {options.display_url}"
         try:
-            body = probe_engine.request("GET", "/", context=f"identifying the engine at {options.display_url}")
+            try:
+                info = parse_info(probe_engine.request("GET", "/", context=where))
+            except EngineError as err:
+                if err.status not in (400, 404, 405) or isinstance(err, EngineUnavailableError):
+                    raise
+                # no root endpoint (Elasticsearch's minimal distribution answers 405)
+                info = parse_nodes_info(probe_engine.request(
+                    "GET", "/_nodes/_local", params={"filter_path": "cluster_name,nodes.*.version,nodes.*.build_flavor"},
+                    context=where))
         finally:
             probe.close()
-        info = parse_info(body)
         transport: _Transport
         if info.distribution == "opensearch":
             transport = _OpenSearchTransport(options)
@@ -524,8 +563,25 @@ class Engine:
         transport = _client_transport(client)
         options = ConnectionOptions(url=_client_url(client), max_retries=max_retries, backoff=backoff)
         probe = cls(options, EngineInfo("opensearch", (0, 0, 0), "", "", ""), transport)
-        body = probe.request("GET", "/", context=f"identifying the engine of the given {type(client).__name__} client")
-        info = parse_info(body)
+        where = f"identifying the engine of the given {type(client).__name__} client"
+        try:
+            info = parse_info(probe.request("GET", "/", context=where))
+        except EngineError as err:
+            if err.status not in (400, 404, 405) or isinstance(err, EngineUnavailableError):
+                raise
+            try:
+                info = parse_nodes_info(probe.request(
+                    "GET", "/_nodes/_local", params={"filter_path": "cluster_name,nodes.*.version,nodes.*.build_flavor"},
+                    context=where))
+            except EngineError as again:
+                if isinstance(transport, _Elasticsearch7Transport) and again.status == err.status:
+                    # the 7.x client checks the product with GET / before every first request
+                    raise ConfigurationError(
+                        "the given elasticsearch7 client cannot talk to this server: its product check "
+                        "reads GET /, which this server does not serve; pass the URL instead and esbridge "
+                        "builds a client that talks to it, or pass an elasticsearch.Elasticsearch client"
+                    ) from again
+                raise
         if isinstance(transport, _ElasticsearchTransport):
             transport.server_major = info.version[0]
         return cls(options, info, transport)
@@ -554,6 +610,23 @@ class Engine:
                         for n in (resp.get("nodes") or {}).values()]
             cached = frozenset(set.intersection(*per_node)) if per_node else frozenset()
             self._plugins = cached
+        return cached
+
+    def has_painless(self) -> bool:
+        """Whether the cluster runs Painless scripts (``GET /_script_language``, asked once).
+
+        Elasticsearch's minimal distribution (the ``elasticsearch8`` local node) has no
+        lang-painless module; an engine too old to answer is taken to have it."""
+        cached: bool | None = getattr(self, "_painless", None)
+        if cached is None:
+            try:
+                resp = self.request("GET", "/_script_language", context="listing the cluster's script languages")
+                cached = any(c.get("language") == "painless" for c in resp.get("language_contexts") or [])
+            except EngineError as err:
+                if isinstance(err, EngineUnavailableError) or err.status not in (400, 404, 405):
+                    raise
+                cached = True
+            self._painless = cached
         return cached
 
     def vector_search(self) -> str | None:
@@ -606,11 +679,12 @@ class Engine:
             try:
                 return self._transport.perform(method, path, params, body, headers)
             except _Unreachable as err:
-                if last:
+                tls = _tls_problem(self.options, err, probe=last)
+                if last or tls is not None:
                     where = f"{context}: " if context else ""
                     raise EngineUnavailableError(
                         f"{where}cannot reach the engine at {self.options.display_url} ({_short_reason(err)}); "
-                        "check the URL, that the engine is running, and TLS/auth options",
+                        + (tls or "check the URL, that the engine is running, and TLS/auth options"),
                     ) from err
             except _HttpError as err:
                 if err.status not in RETRY_STATUSES or last:
@@ -695,13 +769,57 @@ class Engine:
                              context="clearing a scroll")
 
 
+def _tls_problem(options: ConnectionOptions, err: Exception, *, probe: bool) -> str | None:
+    """What to fix when a connection failed over TLS (or for want of it); ``None`` when the
+    failure is not about TLS.  Certificate failures are not retried: they do not go away.
+    ``probe``: when a plain-HTTP connection was closed unanswered, try a TLS handshake on the
+    port to tell whether the server speaks HTTPS (only once the retries are spent)."""
+    text = str(err)
+    parts = urlsplit(options.url)
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        if "hostname" in text.lower() or "IP address mismatch" in text:
+            return (f"the engine's certificate is not issued for {parts.hostname}; connect with the host "
+                    "name the certificate names, or pass --no-verify-certs (ESBRIDGE_VERIFY_CERTS=false) "
+                    "for local testing only")
+        return ("the engine's certificate is not signed by a CA esbridge trusts; pass the engine's CA file "
+                "with --ca-certs (ESBRIDGE_CA_CERTS), or --no-verify-certs (ESBRIDGE_VERIFY_CERTS=false) "
+                "for local testing only")
+    if parts.scheme == "https" and any(m in text for m in ("WRONG_VERSION_NUMBER", "wrong version number",
+                                                          "record layer failure", "RECORD_LAYER_FAILURE")):
+        return f"the engine does not speak TLS on this port; use {parts._replace(scheme='http').geturl()}"
+    if probe and parts.scheme == "http" and ("RemoteDisconnected" in text or "Connection reset" in text
+                                             or "Connection aborted" in text) and _speaks_tls(parts):
+        https = redact_url(parts._replace(scheme="https").geturl())
+        return f"the engine serves HTTPS on this port; use {https}"
+    return None
+
+
+def _speaks_tls(parts: Any) -> bool:
+    """Whether the server at ``parts``' host and port completes a TLS handshake (certificate
+    not checked: this only tells which protocol it speaks)."""
+    import socket
+    import ssl
+
+    host, port = parts.hostname, parts.port or 80
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=3.0) as sock:
+            with context.wrap_socket(sock, server_hostname=host):
+                return True
+    except (OSError, ValueError):
+        return False
+
+
 def _short_reason(err: Exception) -> str:
     """The innermost cause of a connection failure, e.g. ``Connection refused``."""
     import re
 
     text = str(err)
-    for pattern in (r"\[Errno -?\d+\] ([^)\]'\"]+)", r"(certificate verify failed[^)'\"]*)",
-                    r"(timed out|Read timed out)"):
+    for pattern in (r"\[Errno -?\d+\] ([^)\]'\"]+)", r"(certificate verify failed[^)'\"(]*)",
+                    r"(timed out|Read timed out)", r"(Remote end closed connection without response)",
+                    r"(wrong version number|record layer failure)"):
         m = re.search(pattern, text)
         if m:
             return m.group(1).strip()

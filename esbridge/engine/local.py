@@ -6,38 +6,54 @@ own JVM, and waits until it is healthy.  The node runs with the
 analysis-common, lang-painless and mapper-extras modules, bound to 127.0.0.1,
 as a single-node cluster that joins no other.
 
+``elasticsearch8`` is different: Elasticsearch 8.19's own distribution (a zip on
+Maven Central, pinned the same way), with esbridge's analysis plugins built from
+the sources in the package, run secured (TLS on HTTP, a superuser, an API key);
+see :mod:`esbridge.engine.es_distribution`.
+
 Layout under the cache directory (``$ESBRIDGE_HOME``, default
 ``~/.cache/esbridge``)::
 
     engines/<distribution>-<version>/lib/*.jar    the runner and its dependencies
     nodes/<name>/                                 data, logs, config of one node
     nodes/<name>/node.json                        pid, port, distribution, version
+                                                  (and for a secured node its URL, CA
+                                                  file and credentials; mode 0600)
     nodes/<name>/console.log                      the JVM's output
 
-Java: see :func:`find_java` (OpenSearch 3.x needs Java 21+, Elasticsearch 7.10
-Java 11+; Elasticsearch 7.10 prefers the oldest qualifying runtime).
+An ``elasticsearch8`` node keeps its downloaded zip and built plugins under
+``engines/elasticsearch8-<version>/``, its credentials and CA under ``nodes/<name>/``,
+and its unpacked distribution, configuration, data and logs under the directory of
+:func:`esbridge.engine.es_distribution.runtime_root` (``$ESBRIDGE_HOME`` itself, or the
+service user's home when esbridge runs as root).
+
+Java: see :func:`find_java` (OpenSearch 3.x and Elasticsearch 8.19 need Java 21+,
+Elasticsearch 7.10 Java 11+).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from esbridge.engine import es_distribution
 from esbridge.errors import ConfigurationError, ProvisioningError
 
 DEFAULT_MAVEN_REPO = "https://repo1.maven.org/maven2"
@@ -57,6 +73,14 @@ class RunnerSpec:
     plugin_types: tuple[str, ...] = ()
     #: what the engine itself reports as its distribution
     engine: str = ""
+    #: ``"runner"`` (jars on a class path, run in one JVM) or ``"distribution"`` (the engine's own
+    #: distribution zip, started by its ``bin/`` script; secured)
+    kind: str = "runner"
+
+    @property
+    def secured(self) -> bool:
+        """Whether the node runs with TLS and authentication."""
+        return self.kind == "distribution"
 
 
 RUNNERS: dict[str, RunnerSpec] = {
@@ -85,6 +109,16 @@ RUNNERS: dict[str, RunnerSpec] = {
         lockfile="elasticsearch-7.10.2.txt",
         config_name="elasticsearch.yml",
         min_java=11,
+    ),
+    "elasticsearch8": RunnerSpec(
+        distribution="elasticsearch8",
+        version="8.19.21",
+        main_class="",
+        lockfile="elasticsearch-8.19.21.txt",
+        config_name="elasticsearch.yml",
+        min_java=21,
+        engine="elasticsearch",
+        kind="distribution",
     ),
 }
 
@@ -217,9 +251,13 @@ def install(distribution: str, *, progress: bool = True) -> Path:
     """Download (or verify) the runner's jars; return the directory holding them.
 
     Idempotent: jars already present with the right SHA-1 are kept.  The Maven
-    repository is ``$ESBRIDGE_MAVEN_REPO`` (default Maven Central).
+    repository is ``$ESBRIDGE_MAVEN_REPO`` (default Maven Central).  For a
+    distribution (``elasticsearch8``): download and verify its zip, unpack it, build
+    and install esbridge's plugins, and return the unpacked distribution's directory.
     """
     spec = runner_spec(distribution)
+    if spec.kind == "distribution":
+        return _install_distribution(spec, progress=progress)
     artifacts = read_lockfile(spec)
     dest = lib_dir(spec)
     marker = dest / ".complete"
@@ -242,6 +280,39 @@ def install(distribution: str, *, progress: bool = True) -> Path:
             stray.unlink()
     marker.write_text(spec.lockfile + str(len(artifacts)))
     return dest
+
+
+def distribution_root(spec: RunnerSpec, account: es_distribution.ServiceAccount | None) -> Path:
+    """The directory holding the unpacked distribution of ``spec`` (see
+    :func:`esbridge.engine.es_distribution.runtime_root`)."""
+    return es_distribution.runtime_root(account, cache_dir()) / "engines" / f"{spec.distribution}-{spec.version}"
+
+
+def _install_distribution(spec: RunnerSpec, *, progress: bool) -> Path:
+    (art,) = read_lockfile(spec)
+    downloads = cache_dir() / "engines" / f"{spec.distribution}-{spec.version}"
+    account = es_distribution.service_account()
+    root = distribution_root(spec, account)
+    top = f"elasticsearch-{spec.version}"
+    es_home = root / top
+    marker = root / ".unpacked"
+    if not (marker.exists() and marker.read_text() == art.sha1 and (es_home / "bin").is_dir()):
+        downloads.mkdir(parents=True, exist_ok=True)
+        if progress:
+            doing = "unpacking" if (downloads / art.filename).exists() else "downloading (about 110 MB, once) and unpacking"
+            print(f"{doing} {art.filename} in {downloads}", file=sys.stderr)
+        repo = os.environ.get("ESBRIDGE_MAVEN_REPO", DEFAULT_MAVEN_REPO)
+        _fetch(art, downloads, repo, timeout=600.0)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "plugins.json").unlink(missing_ok=True)
+        es_distribution.unpack(downloads / art.filename, root, top)
+        marker.write_text(art.sha1)
+    java = find_java(spec.min_java)
+    if progress and not (root / "plugins.json").exists():
+        print(f"building and installing esbridge's plugins for Elasticsearch {spec.version}", file=sys.stderr)
+    es_distribution.install_plugins(es_home, spec.version, java, downloads / "plugins")
+    es_distribution.chown_tree(root, account)
+    return es_home
 
 
 def find_java(min_version: int) -> str:
@@ -303,18 +374,57 @@ def java_probe(java: str) -> tuple[int | None, bool]:
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """A local node that esbridge started."""
+    """A local node that esbridge started (its record, ``nodes/<name>/node.json``).
+
+    A secured node (``elasticsearch8``) also records how to reach it: ``https``, the CA
+    file that signed its certificate, its superuser and password, and an API key
+    (``id:key``).  The password and key never appear in ``repr``.
+    """
 
     name: str
     distribution: str
     version: str
+    #: the process that answers on the port (the server)
     pid: int
     port: int
+    #: the directory of the node's data, logs and configuration
     home: str
+    scheme: str = "http"
+    #: the process group esbridge started (the launcher and the server); ``None``: ``pid``'s
+    pgid: int | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    api_key: str | None = field(default=None, repr=False)
+    ca_certs: str | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> NodeInfo:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def credentials(self) -> dict[str, Any]:
+        """Connection options of this node (:class:`~esbridge.engine.client.ConnectionOptions`
+        keywords): its superuser and CA file; empty for a node without security."""
+        if self.username is None:
+            return {}
+        return {"username": self.username, "password": self.password, "ca_certs": self.ca_certs}
+
+    def auth_header(self) -> dict[str, str]:
+        if self.username is None:
+            return {}
+        return {"Authorization": es_distribution.Credentials(self.username, self.password or "").basic_header()}
+
+
+def _write_record(path: Path, info: NodeInfo) -> None:
+    es_distribution.write_private(path, json.dumps(asdict(info)))
+
+
+def _read_record(path: Path) -> NodeInfo:
+    return NodeInfo.from_record(json.loads(path.read_text()))
 
 
 def node_dir(name: str) -> Path:
@@ -364,8 +474,20 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _http_json(url: str, timeout: float = 5.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
+def _http_json(url: str, timeout: float = 5.0, node: NodeInfo | None = None, *, method: str = "GET",
+               body: Any = None, headers: dict[str, str] | None = None) -> Any:
+    """``url``'s JSON answer; for a secured ``node`` over TLS verified with its CA, as its
+    superuser (or with ``headers``' own ``Authorization``)."""
+    sent = {**(node.auth_header() if node is not None else {}), **(headers or {})}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode("utf-8")
+        sent["Content-Type"] = "application/json"
+    context = None
+    if url.startswith("https:"):
+        context = ssl.create_default_context(cafile=node.ca_certs if node is not None else None)
+    req = urllib.request.Request(url, data=data, headers=sent, method=method)
+    with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
         return json.loads(resp.read().decode("utf-8"))
 
 
@@ -374,22 +496,38 @@ def status(name: str = "default") -> NodeInfo | None:
     meta = node_dir(name) / "node.json"
     if not meta.exists():
         return None
-    info = NodeInfo(**json.loads(meta.read_text()))
+    try:
+        info = _read_record(meta)
+    except (OSError, ValueError, TypeError):
+        return None
     if not _alive(info.pid):
         return None
     try:
-        if info.pid not in _answering_pids(info.url):
+        if info.pid not in _answering_pids(info.url, info):
             return None  # another process answers on that port: not this node
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return info
 
 
-def _answering_pids(url: str) -> set[int]:
+def _answering_pids(url: str, node: NodeInfo | None = None) -> set[int]:
     """The process ids of the node(s) answering at ``url`` (``GET /_nodes/_local/process``),
     so a node is never mistaken for another that took its port."""
-    nodes = _http_json(url + "/_nodes/_local/process")["nodes"]
+    nodes = _http_json(url + "/_nodes/_local/process", node=node)["nodes"]
     return {int(n["process"]["id"]) for n in nodes.values()}
+
+
+def node_for_url(url: str) -> NodeInfo | None:
+    """The running esbridge node whose URL is ``url`` (a loopback address and its port), if any."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
+        return None
+    for node in running_nodes():
+        if node.port == parts.port and node.scheme == parts.scheme:
+            return node
+    return None
 
 
 def log_tail(name: str, lines: int = 40) -> str:
@@ -478,6 +616,55 @@ def _start_once(
             raise _PortTaken(f"port {port} on 127.0.0.1 was taken")
         raise ProvisioningError(f"port {port} on 127.0.0.1 is in use; choose another with --port")
     transport_port = _free_port()
+    server_pid: Callable[[], int | None]
+    if spec.kind == "distribution":
+        proc, info, server_pid = _launch_distribution(spec, name, lib, java, port, transport_port, heap)
+    else:
+        proc, info = _launch_runner(spec, name, lib, java, port, transport_port, heap)
+        server_pid = lambda: proc.pid  # noqa: E731
+    _write_record(home / "node.json", info)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_tail(name)
+            if spec.kind == "distribution" and not given and "BindHttpException" in log_tail(name, 1000):
+                # another process bound the port first (the runner's JVM reports it by answering)
+                raise _PortTaken(f"port {port} on 127.0.0.1 was taken before the {distribution} node bound it")
+            raise ProvisioningError(
+                f"the {distribution} node exited with code {proc.returncode} while starting; "
+                f"last lines of its log:\n{tail}"
+            )
+        try:
+            health = _http_json(f"{info.url}/_cluster/health?wait_for_status=yellow&timeout=2s", node=info)
+            if health.get("status") in ("yellow", "green"):
+                answering = _answering_pids(info.url, info)
+                pid = server_pid()
+                if pid is not None and pid in answering:
+                    if spec.kind == "distribution":
+                        info = _finish_distribution(replace(info, pid=pid), home)
+                    return info
+                if pid is not None:  # (None: the server has not written its pid file yet)
+                    # Someone else's node took the port between our check and our JVM binding it.
+                    stop(name)
+                    raise _PortTaken(
+                        f"another node (process {', '.join(map(str, sorted(answering)))}) answers on port "
+                        f"{port}, which this {distribution} node was to use; it was stopped so nothing is "
+                        "written to the wrong node. Start it again (a free port is chosen) or pass --port"
+                    )
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        time.sleep(1.0)
+    stop(name)
+    raise ProvisioningError(
+        f"the {distribution} node did not become healthy within {timeout:.0f}s; "
+        f"last lines of its log:\n{log_tail(name)}"
+    )
+
+
+def _launch_runner(spec: RunnerSpec, name: str, lib: Path, java: str, port: int, transport_port: int,
+                   heap: str) -> tuple[subprocess.Popen[bytes], NodeInfo]:
+    """Start an embedded-node runner's JVM on ``port``."""
+    home = node_dir(name)
     conf = home / "node_1" / "config"
     conf.mkdir(parents=True, exist_ok=True)
     (conf / spec.config_name).write_text(
@@ -514,37 +701,55 @@ def _start_once(
     proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, cwd=home)
     console.close()
-    info = NodeInfo(name=name, distribution=distribution, version=spec.version, pid=proc.pid,
-                    port=port, home=str(home))
-    (home / "node.json").write_text(json.dumps(asdict(info)))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise ProvisioningError(
-                f"the {distribution} node exited with code {proc.returncode} while starting; "
-                f"last lines of its log:\n{log_tail(name)}"
-            )
+    return proc, NodeInfo(name=name, distribution=spec.distribution, version=spec.version, pid=proc.pid,
+                          port=port, home=str(home), pgid=proc.pid)
+
+
+def _launch_distribution(spec: RunnerSpec, name: str, es_home: Path, java: str, port: int, transport_port: int,
+                         heap: str) -> tuple[subprocess.Popen[bytes], NodeInfo, Callable[[], int | None]]:
+    """Start a distribution's node (``bin/elasticsearch``) on ``port``, as the service account
+    when esbridge runs as root; returns the launcher's process, the node's record so far and
+    how to read the server's process id once it is known."""
+    record = node_dir(name)
+    record.chmod(0o700)
+    account = es_distribution.service_account()
+    run = es_distribution.runtime_root(account, cache_dir()) / "nodes" / name
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "es.pid").unlink(missing_ok=True)
+    creds = es_distribution.prepare_node(name=name, record=record, run=run, es_home=es_home, java=java, port=port,
+                                         transport_port=transport_port, heap=heap, account=account)
+    console = open(record / "console.log", "w")
+    proc = subprocess.Popen(es_distribution.launch_command(es_home, run, account), stdout=console,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=run,
+                            env=es_distribution.launch_env(java, run, account))
+    console.close()
+    info = NodeInfo(name=name, distribution=spec.distribution, version=spec.version, pid=proc.pid, port=port,
+                    home=str(run), scheme="https", pgid=proc.pid, username=creds.username,
+                    password=creds.password, api_key=creds.api_key or None, ca_certs=str(record / "ca.crt"))
+    return proc, info, lambda: es_distribution.server_pid(run)
+
+
+def _finish_distribution(info: NodeInfo, record: Path) -> NodeInfo:
+    """The node's API key: the recorded one if it still authenticates, else a new one created
+    through ``POST /_security/api_key``; the record is rewritten with it and the server's pid."""
+    key = info.api_key
+    if key:
+        encoded = base64.b64encode(key.encode()).decode()
         try:
-            health = _http_json(f"{info.url}/_cluster/health?wait_for_status=yellow&timeout=2s")
-            if health.get("status") in ("yellow", "green"):
-                answering = _answering_pids(info.url)
-                if proc.pid in answering:
-                    return info
-                # Someone else's node took the port between our check and our JVM binding it.
-                stop(name)
-                raise _PortTaken(
-                    f"another node (process {', '.join(map(str, sorted(answering)))}) answers on port "
-                    f"{port}, which this {distribution} node was to use; it was stopped so nothing is "
-                    "written to the wrong node. Start it again (a free port is chosen) or pass --port"
-                )
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        time.sleep(1.0)
-    stop(name)
-    raise ProvisioningError(
-        f"the {distribution} node did not become healthy within {timeout:.0f}s; "
-        f"last lines of its log:\n{log_tail(name)}"
-    )
+            _http_json(f"{info.url}/_security/_authenticate", node=info,
+                       headers={"Authorization": f"ApiKey {encoded}"})
+        except urllib.error.HTTPError:
+            key = None
+    if not key:
+        created = _http_json(f"{info.url}/_security/api_key", node=info, method="POST",
+                             body=es_distribution.api_key_request(info.name), timeout=60.0)
+        key = f"{created['id']}:{created['api_key']}"
+        creds = es_distribution.read_credentials(record)
+        if creds is not None:
+            es_distribution.save_credentials(record, replace(creds, api_key=key))
+    info = replace(info, api_key=key)
+    _write_record(record / "node.json", info)
+    return info
 
 
 def stop(name: str = "default", *, timeout: float = 30.0) -> bool:
@@ -552,28 +757,38 @@ def stop(name: str = "default", *, timeout: float = 30.0) -> bool:
     meta = node_dir(name) / "node.json"
     if not meta.exists():
         return False
-    info = NodeInfo(**json.loads(meta.read_text()))
-    was = _alive(info.pid)
+    info = _read_record(meta)
+    group = info.pgid or info.pid
+
+    def alive() -> bool:
+        return _alive(info.pid) or _alive(group)
+
+    was = alive()
     if was:
         try:
-            os.killpg(info.pid, signal.SIGTERM)
+            os.killpg(group, signal.SIGTERM)
         except ProcessLookupError:
             pass
         deadline = time.monotonic() + timeout
-        while _alive(info.pid) and time.monotonic() < deadline:
+        while alive() and time.monotonic() < deadline:
             time.sleep(0.3)
-        if _alive(info.pid):
-            try:
-                os.killpg(info.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if alive():
+            for target in {group, info.pid}:
+                try:
+                    os.killpg(target, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
     meta.unlink(missing_ok=True)
     return was
 
 
 def wipe(name: str) -> None:
-    """Stop the node and delete its data."""
+    """Stop the node and delete its data (for a distribution's node, also its own directory)."""
     stop(name)
+    account = es_distribution.service_account() if os.geteuid() == 0 else None
+    run = es_distribution.runtime_root(account, cache_dir()) / "nodes" / name
+    if run != node_dir(name):
+        shutil.rmtree(run, ignore_errors=True)
     shutil.rmtree(node_dir(name), ignore_errors=True)
 
 

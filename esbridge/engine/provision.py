@@ -15,9 +15,10 @@ In order:
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from esbridge.engine import local
@@ -28,6 +29,7 @@ from esbridge.errors import ConfigurationError, ProvisioningError
 DOCKER_IMAGES: dict[str, str] = {
     "opensearch": "opensearchproject/opensearch:3.8.0",
     "elasticsearch": "docker.elastic.co/elasticsearch/elasticsearch:7.10.2",
+    "elasticsearch8": "docker.elastic.co/elasticsearch/elasticsearch:8.19.21",
 }
 
 _DOCKER_ENV: dict[str, dict[str, str]] = {
@@ -40,6 +42,13 @@ _DOCKER_ENV: dict[str, dict[str, str]] = {
     "elasticsearch": {
         "discovery.type": "single-node",
         "xpack.security.enabled": "false",
+        "ES_JAVA_OPTS": "-Xms1g -Xmx1g",
+    },
+    # secured: the built-in superuser ``elastic`` with a password made for the container
+    "elasticsearch8": {
+        "discovery.type": "single-node",
+        "xpack.security.enabled": "true",
+        "xpack.security.http.ssl.enabled": "false",
         "ES_JAVA_OPTS": "-Xms1g -Xmx1g",
     },
 }
@@ -56,6 +65,21 @@ class ProvisionedEngine:
     #: for a local node: its name, and whether this call started it (``False``: it was running)
     node: str | None = None
     started: bool = False
+    #: for a secured engine esbridge provisioned (or a URL of one of its running nodes):
+    #: :class:`ConnectionOptions` keywords (user, password, CA file)
+    credentials: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def options(self, **explicit: Any) -> ConnectionOptions:
+        """Connection options: ``explicit`` ones, then the ``ESBRIDGE_*`` variables
+        (:meth:`ConnectionOptions.from_env`), then, when neither gives a user or an API key,
+        the credentials this engine was provisioned with."""
+        opts = ConnectionOptions.from_env(self.url, **explicit)
+        if self.credentials and opts.username is None and opts.api_key is None:
+            creds = dict(self.credentials)
+            if opts.ca_certs is not None or not opts.verify_certs:
+                creds.pop("ca_certs", None)
+            opts = replace(opts, **creds)
+        return opts
 
     def release(self) -> None:
         """Stop what was started here (a container); local nodes keep running until
@@ -118,10 +142,15 @@ def start_container(distribution: str) -> ProvisionedEngine:
     container = DockerContainer(image).with_exposed_ports(9200)
     for key, value in _DOCKER_ENV[distribution].items():
         container = container.with_env(key, value)
+    credentials: dict[str, Any] = {}
+    if distribution == "elasticsearch8":
+        credentials = {"username": "elastic", "password": secrets.token_urlsafe(18)}
+        container = container.with_env("ELASTIC_PASSWORD", credentials["password"])
     container.start()
     wait_for_logs(container, r"started", timeout=180)
     url = f"http://{container.get_container_host_ip()}:{container.get_exposed_port(9200)}"
-    return ProvisionedEngine(url=url, source="docker", distribution=distribution, handle=container)
+    return ProvisionedEngine(url=url, source="docker", distribution=distribution, handle=container,
+                             credentials=credentials)
 
 
 def find_local_node(distribution: str | None = None) -> local.NodeInfo | None:
@@ -151,7 +180,10 @@ def provision(distribution: str | None = "opensearch", *, url: str | None = None
     """
     url = url or os.environ.get("ESBRIDGE_URL")
     if url:
-        return ProvisionedEngine(url=url, source="url", distribution=distribution or "opensearch")
+        # the URL of one of esbridge's running secured nodes: its recorded credentials apply
+        ours = local.node_for_url(url)
+        return ProvisionedEngine(url=url, source="url", distribution=distribution or "opensearch",
+                                 credentials=ours.credentials() if ours is not None else {})
     if use_docker is None:
         use_docker = docker_available()
     if use_docker:
@@ -159,15 +191,16 @@ def provision(distribution: str | None = "opensearch", *, url: str | None = None
     running = find_local_node(distribution)
     if running is not None:
         return ProvisionedEngine(url=running.url, source="local", distribution=running.distribution,
-                                 node=running.name, started=False)
+                                 node=running.name, started=False, credentials=running.credentials())
     node = local.start(distribution or "opensearch", progress=progress)
     return ProvisionedEngine(url=node.url, source="local", distribution=node.distribution,
-                             node=node.name, started=True)
+                             node=node.name, started=True, credentials=node.credentials())
 
 
 def connect(distribution: str | None = "opensearch", *, url: str | None = None,
             **options: Any) -> Engine:
     """Connect to the engine at ``url``/``ESBRIDGE_URL``, or to esbridge's running local node
-    of ``distribution`` (one is started when none runs)."""
+    of ``distribution`` (one is started when none runs; a secured node is reached with the
+    credentials in its record)."""
     prov = provision(distribution, url=url, use_docker=False)
-    return Engine.connect(ConnectionOptions.from_env(prov.url, **options))
+    return Engine.connect(prov.options(**options))

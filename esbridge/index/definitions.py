@@ -21,7 +21,13 @@ from typing import Any
 
 from esbridge.engine.client import Engine, check_index_name, path_segment
 from esbridge.errors import ConfigurationError, EngineError
-from esbridge.painless import ScriptedSimilarity, SimilarityKind, failing_scripts, resolve_similarities
+from esbridge.painless import (
+    ScriptedSimilarity,
+    SimilarityKind,
+    failing_scripts,
+    require_painless,
+    resolve_similarities,
+)
 
 #: What ``similarity=`` accepts: a scripted similarity's name or object, or several.
 SimilaritySpec = (
@@ -224,6 +230,9 @@ def create_index(
     """
     sims = resolve_similarities(similarity)
     scripts = [s for sim in sims for s in sim.scripts()]
+    if sims:
+        require_painless(engine, f"create index {index!r} with the scripted similarities "
+                                 f"{', '.join(sim.name for sim in sims)}")
     if body is None:
         if vector is not None and engine.vector_search() != "knn_vector":
             raise ConfigurationError(

@@ -42,6 +42,8 @@ from esbridge.scoring.evolved import EvolvedParams, channel_relevance, evidence,
 from esbridge.scoring.idf import lucene_idf
 from tests.data import beir, judged_queries
 
+pytestmark = pytest.mark.painless
+
 REL_TOL = 1e-5
 N_DOCS = 1000
 N_QUERIES = 8

@@ -206,6 +206,7 @@ def test_field_weights_as_a_scorer_parameter_from_the_cli(engine: Engine, small_
     assert "every field weight (and default_weight) is 0" in capsys.readouterr().err
 
 
+@pytest.mark.painless
 def test_scripted_similarity_first_stage(engine: Engine, index_name: str) -> None:
     create_index(engine, index_name, IndexLayout(), similarity=["evolved"])
     for doc_id, src in DOCS.items():

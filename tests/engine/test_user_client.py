@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from esbridge.engine.client import ConnectionOptions, Engine, redact_url
-from esbridge.errors import ConfigurationError, EngineUnavailableError
+from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError
 from esbridge.index import IndexLayout, create_index
 from esbridge.rerank import Reranker
 
@@ -19,11 +19,18 @@ DOCS = {
 
 
 def _own_client(engine: Engine):  # type: ignore[no-untyped-def]
-    """A client built the way the engine's users build theirs (for Elasticsearch 7.10, whose
-    open-source build the elasticsearch7 client refuses, opensearch-py's, which talks to it)."""
+    """A client built the way the engine's users build theirs: for Elasticsearch 8, the
+    ``elasticsearch`` client with the engine's user and CA; otherwise opensearch-py's (for
+    Elasticsearch 7.10, whose open-source build the elasticsearch7 client refuses, it talks to it)."""
+    opts = engine.options
+    if engine.distribution == "elasticsearch" and engine.info.version[0] >= 8:
+        from elasticsearch import Elasticsearch
+
+        return Elasticsearch(opts.url, basic_auth=(str(opts.username), str(opts.password)), ca_certs=opts.ca_certs)
     from opensearchpy import OpenSearch
 
-    return OpenSearch(hosts=[engine.options.url])
+    auth = {"http_auth": (opts.username, opts.password)} if opts.username else {}
+    return OpenSearch(hosts=[opts.url], ca_certs=opts.ca_certs, **auth)
 
 
 @pytest.fixture
@@ -45,7 +52,14 @@ def test_engine_from_the_users_client(engine: Engine, small_index: str) -> None:
     assert [(h["_id"], h["_score"]) for h in with_theirs["hits"]["hits"]] == \
            [(h["_id"], h["_score"]) for h in with_ours["hits"]["hits"]]
     own.close()
-    assert client.info()["version"]["number"] == engine.info.number  # esbridge left the user's client open
+    # esbridge left the user's client open
+    if hasattr(client, "perform_request"):  # elasticsearch 8/9: the REST compatibility headers of the server
+        compat = {f: f"application/vnd.elasticsearch+json; compatible-with={engine.info.version[0]}"
+                  for f in ("accept", "content-type")}
+        count = client.perform_request("POST", f"/{small_index}/_count", headers=compat, body={}).body["count"]
+    else:
+        count = client.count(index=small_index)["count"]
+    assert count == len(DOCS)
     client.close()
 
 
@@ -84,8 +98,14 @@ def test_a_password_in_the_url_never_shows(engine: Engine) -> None:
 def test_a_client_that_refuses_the_server_says_what_to_do(engine: Engine) -> None:
     from elasticsearch7 import Elasticsearch
 
-    client = Elasticsearch([engine.options.url])
-    if engine.distribution == "opensearch" or engine.info.version < (7, 14, 0):
+    opts = engine.options
+    auth = {"http_auth": (opts.username, opts.password)} if opts.username else {}
+    client = Elasticsearch([opts.url], ca_certs=opts.ca_certs, **auth)
+    try:
+        serves_root = bool(engine.request("GET", "/"))
+    except EngineError:
+        serves_root = False  # Elasticsearch's minimal distribution (the elasticsearch8 node)
+    if engine.distribution == "opensearch" or engine.info.version < (7, 14, 0) or not serves_root:
         with pytest.raises(ConfigurationError, match="pass the URL instead"):
             Engine.connect(client)
     else:

@@ -134,3 +134,62 @@ def test_reports_never_carry_secrets() -> None:
     assert "SECRETKEY" not in shown and "pw123" not in shown and "K2" not in shown
     assert shown == "eval --api-key *** --url https://u:***@h:9200/x --api-key=*** --dataset scifact"
     assert redact_url("http://h:9200") == "http://h:9200"
+
+
+def test_a_server_without_get_root_is_identified_from_its_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from esbridge.engine import client as client_module
+    from esbridge.engine.client import parse_nodes_info
+
+    es = parse_nodes_info({"cluster_name": "c", "nodes": {"n1": {"version": "8.19.21", "build_flavor": "default"}}})
+    assert (es.distribution, es.version, es.cluster_name) == ("elasticsearch", (8, 19, 21), "c")
+    assert es.bm25_k1_plus_one
+    assert parse_nodes_info({"nodes": {"n1": {"version": "3.8.0"}}}).distribution == "opensearch"
+    with pytest.raises(UnsupportedEngineError, match="neither"):
+        parse_nodes_info({"nodes": {}})
+    # Engine.connect: GET / answers 405 (Elasticsearch's minimal distribution), GET /_nodes/_local identifies
+    probe = ScriptedTransport([
+        _HttpError(405, {"error": "Incorrect HTTP method for uri [/] and method [GET]", "status": 405}),
+        {"cluster_name": "c", "nodes": {"n1": {"version": "8.19.21", "build_flavor": "default"}}},
+    ])
+    chosen: list[int] = []
+    monkeypatch.setattr(client_module, "_OpenSearchTransport", lambda options: probe)
+    monkeypatch.setattr(client_module, "_ElasticsearchTransport",
+                        lambda options, major: chosen.append(major) or ScriptedTransport([]))
+    engine = Engine.connect(ConnectionOptions("https://h:9200"))
+    assert engine.info.label == "Elasticsearch 8.19.21" and chosen == [8]
+    assert [c[1].split("?")[0] for c in probe.calls] == ["/", "/_nodes/_local"]
+
+
+def test_refused_credentials_say_what_to_check() -> None:
+    from esbridge.engine.client import engine_error
+
+    body = {"error": {"type": "security_exception", "reason": "unable to authenticate user [u] for REST request [/]"},
+            "status": 401}
+    err = engine_error(401, body, context="identifying the engine at https://h:9200")
+    assert "did not accept the credentials" in str(err) and "ESBRIDGE_API_KEY" in str(err)
+    assert "\n" not in str(err)
+    assert "did not accept" not in str(engine_error(404, {"error": {"type": "x", "reason": "y"}}))
+
+
+@pytest.mark.parametrize("url,raised,expected", [
+    ("https://h:9200", "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer "
+                       "certificate (_ssl.c:1006)", "not signed by a CA esbridge trusts"),
+    ("https://h:9200", "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: IP address mismatch",
+     "not issued for h"),
+    ("https://h:9200", "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)", "use http://h:9200"),
+    ("http://h:9200", "ConnectionError(('Connection aborted.', RemoteDisconnected('Remote end closed connection')))",
+     None),  # not probed before the retries are spent
+    ("http://h:9200", "[Errno 111] Connection refused", None),
+])
+def test_tls_failures_say_what_to_fix(url: str, raised: str, expected: str | None) -> None:
+    from esbridge.engine.client import _tls_problem
+
+    got = _tls_problem(ConnectionOptions(url), _Unreachable(raised), probe=False)
+    assert (got is None) if expected is None else (got is not None and expected in got)
+
+
+def test_an_untrusted_certificate_is_not_retried() -> None:
+    engine, transport, slept = make([_Unreachable("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")] * 3)
+    with pytest.raises(EngineUnavailableError, match="--ca-certs"):
+        engine.request("GET", "/")
+    assert len(transport.calls) == 1 and slept == []

@@ -1,0 +1,240 @@
+"""A secured engine (TLS on HTTP, authentication): every way to authenticate and to trust its
+certificate works, every wrong one is a one-line error that says what to fix, and no
+credential ever shows in an error, a ``repr`` or a log.
+
+Runs on the secured engines only (``elasticsearch8``: Elasticsearch 8.19 with a superuser, an
+API key and a CA made by esbridge); an engine without Painless says so in one line.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import stat
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from esbridge.engine import local
+from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.errors import EngineError, EngineUnavailableError, UnsupportedEngineError
+from esbridge.index import IndexLayout, create_index
+from esbridge.rerank import Reranker
+from esbridge.rescore_script import EvolvedRescorer
+from tests.cli import run
+
+DOCS = {
+    "a": {"title": "Insulin therapy", "text": "Insulin lowers glucose in diabetes."},
+    "b": {"title": "Cardiac output", "text": "Exercise raises cardiac output."},
+    "c": {"title": "Diabetes and the heart", "text": "Diabetes raises cardiac risk; insulin helps."},
+}
+
+
+@pytest.fixture(scope="module")
+def api_key(engine: Engine) -> Iterator[tuple[str, str]]:
+    """An API key created through the API for these tests: ``(id, key)``; invalidated after."""
+    created = engine.request("POST", "/_security/api_key", body={"name": f"esb-test-{uuid.uuid4().hex[:8]}"},
+                             context="creating an API key")
+    yield created["id"], created["api_key"]
+    engine.request("DELETE", "/_security/api_key", body={"ids": [created["id"]]}, context="invalidating it")
+
+
+@pytest.fixture
+def small_index(engine: Engine, index_name: str) -> str:
+    create_index(engine, index_name, IndexLayout())
+    for doc_id, src in DOCS.items():
+        engine.request("PUT", f"/{index_name}/_doc/{doc_id}", body=src)
+    engine.refresh(index_name)
+    return index_name
+
+
+def _secrets(engine: Engine, *more: str) -> list[str]:
+    return [s for s in (engine.options.password, engine.options.api_key, *more) if s]
+
+
+def _one_line_without(text: str, secrets: list[str]) -> None:
+    assert "\n" not in text.strip(), f"not one line: {text!r}"
+    for secret in secrets:
+        assert secret not in text, "a credential shows in the message"
+
+
+def _options(engine: Engine, **changes: object) -> ConnectionOptions:
+    base: dict[str, object] = {"url": engine.options.url, "username": engine.options.username,
+                               "password": engine.options.password, "ca_certs": engine.options.ca_certs,
+                               "max_retries": 1}
+    base.update(changes)
+    return ConnectionOptions(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.secured
+def test_basic_auth_with_the_ca_file(engine: Engine, small_index: str) -> None:
+    assert urlsplit(engine.options.url).scheme == "https"
+    assert engine.options.username and engine.options.password and engine.options.ca_certs
+    with Engine.connect(_options(engine)) as eng:
+        assert eng.info == engine.info
+        who = eng.request("GET", "/_security/_authenticate")
+        assert who["username"] == engine.options.username and who["authentication_type"] == "realm"
+        resp = Reranker(eng, small_index, window=10).search("insulin diabetes", size=3)
+        assert {h["_id"] for h in resp["hits"]["hits"]} == {"a", "c"}
+
+
+@pytest.mark.secured
+@pytest.mark.parametrize("form", ["id:key", "base64"])
+def test_api_key_in_either_form(engine: Engine, api_key: tuple[str, str], small_index: str, form: str) -> None:
+    key_id, key = api_key
+    given = f"{key_id}:{key}" if form == "id:key" else base64.b64encode(f"{key_id}:{key}".encode()).decode()
+    with Engine.connect(_options(engine, username=None, password=None, api_key=given)) as eng:
+        who = eng.request("GET", "/_security/_authenticate")
+        assert who["authentication_type"] == "api_key" and who["api_key"]["id"] == key_id
+        assert eng.count(small_index) == 3
+        assert key not in repr(eng.options) and given not in repr(eng.options)
+
+
+@pytest.mark.secured
+def test_verification_off_needs_no_ca(engine: Engine, small_index: str) -> None:
+    with Engine.connect(_options(engine, ca_certs=None, verify_certs=False)) as eng:
+        assert eng.count(small_index) == 3
+
+
+@pytest.mark.secured
+def test_a_wrong_password_says_so_in_one_line(engine: Engine, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    wrong = "not-the-password-" + uuid.uuid4().hex[:6]
+    with pytest.raises(EngineError) as info:
+        Engine.connect(_options(engine, password=wrong))
+    message = str(info.value)
+    assert info.value.status == 401 and "did not accept the credentials" in message
+    assert "ESBRIDGE_PASSWORD" in message
+    _one_line_without(message, _secrets(engine, wrong))
+    # the command line: exit code of an engine refusal, one line, no password
+    monkeypatch.setenv("ESBRIDGE_PASSWORD", wrong)
+    code, out, err = run(capsys, "search", "--url", engine.options.url, "--username", str(engine.options.username),
+                         "--max-retries", "0", "any-index", "insulin")
+    assert code == 6 and out == ""
+    assert err.startswith("esbridge: ") and "did not accept the credentials" in err
+    _one_line_without(err, _secrets(engine, wrong))
+
+
+@pytest.mark.secured
+def test_a_wrong_api_key_says_so_in_one_line(engine: Engine, api_key: tuple[str, str]) -> None:
+    key_id, _ = api_key
+    wrong = f"{key_id}:{'x' * 22}"
+    with pytest.raises(EngineError) as info:
+        Engine.connect(_options(engine, username=None, password=None, api_key=wrong))
+    assert info.value.status == 401 and "ESBRIDGE_API_KEY" in str(info.value)
+    _one_line_without(str(info.value), _secrets(engine, wrong, "x" * 22))
+
+
+@pytest.mark.secured
+def test_an_unknown_ca_says_what_to_pass(engine: Engine, capsys: pytest.CaptureFixture[str]) -> None:
+    import certifi  # a real CA bundle, none of whose CAs signed the node's certificate
+
+    for opts in (_options(engine, ca_certs=certifi.where()), _options(engine, ca_certs=None)):
+        with pytest.raises(EngineUnavailableError) as info:
+            Engine.connect(opts)
+        message = str(info.value)
+        assert "certificate verify failed" in message
+        assert "not signed by a CA esbridge trusts" in message and "--ca-certs" in message
+        _one_line_without(message, _secrets(engine))
+    code, _out, err = run(capsys, "search", "--url", engine.options.url, "--ca-certs", certifi.where(),
+                          "any-index", "insulin")
+    assert code == 3 and "ESBRIDGE_CA_CERTS" in err
+    _one_line_without(err, _secrets(engine))
+
+
+@pytest.mark.secured
+def test_plain_http_against_tls_says_use_https(engine: Engine) -> None:
+    plain = urlsplit(engine.options.url)._replace(scheme="http").geturl()
+    with pytest.raises(EngineUnavailableError) as info:
+        Engine.connect(_options(engine, url=plain, ca_certs=None))
+    message = str(info.value)
+    assert f"use {engine.options.url}" in message and "serves HTTPS" in message
+    _one_line_without(message, _secrets(engine))
+
+
+@pytest.mark.secured
+def test_no_credential_in_reprs_errors_or_logs(engine: Engine, api_key: tuple[str, str], small_index: str,
+                                               caplog: pytest.LogCaptureFixture,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    key_id, key = api_key
+    secrets = _secrets(engine, key, f"{key_id}:{key}")
+    in_url = urlsplit(engine.options.url)._replace(
+        netloc=f"{engine.options.username}:{engine.options.password}@{urlsplit(engine.options.url).netloc}").geturl()
+    caplog.set_level(logging.DEBUG)
+    with Engine.connect(ConnectionOptions(url=in_url, ca_certs=engine.options.ca_certs)) as eng:
+        assert eng.count(small_index) == 3  # the URL's user and password authenticate
+        texts = [repr(eng.options), eng.options.display_url]
+    with Engine.connect(_options(engine, username=None, password=None, api_key=f"{key_id}:{key}")) as eng:
+        texts.append(repr(eng.options))
+        with pytest.raises(EngineError) as info:
+            eng.request("GET", "/no-such-index/_search", context="searching")
+        texts.append(str(info.value))
+    with pytest.raises(EngineError) as wrong:
+        Engine.connect(ConnectionOptions(url=in_url.replace(str(engine.options.password), "wrong-pw-1"),
+                                         ca_certs=engine.options.ca_certs, max_retries=0))
+    texts.append(str(wrong.value))
+    code, out, err = run(capsys, "search", "--url", in_url, "--size", "2", small_index, "insulin")
+    assert code == 0 and "a" in out.split()
+    texts += [out, err]
+    texts += [r.getMessage() for r in caplog.records] + [caplog.text]
+    node = local.node_for_url(engine.options.url)
+    if node is not None:  # esbridge's own node: its record, not its log or repr, holds them
+        texts.append(repr(node))
+        texts.append((local.node_dir(node.name) / "console.log").read_text(errors="replace"))
+    joined = "\n".join(texts)
+    for secret in secrets:
+        assert secret not in joined, "a credential shows in a repr, message or log"
+    assert "***" in texts[1]
+
+
+@pytest.mark.secured
+def test_the_cli_authenticates_with_an_api_key_and_a_ca(engine: Engine, api_key: tuple[str, str], small_index: str,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    key_id, key = api_key
+    for var in ("ESBRIDGE_USERNAME", "ESBRIDGE_PASSWORD"):
+        monkeypatch.delenv(var, raising=False)
+    code, out, err = run(capsys, "search", "--url", engine.options.url, "--ca-certs", str(engine.options.ca_certs),
+                         "--api-key", f"{key_id}:{key}", "--size", "2", small_index, "insulin diabetes")
+    assert code == 0, err
+    assert {"a", "c"} <= set(out.split())
+    monkeypatch.setenv("ESBRIDGE_API_KEY", base64.b64encode(f"{key_id}:{key}".encode()).decode())
+    code, out, err = run(capsys, "search", "--url", engine.options.url, "--size", "2", small_index, "insulin")
+    assert code == 0, err
+
+
+@pytest.mark.secured
+def test_the_local_nodes_record_is_private(engine: Engine) -> None:
+    node = local.node_for_url(engine.options.url)
+    if node is None:
+        pytest.fail("the secured engine under test is not esbridge's local node; this test checks its record "
+                    "(run with ESBRIDGE_TEST_ENGINES without elasticsearch8, or without ESBRIDGE_TEST_URL_ELASTICSEARCH8)")
+    record = local.node_dir(node.name)
+    for name in ("node.json", "credentials.json", "ca.key"):
+        mode = stat.S_IMODE((record / name).stat().st_mode)
+        assert mode == 0o600, f"{name} has mode {oct(mode)}"
+    assert node.api_key and ":" in node.api_key
+    with Engine.connect(ConnectionOptions(url=node.url, api_key=node.api_key, ca_certs=node.ca_certs)) as eng:
+        assert eng.request("GET", "/_security/_authenticate")["authentication_type"] == "api_key"
+    assert Path(str(node.ca_certs)).read_text().startswith("-----BEGIN CERTIFICATE-----")
+    assert node.password not in repr(node) and str(node.api_key) not in repr(node)
+
+
+@pytest.mark.without_painless
+def test_an_engine_without_painless_says_so_in_one_line(engine: Engine, index_name: str) -> None:
+    assert not engine.has_painless()
+    create_index(engine, index_name, IndexLayout())
+    failures = []
+    with pytest.raises(UnsupportedEngineError) as info:
+        create_index(engine, f"{index_name}-sim", IndexLayout(), similarity=["evolved"])
+    failures.append(str(info.value))
+    assert not engine.index_exists(f"{index_name}-sim")
+    with pytest.raises(UnsupportedEngineError) as info:
+        EvolvedRescorer(engine, index_name)
+    failures.append(str(info.value))
+    for message in failures:
+        assert "\n" not in message
+        assert f"{engine.info.label} has no Painless" in message and "rerank with esbridge instead" in message
