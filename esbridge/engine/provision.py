@@ -49,9 +49,14 @@ _DOCKER_ENV: dict[str, dict[str, str]] = {
         "discovery.type": "single-node",
         "xpack.security.enabled": "true",
         "xpack.security.http.ssl.enabled": "false",
+        "xpack.security.transport.ssl.enabled": "false",
         "ES_JAVA_OPTS": "-Xms1g -Xmx1g",
     },
 }
+
+#: Environment variables that carry a secret: the compose file takes them from the user's
+#: environment, esbridge generates them per container (never written down).
+SECRET_ENV: dict[str, tuple[str, ...]] = {"elasticsearch8": ("ELASTIC_PASSWORD",)}
 
 
 @dataclass

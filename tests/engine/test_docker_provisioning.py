@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from esbridge.engine.client import Engine
-from esbridge.engine.provision import _DOCKER_ENV, DOCKER_IMAGES, provision
+from esbridge.engine.provision import _DOCKER_ENV, SECRET_ENV, DOCKER_IMAGES, provision
 from tests.fakedocker import CLIENT_AGENT, CLIENTS, fake_docker_engine, isolate_docker, use_docker_client
 
 pytestmark = pytest.mark.engine
@@ -43,7 +43,7 @@ def test_provision_starts_a_container_where_a_docker_engine_answers(engine: Engi
             # ... and the engine was given esbridge's image and environment for the distribution
             assert [c.image for c in fake.created] == [DOCKER_IMAGES[distribution]]
             container = fake.created[0]
-            assert container.env == _DOCKER_ENV[distribution]
+            assert _without_secrets(container.env, distribution) == _DOCKER_ENV[distribution]
             assert "9200/tcp" in container.config["ExposedPorts"]
             assert container.status == "running"
             # the URL is the container's published port: the engine under test answers there
@@ -58,3 +58,10 @@ def test_provision_starts_a_container_where_a_docker_engine_answers(engine: Engi
         assert fake.removed == [container.id] and fake.containers == {}
         assert prov.handle is None
         assert fake.unsupported == []
+
+
+def _without_secrets(env: dict[str, str], distribution: str) -> dict[str, str]:
+    """The container's environment less the secrets esbridge generates, which must be set."""
+    for name in SECRET_ENV.get(distribution, ()):
+        assert env.get(name), f"{name} was not set for {distribution}"
+    return {k: v for k, v in env.items() if k not in SECRET_ENV.get(distribution, ())}

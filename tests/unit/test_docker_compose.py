@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from esbridge.engine.provision import _DOCKER_ENV, DOCKER_IMAGES
+from esbridge.engine.provision import SECRET_ENV, _DOCKER_ENV, DOCKER_IMAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -102,7 +102,9 @@ def drift(config: dict[str, Any]) -> list[str]:
         if service.get("image") != DOCKER_IMAGES[distribution]:
             found.append(f"service {name!r} runs {service.get('image')!r}; esbridge starts "
                          f"{DOCKER_IMAGES[distribution]!r} for {distribution}")
-        environment = {str(k): None if v is None else str(v) for k, v in (service.get("environment") or {}).items()}
+        secret = SECRET_ENV.get(distribution, ())
+        environment = {str(k): None if v is None else str(v) for k, v in (service.get("environment") or {}).items()
+                       if k not in secret}
         expected = _DOCKER_ENV.get(distribution, {})
         if environment != expected:
             found.append(f"service {name!r}'s environment is not esbridge's for {distribution}: only in the compose "

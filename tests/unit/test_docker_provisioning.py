@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from esbridge.engine import local
-from esbridge.engine.provision import _DOCKER_ENV, DOCKER_IMAGES, docker_available, provision, start_container
+from esbridge.engine.provision import _DOCKER_ENV, SECRET_ENV, DOCKER_IMAGES, docker_available, provision, start_container
 from esbridge.errors import ProvisioningError
 from tests.fakedocker import (CLIENT_AGENT, CLIENTS, fake_docker_engine, isolate_docker, not_docker_server,
                               use_docker_client)
@@ -74,7 +74,7 @@ def test_start_container_runs_the_distributions_image_and_environment(distributi
         assert [c.image for c in fake.created] == [DOCKER_IMAGES[distribution]]
         assert fake.pulled == [DOCKER_IMAGES[distribution]]
         container = fake.created[0]
-        assert container.env == _DOCKER_ENV[distribution]
+        assert _without_secrets(container.env, distribution) == _DOCKER_ENV[distribution]
         assert "9200/tcp" in container.config["ExposedPorts"]
         assert container.status == "running"
         assert (prov.source, prov.distribution) == ("docker", distribution)
@@ -94,7 +94,7 @@ def test_the_image_can_be_overridden(isolated: list[str], monkeypatch: pytest.Mo
         monkeypatch.setenv("DOCKER_HOST", fake.host)
         start_container(distribution).release()
     assert [c.image for c in fake.created] == ["registry.example/mirror/engine:1.2.3"]
-    assert fake.created[0].env == _DOCKER_ENV[distribution]
+    assert _without_secrets(fake.created[0].env, distribution) == _DOCKER_ENV[distribution]
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -130,3 +130,10 @@ def test_provision_takes_a_url_before_docker(isolated: list[str], monkeypatch: p
         monkeypatch.setenv("ESBRIDGE_URL", "http://127.0.0.1:2")
         assert provision("opensearch").url == "http://127.0.0.1:2"
     assert fake.requests == []
+
+
+def _without_secrets(env: dict[str, str], distribution: str) -> dict[str, str]:
+    """The container's environment less the secrets esbridge generates, which must be set."""
+    for name in SECRET_ENV.get(distribution, ()):
+        assert env.get(name), f"{name} was not set for {distribution}"
+    return {k: v for k, v in env.items() if k not in SECRET_ENV.get(distribution, ())}
