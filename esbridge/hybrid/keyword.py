@@ -10,15 +10,17 @@ TopicRank for this step; ranking the engine's analysed terms keeps the rule that
 query terms come from the engine's analysers and needs no second NLP stack.)
 
 For a topic without one — the common case — the keyword strategy uses
-pseudo-relevance feedback instead: the top ``fb_docs`` documents of the lexical
-strategy are taken as relevant, and terms that occur in at least ``min_docs`` of
+pseudo-relevance feedback instead: the top ``fb_docs`` documents of a first fusion of
+the semantic and lexical strategies (or of the lexical strategy alone, the pipeline's
+``keyword_source``) are taken as relevant, and terms that occur in at least ``min_docs`` of
 them are weighted as in relevance model 3 (Lavrenko and Croft 2001; Abdul-Jaleel
 et al., TREC 2004), times their idf so that terms frequent everywhere do not
 dominate::
 
     w(t) = idf(t) · Σ_d p(d) · tf(t, d) / |d|,      p(d) = s(d) / Σ_d' s(d')
 
-with ``s`` the lexical strategy's scores (shifted to be positive).  The
+with ``s`` the feedback documents' weights (the lexical scores shifted to be positive, or
+rank weights from 1 down to 0.5 for the fusion's documents).  The
 ``fb_terms`` best terms join the original ones: each original term weighs
 ``(1 − λ) · qtf / Σ qtf``, each expansion term ``λ · w(t) / Σ w``.  The feedback
 documents' term vectors are the ones the lexical strategy already fetched, so
@@ -52,7 +54,7 @@ class KeywordParams:
     """Parameters of the keyword strategy.
 
     Attributes:
-        fb_docs: feedback documents (top of the lexical strategy).
+        fb_docs: feedback documents (top of the first fusion or of the lexical strategy).
         fb_terms: expansion terms kept.
         min_docs: an expansion term occurs in at least this many feedback documents.
         lam: weight of the expansion terms against the original ones (0: no expansion).

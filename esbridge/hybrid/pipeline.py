@@ -90,12 +90,12 @@ class PipelineParams:
     window: int = 1000
     semantic_depth: int = 1000
     keyword: KeywordParams = field(default_factory=KeywordParams)
-    semantic_feedback: int = 5
+    semantic_feedback: int = 3
     semantic_beta: float = 1.0
-    semantic_feedback_weighting: str = "mean"
-    keyword_source: str = "lexical"
+    semantic_feedback_weighting: str = "score"
+    keyword_source: str = "fusion"
     fusion: Fusion = Fusion.ZSCORE
-    w_semantic: float = 2.0
+    w_semantic: float = 2.5
     w_lexical: float = 1.0
     w_keyword: float = 1.0
     rrf_k: float = 60.0
