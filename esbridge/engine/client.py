@@ -22,6 +22,7 @@ Every request goes through :meth:`Engine.request`, which retries 429, 502, 503,
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import logging
 import os
@@ -237,6 +238,33 @@ def parse_nodes_info(body: Mapping[str, Any]) -> EngineInfo:
     else:
         fake_root["version"]["distribution"] = "opensearch"
     return parse_info(fake_root)
+
+
+#: Client library (import name) → the esbridge extra that installs it.
+CLIENT_EXTRAS: dict[str, str] = {"opensearchpy": "opensearch", "elasticsearch": "elasticsearch",
+                                 "elasticsearch7": "elasticsearch7"}
+
+
+def client_installed(module: str) -> bool:
+    """Whether the client library ``module`` (import name) can be imported."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_client(module: str, needed_by: str) -> None:
+    """Raise a one-line error naming the extra to install when ``module`` is missing.
+
+    Raises:
+        ConfigurationError: the client library is not installed.
+    """
+    if not client_installed(module):
+        extra = CLIENT_EXTRAS[module]
+        raise ConfigurationError(
+            f"{needed_by} needs the {module!r} client library, which is not installed: "
+            f'pip install "esbridge[{extra}]"'
+        )
 
 
 class _Transport:
@@ -544,8 +572,11 @@ class Engine:
         if info.distribution == "opensearch":
             transport = _OpenSearchTransport(options)
         elif info.version[0] == 7:
-            transport = _Elasticsearch7Transport(options)
+            # the 7.x client where installed; opensearch-py (the same 7.10 lineage) otherwise
+            transport = (_Elasticsearch7Transport(options) if client_installed("elasticsearch7")
+                         else _OpenSearchTransport(options))
         else:
+            require_client("elasticsearch", f"{info.label} at {options.display_url}")
             transport = _ElasticsearchTransport(options, info.version[0])
         log.debug("connected to %s at %s", info.label, options.display_url)
         return cls(options, info, transport)
