@@ -145,9 +145,9 @@ def _print_hits(response: dict[str, Any], *, scorer: str, first_stage: str, expl
     variants = (response.get("_esbridge") or {}).get("augmentations")
     if variants is not None:
         w0 = (response.get("_esbridge") or {}).get("original_weight", 1.0)
-        shown = "; ".join(f"{v.get('text', '')!r} × {_num(v['weight'])}" for v in variants) or "none"
+        listed = "; ".join(f"{v.get('text', '')!r} × {_num(v['weight'])}" for v in variants) or "none"
         print(f"weighted query augmentation: esbridge = {_num(w0)} × the query's score + each variant's score × its "
-              f"weight; variants: {shown}. The candidates are the union of the query's and the variants' first "
+              f"weight; variants: {listed}. The candidates are the union of the query's and the variants' first "
               "stages; engine and was are the query's own, '-' where only a variant found the hit.")
     for note in notes:
         print(note)
