@@ -204,7 +204,8 @@ def score_augmented(scorer: Scorer[P], params: P | None, inputs: ScoringInput,
 
 @dataclass(frozen=True)
 class FeedbackParams:
-    """Constants of :class:`FeedbackAugmenter`.
+    """Constants of :class:`FeedbackAugmenter`; the defaults were chosen on tuning judgments
+    (``benchmarks/results/wqa.md``).
 
     Attributes:
         fb_docs: feedback documents: the top of the reranker's first stage.
@@ -216,11 +217,11 @@ class FeedbackParams:
             carry the feedback weights; 1 writes every term once.
     """
 
-    fb_docs: int = 10
+    fb_docs: int = 5
     fb_terms: int = 10
     min_docs: int = 2
-    weight: float = 0.3
-    repeat: int = 1
+    weight: float = 0.2
+    repeat: int = 3
 
     def __post_init__(self) -> None:
         for name in ("fb_docs", "fb_terms", "min_docs", "repeat"):
