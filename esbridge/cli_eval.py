@@ -97,6 +97,7 @@ def pipeline_params(items: Sequence[str]) -> Any:
 
 
 def _eval_config(args: argparse.Namespace, split: Any) -> Any:
+    from esbridge.cli_search import augmentation_spec
     from esbridge.evaluation.runner import EvalConfig, parse_param_overrides
 
     scorers = _scorers(args.scorers) if args.scorers.strip() else ()
@@ -111,6 +112,7 @@ def _eval_config(args: argparse.Namespace, split: Any) -> Any:
         progress=not args.quiet,
         field_weights=_field_weights(args.field_weight or []),
         pipeline=None if args.no_pipeline else pipeline_params(args.pipeline_param or []),
+        augmentation=augmentation_spec(args),
     )
 
 
@@ -186,7 +188,7 @@ RUN_SYSTEMS = ("rerank", "hybrid", "engine-bm25")
 
 
 def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    from esbridge.cli_search import _scorer_params
+    from esbridge.cli_search import _scorer_params, augmentation_spec
     from esbridge.errors import IndexNotFoundError
     from esbridge.evaluation.batch import resume_point, write_run
     from esbridge.evaluation.runner import BASELINE_INDEX, HYBRID, EvalConfig, SystemSet
@@ -199,6 +201,9 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
                                  "takes --pipeline-param")
     if args.system != "hybrid" and (args.pipeline_param or args.narrative):
         raise ConfigurationError("--pipeline-param and --narrative belong to --system hybrid")
+    spec = augmentation_spec(args)
+    if spec is not None and args.system != "rerank":
+        raise ConfigurationError("--augmentations and --augmenter apply to the reranker (--system rerank)")
     topics = read_topics(args.topics, args.topic_field)
     progress = not args.quiet
     if args.system == "hybrid":
@@ -214,7 +219,12 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
         name = args.scorer
         config = EvalConfig(scorers=(args.scorer,), window=args.window, baselines=False, progress=progress,
                             params={args.scorer: _scorer_params(args.scorer, args.param)},
-                            field_weights=_field_weights(args.field_weight or []))
+                            field_weights=_field_weights(args.field_weight or []), augmentation=spec)
+        if spec is not None:
+            unused = spec.unused_keys([(t.id, t.text(args.topic_field)) for t in topics])
+            if unused:
+                print(f"esbridge: note: {len(unused)} entries of {spec.source} match no topic id or text, not used: "
+                      f"{', '.join(unused[:10])}", file=sys.stderr)
     tag = args.run_tag or f"esbridge-{name}"
     output = Path(args.output)
     resume_point(output, [t.id for t in topics], tag, args.depth)  # a file this run cannot continue fails now
@@ -237,6 +247,7 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
 
 
 def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
+    from esbridge.cli_search import augmentation_spec
     from esbridge.evaluation.datasets import SplitSpec, load_dataset
     from esbridge.evaluation.tune import (
         collect_features,
@@ -270,6 +281,7 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
             raise ConfigurationError(f"--fix {item!r}: {raw!r} is not a number (or none)") from None
     space_for(args.scorer, args.space, fixed)  # validate before any engine work
     params_with(args.scorer, fixed)
+    augmentation = augmentation_spec(args)
     engine = connect(args)
     from esbridge.evaluation.download import datasets_dir
 
@@ -281,12 +293,12 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
         cache = TermVectorCache(max_entries=max(50_000, 2 * ds.corpus_size()))
         train.append(collect_features(engine, ds, split, args.scorer, window=args.window,
                                       index_prefix=args.index_prefix, progress=not args.quiet,
-                                      vector_cache=cache, cache=features_cache))
+                                      vector_cache=cache, cache=features_cache, augmentation=augmentation))
         other = heldout_split(ds, split)
         if other is not None:
             held.append(collect_features(engine, ds, other, args.scorer, window=args.window,
                                          index_prefix=args.index_prefix, progress=not args.quiet,
-                                         vector_cache=cache, cache=features_cache))
+                                         vector_cache=cache, cache=features_cache, augmentation=augmentation))
     warm = []
     for path in args.warm_start or []:
         try:
@@ -297,11 +309,18 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
                     fixed=fixed, progress=not args.quiet, warm_start=warm)
     command = _command_line()
     report = tuning_markdown(result, command)
+    if augmentation is not None:
+        report += (f"\nEvery query was scored with {augmentation.label()} (w_0 · score(query) + Σ w_i · "
+                   "score(variant_i) over the union of their candidates).\n")
     print(report)
     out = Path(args.out) if args.out else Path("eval-results") / f"tune-{args.scorer}"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"tune-{args.scorer}.md").write_text(report)
-    summary = json.dumps(result.to_json(), indent=2) + "\n"
+    from esbridge.evaluation.runner import jsonable
+
+    summary = json.dumps({**result.to_json(),
+                          **({"augmentation": jsonable(augmentation.describe())} if augmentation is not None else {})},
+                         indent=2) + "\n"
     (out / f"tune-{args.scorer}.json").write_text(summary)
     if args.json:
         Path(args.json).write_text(summary)
@@ -319,6 +338,8 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
 def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], None],
                  connect: Callable[[argparse.Namespace], Any]) -> None:
     """Register the evaluation commands on the ``esbridge`` parser."""
+    from esbridge.cli_search import augmentation_args
+
     p = sub.add_parser(
         "eval", help="measure scorers and the engine's BM25 on a BEIR-layout collection or on your own index",
         description="Run judged queries through the engine's BM25, esbridge's rerankers and the hybrid pipeline "
@@ -372,6 +393,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="TREC run files: plain, gzip-compressed, or none (default trec)")
     p.add_argument("--run-depth", type=int, help="hits per query kept in the run files (default: all)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    augmentation_args(p, keyed_by="query ids (or query texts)")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_eval(a, connect))
 
@@ -410,6 +432,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--run-tag", help="the run's tag, the last column (default esbridge-<scorer>, esbridge-hybrid "
                                      "or esbridge-engine-bm25)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    augmentation_args(p, keyed_by="topic ids (or query texts)")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_run(a, connect))
 
@@ -451,6 +474,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--no-features-cache", action="store_true",
                    help="fetch the features again instead of reading them from esbridge's cache")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    augmentation_args(p, keyed_by="query ids (or query texts)")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_tune(a, connect))
 

@@ -53,6 +53,40 @@ def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
                     field_weights=weights or None)
 
 
+def augmentation_args(p: argparse.ArgumentParser, *, keyed_by: str) -> None:
+    """``--augmentations``, ``--augmenter``, ``--augmenter-param`` and ``--original-weight``."""
+    g = p.add_argument_group("weighted query augmentation")
+    g.add_argument("--augmentations", metavar="FILE",
+                   help=f"weighted variants of the queries: a JSON object (or one object per line) mapping {keyed_by} "
+                        "to a list of [variant, weight] pairs; each variant is scored with the scorer over the "
+                        "union of the query's and the variants' candidates and added with its weight")
+    g.add_argument("--augmenter", choices=["prf"],
+                   help="make the variants with a shipped augmenter: prf, pseudo-relevance feedback from the "
+                        "first stage's top documents (after the file's variants, if both are given)")
+    g.add_argument("--augmenter-param", action="append", metavar="NAME=VALUE",
+                   help="a parameter of the augmenter, e.g. fb_docs=10, fb_terms=10, weight=0.3 (repeat)")
+    g.add_argument("--original-weight", type=float, default=1.0,
+                   help="with --augmentations or --augmenter: the original query's weight (default 1)")
+
+
+def augmentation_spec(args: argparse.Namespace) -> Any:
+    """The :class:`~esbridge.augment.AugmentationSpec` of the options, or ``None`` without them
+    (a malformed file fails here, before the engine is reached)."""
+    from esbridge.augment import AugmentationSpec
+
+    path, name, params = args.augmentations, args.augmenter, tuple(args.augmenter_param or ())
+    if path is None and name is None:
+        if params:
+            raise ConfigurationError("--augmenter-param needs --augmenter")
+        if args.original_weight != 1.0:
+            raise ConfigurationError("--original-weight needs --augmentations or --augmenter")
+        return None
+    kwargs: dict[str, Any] = {"augmenter": name, "augmenter_params": params, "original_weight": args.original_weight}
+    if path is None:
+        return AugmentationSpec(**kwargs)
+    return AugmentationSpec.from_file(path, **kwargs)
+
+
 def _print_json(response: dict[str, Any]) -> None:
     json.dump(response, sys.stdout, ensure_ascii=False)
     sys.stdout.write("\n")
@@ -108,6 +142,13 @@ def _print_hits(response: dict[str, Any], *, scorer: str, first_stage: str, expl
                 print(line)
     print(f"esbridge: the {scorer} score esbridge ranks by; engine: the engine's score in the first stage "
           f"({first_stage}) that found the candidates; was: the hit's rank in that first stage.")
+    variants = (response.get("_esbridge") or {}).get("augmentations")
+    if variants is not None:
+        w0 = (response.get("_esbridge") or {}).get("original_weight", 1.0)
+        listed = "; ".join(f"{v.get('text', '')!r} × {_num(v['weight'])}" for v in variants) or "none"
+        print(f"weighted query augmentation: esbridge = {_num(w0)} × the query's score + each variant's score × its "
+              f"weight; variants: {listed}. The candidates are the union of the query's and the variants' first "
+              "stages; engine and was are the query's own, '-' where only a variant found the hit.")
     for note in notes:
         print(note)
 
@@ -171,8 +212,22 @@ def _bm25_note(rr: Any) -> str:
             f"({same} reproduces the engine's score).")
 
 
+def _variants(spec: Any, rr: Any, query: str) -> Any:
+    """The query's variants from the augmentation options (looked up by the query text)."""
+    if spec is None:
+        return None
+    got = spec.bind(rr)(None, query)
+    if got is None:
+        raise ConfigurationError(f"{spec.source} has no entry for the query text {query!r}; its entries are keyed by "
+                                 "query text here (ids are for eval, run and tune)")
+    return got
+
+
 def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
     filt = json.loads(args.filter) if args.filter else None
+    spec = augmentation_spec(args)
+    if args.hybrid and spec is not None:
+        raise ConfigurationError("--augmentations and --augmenter apply to the reranker, not to --hybrid")
     if args.hybrid:
         from esbridge.cli_eval import pipeline_params
         from esbridge.hybrid import HybridSearcher
@@ -192,7 +247,9 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
             _print_hybrid(response, args.explain)
         return 0
     with _reranker(args, connect) as rr:
-        response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain)
+        variants = _variants(spec, rr, args.query)
+        response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain, augmentations=variants,
+                             original_weight=spec.original_weight if spec is not None else 1.0)
         if args.json:
             _print_json(response)
             return 0
@@ -229,8 +286,11 @@ def _cmd_rescore(args: argparse.Namespace, connect: Callable[[argparse.Namespace
         response = json.loads(raw)
     except ValueError as err:
         raise ConfigurationError(f"the response in {where} is not valid JSON: {err}") from None
+    spec = augmentation_spec(args)
     rr = _reranker(args, connect)
-    out = rr.rescore(response, args.query, window_size=args.window, explain=args.explain)
+    variants = _variants(spec, rr, args.query)
+    out = rr.rescore(response, args.query, window_size=args.window, explain=args.explain, augmentations=variants,
+                     original_weight=spec.original_weight if spec is not None else 1.0)
     _print_json(out)
     return 0
 
@@ -273,6 +333,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
         p.add_argument("--field-weight", action="append", metavar="FIELD=W",
                        help="BM25F-style weight of a text field (repeat)")
         p.add_argument("--explain", action="store_true", help=explain)
+        augmentation_args(p, keyed_by="the query text")
         connection_args(p)
 
     p = sub.add_parser("search", help="search an index and rerank the hits",

@@ -11,6 +11,11 @@ A :class:`Reranker` is bound to an engine, an index, a scorer and a window.
   search response: the top ``window_size`` hits are reordered, the hits beyond
   the window keep their order and scores below them, as the engine's own
   rescore API does.
+* Both take ``augmentations``: weighted variants of the query (or an
+  :class:`~esbridge.augment.Augmenter` that makes them), scored with the same
+  scorer over the same candidates and added with their weights (weighted query
+  augmentation, docs/scoring.md §4.6).  ``search`` then finds the candidates of
+  the query and of every variant with one ``_msearch`` and reranks their union.
 
 Query text is never interpolated into a query string or a script: the first
 stage is a ``bool`` of ``term`` clauses on the analysed tokens.
@@ -19,6 +24,7 @@ stage is a ``bool`` of ``term`` clauses on the analysed tokens.
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +35,15 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, path_segment, raise_mget_errors
+from esbridge.augment import (
+    Augmentation,
+    check_weight,
+    merge_queries,
+    resolve_augmentations,
+    score_augmented,
+    select_terms,
+)
+from esbridge.engine.client import Engine, engine_error, ndjson_lines, path_segment, raise_mget_errors
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import FeatureStore, TermVectorCache
 from esbridge.features.entropy import CollectionEntropy
@@ -67,7 +81,8 @@ class FirstStage(str, Enum):
 
 @dataclass(frozen=True)
 class RerankStats:
-    """Timings and cache figures of the last call (seconds)."""
+    """Timings and cache figures of the last call (seconds); ``augment`` is the time an
+    augmenter took to make the query's variants."""
 
     analyze: float = 0.0
     first_stage: float = 0.0
@@ -76,6 +91,7 @@ class RerankStats:
     fetch_source: float = 0.0
     candidates: int = 0
     dropped_terms: int = 0
+    augment: float = 0.0
 
 
 def _check_count(name: str, value: Any, *, allow_none: bool = False) -> None:
@@ -111,6 +127,23 @@ class AnalyzedQuery:
 
     query: dict[str, QueryChannel]
     dropped: int
+
+
+@dataclass
+class CandidateUnion:
+    """The first-stage candidates of a query and of its variants, found with one ``_msearch``.
+
+    Attributes:
+        responses: each query's engine response (0: the original query, then the variants
+            in order); queries with the same first-stage request share one response.
+        hits: the union: the original query's hits in its order, then each variant's hits
+            not seen before, in that variant's order.
+        ranks: per query, ``{id: rank}`` (from 1) of its hits.
+    """
+
+    responses: list[dict[str, Any]]
+    hits: list[dict[str, Any]]
+    ranks: list[dict[str, int]]
 
 
 @dataclass
@@ -406,7 +439,8 @@ class Reranker:
 
     def search(self, query_text: str, size: int = 10, *, filter: Any = None,
                fields: Sequence[str] | None = None, explain: bool = False,
-               window: int | None = None) -> dict[str, Any]:
+               window: int | None = None, augmentations: Any = None,
+               original_weight: float = 1.0) -> dict[str, Any]:
         """Search ``query_text`` and return the top ``size`` hits, reranked.
 
         Args:
@@ -415,13 +449,29 @@ class Reranker:
             fields: ``_source`` fields to return (default: all).
             explain: add each hit's score parts under ``_esbridge.parts``.
             window: hits to rescore (default: the reranker's window; at least ``size``).
+            augmentations: weighted variants of the query, ``[(variant_text, weight), ...]``,
+                or an :class:`~esbridge.augment.Augmenter` called with ``query_text``.  Each
+                variant is analysed by the index's analyzers; the candidates are the union of
+                the top ``window`` of the query and of every variant (one ``_msearch``); the
+                features of all of them are fetched once; a candidate's score is
+                ``original_weight · score(query) + Σ_i w_i · score(variant_i)`` with the
+                reranker's scorer (weighted query augmentation, docs/scoring.md §4.6).
+            original_weight: the original query's weight ``w_0`` (1, as in the paper).
 
         Returns:
             An engine-shaped search response.
+
+        Raises:
+            ConfigurationError: a bad size or window, or a malformed augmentation (a weight
+                that is not a finite number >= 0, a text that is not a string).
         """
         if size < 0:
             raise ConfigurationError(f"size must be >= 0, got {size}")
         _check_count("window", window, allow_none=True)
+        w0 = check_weight(original_weight, "original_weight")
+        if augmentations is not None or w0 != 1.0:
+            return self._search_augmented(query_text, size, filter=filter, fields=fields, explain=explain,
+                                          window=window, augmentations=augmentations, original_weight=w0)
         window = max(self.window if window is None else window, size)
         # small windows bring _source with the first stage; large ones fetch it for the top hits only
         inline_source = window <= INLINE_SOURCE_WINDOW
@@ -450,6 +500,41 @@ class Reranker:
                                 dropped_terms=prepared.dropped)
         return out
 
+    def _search_augmented(self, query_text: str, size: int, *, filter: Any, fields: Sequence[str] | None,
+                          explain: bool, window: int | None, augmentations: Any,
+                          original_weight: float) -> dict[str, Any]:
+        """:meth:`search` with weighted variants of the query (see there)."""
+        window = max(self.window if window is None else window, size)
+        inline_source = window <= INLINE_SOURCE_WINDOW
+        source: Any = (list(fields) if fields else {"excludes": [VECTOR_FIELD]}) if inline_source else False
+        t0 = time.perf_counter()
+        checked = resolve_augmentations(augmentations, query_text) if augmentations is not None else ()
+        t1 = time.perf_counter()
+        prepared = self.analyze(query_text)
+        variants = self.analyze_variants(checked)
+        t2 = time.perf_counter()
+        union = self.fetch_union([(prepared, query_text), *((v, text) for (v, _), (text, _) in zip(variants, checked))],
+                                 window=window, filter=filter, source=source)
+        t3 = time.perf_counter()
+        reranked = self._rerank_hits(prepared, union.hits, explain, stats_validated=True, variants=variants,
+                                     original_weight=original_weight, ranks=union.ranks)
+        t4 = time.perf_counter()
+        top = reranked[:size]
+        if not inline_source:
+            self._attach_sources(top, fields)
+        t5 = time.perf_counter()
+        first = union.responses[0]
+        out = dict(first)
+        out["hits"] = dict(first["hits"])
+        out["hits"]["hits"] = top
+        out["hits"]["max_score"] = top[0]["_score"] if top else None
+        out["_esbridge"] = self._meta(prepared, len(union.hits), variants=variants, original_weight=original_weight,
+                                      texts=[text for text, _ in checked])
+        self.last = RerankStats(analyze=t2 - t1, first_stage=t3 - t2, features=self._feature_time,
+                                scoring=t4 - t3 - self._feature_time, fetch_source=t5 - t4,
+                                candidates=len(union.hits), dropped_terms=prepared.dropped, augment=t1 - t0)
+        return out
+
     def fetch_candidates(self, prepared: AnalyzedQuery, query_text: str, *, window: int | None = None,
                          filter: Any = None, source: Any = False) -> dict[str, Any]:
         """The engine's first-stage response for an analysed query: the top ``window`` hits
@@ -471,15 +556,111 @@ class Reranker:
             stats_future.result()
         return response
 
+    def fetch_union(self, queries: Sequence[tuple[AnalyzedQuery, str]], *, window: int | None = None,
+                    filter: Any = None, source: Any = False) -> CandidateUnion:
+        """The first-stage candidates of several analysed queries (the original and its
+        variants), each query's top ``window``, found with **one** ``_msearch`` request.
+
+        ``_msearch`` rather than one ``bool`` over every query: each query keeps exactly the
+        candidates it would find alone (a combined query ranks by the summed scores, so a
+        document in one variant's top ``window`` could fall out), and the original query's
+        candidates are those of a search without variants, so augmentation only adds
+        candidates.  The union has up to ``(1 + variants) · window`` documents.  Queries whose
+        first-stage request is the same (e.g. a custom first-stage query dict) are sent once.
+        The statistics of every query's terms are fetched meanwhile, as in
+        :meth:`fetch_candidates`.
+        """
+        window = window or self.window
+        self._check_window(window)
+        if not queries:
+            raise ConfigurationError("fetch_union needs at least one query")
+        bodies = []
+        for prepared, text in queries:
+            query = self.first_stage_query(prepared, text)
+            if filter is not None:
+                query = {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}
+            bodies.append({"size": window, "query": query, "_source": source, "seq_no_primary_term": True})
+        slot: dict[str, int] = {}
+        sent: list[dict[str, Any]] = []
+        which = []
+        for body in bodies:
+            key = json.dumps(body, sort_keys=True, default=str)
+            if key not in slot:
+                slot[key] = len(sent)
+                sent.append(body)
+            which.append(slot[key])
+        merged = merge_queries([prepared.query for prepared, _ in queries])
+        scored_query = {ch: merged[ch] for ch in self.channels}
+        stats_future = self._pool().submit(self.store.prefetch_stats, scored_query, fields=self._fields())
+        lines: list[dict[str, Any]] = []
+        for body in sent:
+            lines += [{}, body]
+        try:
+            resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_msearch",
+                                       body=ndjson_lines(lines), ndjson=True, params=self._search_params(),
+                                       context=f"searching {self.index!r}")
+        finally:
+            stats_future.result()
+        answers = resp.get("responses") if isinstance(resp, Mapping) else None
+        if not isinstance(answers, list) or len(answers) != len(sent):
+            raise EngineError(f"_msearch on {self.index!r} answered {len(answers or [])} responses for the "
+                              f"{len(sent)} searches sent", index=self.index)
+        for answer in answers:
+            if "error" in answer:
+                raise engine_error(answer.get("status"), answer, context=f"searching {self.index!r}")
+        responses = [answers[i] for i in which]
+        hits: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        ranks = []
+        for r in responses:
+            ranks.append({str(h["_id"]): n for n, h in enumerate(r["hits"]["hits"], start=1)})
+            for h in r["hits"]["hits"]:
+                if str(h["_id"]) not in seen:
+                    seen.add(str(h["_id"]))
+                    hits.append(h)
+        return CandidateUnion(responses=responses, hits=hits, ranks=ranks)
+
+    def analyze_variants(self, variants: Sequence[Augmentation]) -> list[tuple[AnalyzedQuery, float]]:
+        """Each checked variant analysed by the index's analyzers, with its weight."""
+        return [(self.analyze(text), weight) for text, weight in variants]
+
+    def augmented_inputs(self, queries: Sequence[AnalyzedQuery], ids: Sequence[str],
+                         versions: Sequence[tuple[int, int] | None], *,
+                         stats_validated: bool = False) -> tuple[list[ScoringInput], list[bool]]:
+        """Each query's scoring input over the same candidates ``ids``, from **one** fetch of
+        the features of their merged terms (:meth:`scoring_input`), and which candidates the
+        engine still holds."""
+        merged = AnalyzedQuery(query=merge_queries([q.query for q in queries]), dropped=0)
+        inputs, found = self.scoring_input(merged, ids, versions, stats_validated=stats_validated)
+        return [select_terms(inputs, q.query) for q in queries], found
+
+    def score_augmented(self, prepared: AnalyzedQuery, variants: Sequence[tuple[AnalyzedQuery, float]],
+                        ids: Sequence[str], versions: Sequence[tuple[int, int] | None], *,
+                        original_weight: float = 1.0,
+                        stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
+        """``w_0 · score(Q) + Σ_i w_i · score(Q_i)`` of candidates ``ids`` (input order) with the
+        reranker's scorer (:func:`esbridge.augment.score_augmented`); the features of every
+        query are fetched once (:meth:`scoring_input` of their merged terms)."""
+        merged = AnalyzedQuery(query=merge_queries([prepared.query, *(v.query for v, _ in variants)]), dropped=0)
+        inputs, found = self.scoring_input(merged, ids, versions, stats_validated=stats_validated)
+        result = score_augmented(self._scorer, self.params, inputs, prepared.query,
+                                 [(v.query, w) for v, w in variants], original_weight=original_weight)
+        return result, found
+
     def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
-                explain: bool = False) -> dict[str, Any]:
+                explain: bool = False, augmentations: Any = None,
+                original_weight: float = 1.0) -> dict[str, Any]:
         """Rerank the top ``window_size`` hits of an engine search response.
 
         Hits beyond the window keep their order and scores, below the window, as the
         engine's rescore API does.  The response is not modified; a copy is returned.
 
+        ``augmentations`` and ``original_weight`` are those of :meth:`search`; the variants
+        are scored over the response's own hits (rescore has no first stage to widen).
+
         Raises:
-            ConfigurationError: the response is not a search response.
+            ConfigurationError: the response is not a search response, or an augmentation
+                is malformed.
         """
         body = getattr(response, "body", None)  # the elasticsearch 8/9 client's ObjectApiResponse
         if not isinstance(response, Mapping) and isinstance(body, Mapping):
@@ -502,14 +683,19 @@ class Reranker:
                     f"hit {h['_id']!r} comes from index {other!r}, not {self.index!r}; rescore "
                     "responses of one index at a time"
                 )
+        w0 = check_weight(original_weight, "original_weight")
+        variants = None
+        if augmentations is not None or w0 != 1.0:
+            variants = self.analyze_variants(
+                resolve_augmentations(augmentations, query_text) if augmentations is not None else ())
         prepared = self.analyze(query_text)
-        head = self._rerank_hits(prepared, hits[:window], explain)
+        head = self._rerank_hits(prepared, hits[:window], explain, variants=variants, original_weight=w0)
         tail = hits[window:]
         out = copy.deepcopy(dict(response))
         out["hits"]["hits"] = head + tail
         out["hits"]["max_score"] = max((h["_score"] for h in head if h.get("_score") is not None),
                                        default=response["hits"].get("max_score"))
-        out["_esbridge"] = self._meta(prepared, len(head))
+        out["_esbridge"] = self._meta(prepared, len(head), variants=variants, original_weight=w0)
         return out
 
     # ---- internals ---------------------------------------------------------------------
@@ -524,22 +710,36 @@ class Reranker:
             self._concrete = set(resp)
         return name in self._concrete
 
-    def _meta(self, prepared: AnalyzedQuery, n: int) -> dict[str, Any]:
+    def _meta(self, prepared: AnalyzedQuery, n: int, *,
+              variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
+              texts: Sequence[str] | None = None) -> dict[str, Any]:
         meta: dict[str, Any] = {"scorer": self.scorer, "window": n,
                                 "terms": {ch: list(qc.terms) for ch, qc in prepared.query.items()}}
         if prepared.dropped:
             meta["first_stage_terms_dropped"] = prepared.dropped
+        if variants is not None:
+            meta["original_weight"] = original_weight
+            meta["augmentations"] = [
+                {**({"text": texts[i]} if texts is not None else {}), "weight": w,
+                 "terms": {ch: list(qc.terms) for ch, qc in v.query.items()}}
+                for i, (v, w) in enumerate(variants)]
         return meta
 
     def _rerank_hits(self, prepared: AnalyzedQuery, hits: list[dict[str, Any]],
-                     explain: bool, *, stats_validated: bool = False) -> list[dict[str, Any]]:
+                     explain: bool, *, stats_validated: bool = False,
+                     variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
+                     ranks: Sequence[Mapping[str, int]] | None = None) -> list[dict[str, Any]]:
         self._feature_time = 0.0
         if not hits:
             return []
         ids = [str(h["_id"]) for h in hits]
         versions = [hit_version(h) for h in hits]
         t0 = time.perf_counter()
-        result, found = self.score_hits(prepared, ids, versions, stats_validated=stats_validated)
+        if variants is None:
+            result, found = self.score_hits(prepared, ids, versions, stats_validated=stats_validated)
+        else:
+            result, found = self.score_augmented(prepared, variants, ids, versions, original_weight=original_weight,
+                                                 stats_validated=stats_validated)
         self._feature_time = time.perf_counter() - t0
         missing = [i for i, ok in zip(ids, found) if not ok]
         if missing:
@@ -551,6 +751,12 @@ class Reranker:
         for rank in order:
             h = dict(hits[rank])
             meta: dict[str, Any] = {"first_stage_score": h.get("_score"), "first_stage_rank": int(rank) + 1}
+            if ranks is not None:
+                # the original query's first-stage score and rank (None: found by a variant only)
+                own = ranks[0].get(ids[rank])
+                meta = {"first_stage_score": h.get("_score") if own is not None else None, "first_stage_rank": own,
+                        "variant_ranks": {str(i): r[ids[rank]] for i, r in enumerate(ranks[1:], start=1)
+                                          if ids[rank] in r}}
             if explain:
                 meta["parts"] = {k: float(v[rank]) for k, v in result.parts.items()
                                  if np.ndim(v) == 1 and len(v) == len(hits)}

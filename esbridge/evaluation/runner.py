@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from esbridge.augment import AugmentationSpec
 from esbridge.engine.client import Engine, path_segment
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.evaluation.datasets import BeirDataset, DatasetError, Part, Query, SplitSpec, file_sha256
@@ -87,6 +88,11 @@ class EvalConfig:
             alone) and ``hybrid`` (the fused ranking).  ``None``: not run.
         pipeline_strategies: with the pipeline, also measure its semantic and keyword
             strategies alone (else only the fused ranking).
+        augmentation: weighted variants of the queries for the rerankers (weighted query
+            augmentation, :class:`~esbridge.augment.AugmentationSpec`): each reranker scores
+            the union of the query's and its variants' first-stage candidates with
+            ``w_0 · score(query) + Σ_i w_i · score(variant_i)``.  The engine's BM25 rows and
+            the hybrid pipeline rank the original queries.  ``None``: no augmentation.
     """
 
     scorers: tuple[str, ...]
@@ -100,8 +106,11 @@ class EvalConfig:
     field_weights: Mapping[str, float] | None = None
     pipeline: PipelineParams | None = None
     pipeline_strategies: bool = True
+    augmentation: AugmentationSpec | None = None
 
     def __post_init__(self) -> None:
+        if self.augmentation is not None and not self.scorers:
+            raise ConfigurationError("query augmentation applies to esbridge's rerankers; give at least one scorer")
         if self.window < 1:
             raise ConfigurationError(f"window must be >= 1, got {self.window}")
         if len(set(self.scorers)) != len(self.scorers):
@@ -378,11 +387,16 @@ class SystemSet:
                 BASELINE_DEFAULT, f"{engine.info.label} BM25 k1=1.2 b=0.75 (the engine's default)", "baseline",
                 params={"similarity": {"type": "BM25", "k1": k1, "b": b}, "index": default_index,
                         "window": config.window})
+        aug = config.augmentation
+        self._variants = aug.bind(self.first) if aug is not None and self.first is not None else None
         for rr in self.rerankers:
-            self.systems[rr.scorer] = SystemRun(
-                rr.scorer, f"esbridge {rr.scorer} reranking the top {config.window} of the first stage", "rerank",
-                params={"scorer": rr.scorer, "scorer_params": jsonable(rr.params), "window": config.window,
-                        "field_weights": jsonable(config.field_weights)})
+            description = f"esbridge {rr.scorer} reranking the top {config.window} of the first stage"
+            params = {"scorer": rr.scorer, "scorer_params": jsonable(rr.params), "window": config.window,
+                      "field_weights": jsonable(config.field_weights)}
+            if aug is not None:
+                description += f" and of each query variant, {aug.label()}"
+                params["augmentation"] = jsonable(aug.describe())
+            self.systems[rr.scorer] = SystemRun(rr.scorer, description, "rerank", params=params)
 
         self.searcher: HybridSearcher | None = None
         if config.pipeline is not None:
@@ -428,10 +442,20 @@ class SystemSet:
         if self.first is not None:
             prepared = self._prep.analyse(text)
             fs_prepared = prepared[self.first.scorer]
-            hits = self.first.fetch_candidates(fs_prepared, text, window=self.config.window)["hits"]["hits"]
+            variants = self._variants(qid, text) if self._variants is not None else None
+            var_prepared = [self._prep.analyse(v) for v, _ in variants or ()]
+            if variants is None:
+                hits = self.first.fetch_candidates(fs_prepared, text, window=self.config.window)["hits"]["hits"]
+                first_hits = hits
+            else:
+                # the query's and every variant's candidates, one request; the baselines keep the query's own
+                union = self.first.fetch_union(
+                    [(fs_prepared, text), *((vp[self.first.scorer], v) for vp, (v, _) in zip(var_prepared, variants))],
+                    window=self.config.window)
+                hits, first_hits = union.hits, union.responses[0]["hits"]["hits"]
             ids = [str(h["_id"]) for h in hits]
             if self.baseline is not None:
-                ranked = rank_by_score(ids, [float(h["_score"]) for h in hits])
+                ranked = rank_by_score([str(h["_id"]) for h in first_hits], [float(h["_score"]) for h in first_hits])
                 self.systems[self.baseline].ranking[qid], self.systems[self.baseline].scores[qid] = ranked
             if self.default_index is not None:
                 dhits = _hits(self.engine, self.default_index, self.first.first_stage_query(fs_prepared, text),
@@ -443,7 +467,13 @@ class SystemSet:
                 if not ids:
                     self.systems[rr.scorer].ranking[qid], self.systems[rr.scorer].scores[qid] = [], []
                     continue
-                result, found = rr.score_hits(prepared[rr.scorer], ids, versions)
+                if variants is None:
+                    result, found = rr.score_hits(prepared[rr.scorer], ids, versions)
+                else:
+                    assert self.config.augmentation is not None
+                    result, found = rr.score_augmented(
+                        prepared[rr.scorer], [(vp[rr.scorer], w) for vp, (_, w) in zip(var_prepared, variants)],
+                        ids, versions, original_weight=self.config.augmentation.original_weight)
                 if not all(found):
                     lost = [i for i, ok in zip(ids, found) if not ok]
                     raise EngineError(f"{len(lost)} first-stage hit(s) of query {qid!r} are no longer in "
@@ -522,6 +552,21 @@ def add_runs(systems: dict[str, SystemRun], runs: Sequence[RunFile], qrels: Mapp
     return notes
 
 
+def augmentation_notes(config: EvalConfig, queries: Sequence[tuple[str, str]]) -> list[str]:
+    """What the reader must know about the query augmentation of ``config``: which rows it
+    applies to, and the entries of its file that match none of ``queries`` (``(id, text)``)."""
+    aug = config.augmentation
+    if aug is None:
+        return []
+    notes = [f"{aug.label()} applies to the rerankers ({', '.join(config.scorers)}); the engine's BM25 rows"
+             + (" and the hybrid pipeline" if config.pipeline is not None else "") + " rank the original queries"]
+    unused = aug.unused_keys(queries)
+    if unused:
+        notes.append(f"{_count(len(unused), 'entry', 'entries')} of {aug.source} match no evaluated query id or "
+                     f"text, not used: {_some(unused)}")
+    return notes
+
+
 def _combined_sha(files: Mapping[str, str]) -> str:
     import hashlib
 
@@ -583,7 +628,7 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig, *,
             system_set.run_query(q.id, q.text)
     systems = system_set.systems
     qids = [q.id for q in queries]
-    notes = add_runs(systems, runs, qrels, qids)
+    notes = augmentation_notes(config, [(q.id, q.text) for q in queries]) + add_runs(systems, runs, qrels, qids)
     per_query, means = _measure(systems, qrels, qids)
     files = {"corpus.jsonl": corpus_sha, "queries.jsonl": file_sha256(dataset.path / "queries.jsonl"),
              f"qrels/{config.split.name}.tsv": file_sha256(dataset.path / "qrels" / f"{config.split.name}.tsv")}
@@ -686,6 +731,7 @@ def run_index_evaluation(engine: Engine, index: str, topics: Sequence[Topic],
     systems = system_set.systems
     qids = [t.id for t in judged]
     measured = {q: dict(qrels[q]) for q in qids}
+    notes += augmentation_notes(config, [(t.id, t.text(topic_field)) for t in judged])
     notes += add_runs(systems, runs, qrels, qids)
     per_query, means = _measure(systems, measured, qids)
     files = {}

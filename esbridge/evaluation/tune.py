@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from esbridge.augment import AugmentationSpec
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
 from esbridge.evaluation.datasets import BeirDataset, Part, SplitSpec, file_sha256
@@ -41,6 +42,7 @@ from esbridge.features.entropy import CollectionEntropy
 from esbridge.index.definitions import IndexLayout
 from esbridge.rerank import Reranker, hit_version
 from esbridge.scoring import ScoringInput, get_scorer
+from esbridge.scoring.bmx import weighted_query_augmentation
 from esbridge.spaces import FIELD_DEFAULTS, NOT_SEARCHED, SEARCH_SPACES, Dimension, space_for
 
 __all__ = [
@@ -63,12 +65,20 @@ __all__ = [
 
 @dataclass(frozen=True)
 class QueryFeatures:
-    """One query's candidates, their scoring arrays and judgments."""
+    """One query's candidates, their scoring arrays and judgments.
+
+    With query augmentation, the candidates are the union of the query's and its variants'
+    first-stage candidates, ``inputs`` the original query's arrays over them and
+    ``augmented`` each variant's weight and arrays; a setting is then measured on
+    ``original_weight · score(inputs) + Σ_i w_i · score(inputs_i)``.
+    """
 
     query_id: str
     candidates: tuple[str, ...]
     inputs: ScoringInput | None  # None when the first stage found nothing
     judge: FastJudge
+    augmented: tuple[tuple[float, ScoringInput], ...] | None = None
+    original_weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,7 @@ FEATURES_VERSION = 1
 
 
 def _features_key(dataset: BeirDataset, corpus_sha: str, split: SplitSpec, scorer: str, window: int,
-                  channels: Sequence[str], index: str) -> str:
+                  channels: Sequence[str], index: str, augmentation: Mapping[str, Any] | None = None) -> str:
     parts = {
         "version": FEATURES_VERSION,
         "corpus": corpus_sha,
@@ -120,35 +130,44 @@ def _features_key(dataset: BeirDataset, corpus_sha: str, split: SplitSpec, score
         "channels": list(channels),
         "index": index,
     }
+    if augmentation is not None:
+        parts["augmentation"] = dict(augmentation)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def collect_features(engine: Engine, dataset: BeirDataset, split: SplitSpec, scorer: str, *,
                      window: int = 1000, index_prefix: str = "esbridge-eval", progress: bool = True,
                      vector_cache: TermVectorCache | None = None,
-                     cache: Path | None = None) -> QuerySet:
+                     cache: Path | None = None, augmentation: AugmentationSpec | None = None) -> QuerySet:
     """Run the first stage once per judged query and fetch the candidates' arrays once.
 
     The index is the evaluation index (Pyserini BM25), built if needed.  With
     ``cache`` (a folder), the result is kept there as a pickle keyed on everything
-    it depends on (corpus, index body, queries, judgments, split, window, channels)
-    and read back by later runs; the folder is esbridge's own, never shared input.
+    it depends on (corpus, index body, queries, judgments, split, window, channels,
+    augmentation) and read back by later runs; the folder is esbridge's own, never
+    shared input.  With ``augmentation``, each query's variants are found and their
+    arrays fetched once with the query's, through the reranker's own path
+    (:meth:`Reranker.fetch_union`, :meth:`Reranker.augmented_inputs`); the parameters are
+    then tuned on the augmented scores.  An augmentation with a custom augmenter (not a
+    shipped one by name) is not cached: its output cannot be keyed.
     """
     corpus_sha = dataset.fingerprint()
     index = ensure_index(engine, dataset, index_name(index_prefix, dataset, PYSERINI_BM25),
                          bm25=PYSERINI_BM25, progress=progress, corpus_sha256=corpus_sha)
     path = None
-    if cache is not None:
+    cacheable = augmentation is None or augmentation.augmenter is None or isinstance(augmentation.augmenter, str)
+    if cache is not None and cacheable:
         channels_read = get_scorer(scorer).channels
-        path = cache / f"{dataset.name}-{str(split).replace(':', '-')}-{scorer}-" \
-                       f"{_features_key(dataset, corpus_sha, split, scorer, window, channels_read, index)}.pickle"
+        key = _features_key(dataset, corpus_sha, split, scorer, window, channels_read, index,
+                            augmentation.describe() if augmentation is not None else None)
+        path = cache / f"{dataset.name}-{str(split).replace(':', '-')}-{scorer}-{key}.pickle"
         if path.is_file():
             with open(path, "rb") as f:
                 loaded = pickle.load(f)
             if isinstance(loaded, QuerySet):
                 return loaded
     result = _collect(engine, dataset, index, split, scorer, window=window, progress=progress,
-                      vector_cache=vector_cache)
+                      vector_cache=vector_cache, augmentation=augmentation)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".part")
@@ -159,25 +178,43 @@ def collect_features(engine: Engine, dataset: BeirDataset, split: SplitSpec, sco
 
 
 def _collect(engine: Engine, dataset: BeirDataset, index: str, split: SplitSpec, scorer: str, *,
-             window: int, progress: bool, vector_cache: TermVectorCache | None) -> QuerySet:
+             window: int, progress: bool, vector_cache: TermVectorCache | None,
+             augmentation: AugmentationSpec | None = None) -> QuerySet:
     rr = Reranker(engine, index, scorer=scorer, params=_all_channel_params(scorer), window=window,
                   vector_cache=vector_cache or TermVectorCache(max_entries=max(50_000, 2 * dataset.corpus_size())))
     if get_scorer(scorer).needs_entropy:  # build the collection entropy now, with its own progress bar
         rr._entropy = CollectionEntropy(engine, index, rr.layout, progress=progress)  # type: ignore[arg-type]
     qrels = dataset.qrels(split)
     out = []
+    variants_of = augmentation.bind(rr) if augmentation is not None else None
     from tqdm import tqdm
 
     for q in tqdm(dataset.queries(split), desc=f"features {dataset.name}/{split}", unit="query",
                   disable=not progress, file=sys.stderr):
         # the reranker's own path: first stage, then candidates → features
         prepared = rr.analyze(q.text)
-        hits = rr.fetch_candidates(prepared, q.text, window=window)["hits"]["hits"]
-        ids = tuple(str(h["_id"]) for h in hits)
-        inputs = None
-        if ids:
-            inputs, _ = rr.scoring_input(prepared, ids, [hit_version(h) for h in hits], stats_validated=True)
-        out.append(QueryFeatures(q.id, ids, inputs, FastJudge.build(ids, qrels[q.id])))
+        variants = variants_of(q.id, q.text) if variants_of is not None else None
+        if variants is None:
+            hits = rr.fetch_candidates(prepared, q.text, window=window)["hits"]["hits"]
+            ids = tuple(str(h["_id"]) for h in hits)
+            inputs = None
+            if ids:
+                inputs, _ = rr.scoring_input(prepared, ids, [hit_version(h) for h in hits], stats_validated=True)
+            out.append(QueryFeatures(q.id, ids, inputs, FastJudge.build(ids, qrels[q.id])))
+            continue
+        assert augmentation is not None
+        analysed = rr.analyze_variants(variants)
+        union = rr.fetch_union([(prepared, q.text), *((v, text) for (v, _), (text, _) in zip(analysed, variants))],
+                               window=window)
+        ids = tuple(str(h["_id"]) for h in union.hits)
+        if not ids:
+            out.append(QueryFeatures(q.id, ids, None, FastJudge.build(ids, qrels[q.id])))
+            continue
+        every, _ = rr.augmented_inputs([prepared, *(v for v, _ in analysed)], ids,
+                                       [hit_version(h) for h in union.hits], stats_validated=True)
+        out.append(QueryFeatures(q.id, ids, every[0], FastJudge.build(ids, qrels[q.id]),
+                                 augmented=tuple((w, inp) for (_, w), inp in zip(analysed, every[1:])),
+                                 original_weight=augmentation.original_weight))
     return QuerySet(dataset.name, str(split), tuple(out))
 
 
@@ -195,13 +232,19 @@ class SetScore:
 
 def evaluate(qs: QuerySet, scorer: str, params: Any) -> SetScore:
     """Score every query of ``qs`` with ``params`` and judge it (no engine involved)."""
-    fn = get_scorer(scorer).fn
+    sc = get_scorer(scorer)
+    fn = sc.fn
     nd = np.zeros(len(qs.queries))
     rc = np.zeros(len(qs.queries))
     for i, qf in enumerate(qs.queries):
         if qf.inputs is None:
             continue
-        nd[i], rc[i] = qf.judge.ndcg10_recall(fn(qf.inputs, params).scores)
+        if qf.augmented is None:
+            scores = fn(qf.inputs, params).scores
+        else:
+            scores = weighted_query_augmentation(sc, qf.inputs, qf.augmented, params,
+                                                 original_weight=qf.original_weight).scores
+        nd[i], rc[i] = qf.judge.ndcg10_recall(scores)
     if not qs.queries:
         raise ConfigurationError(f"{qs.label} has no judged queries")
     return SetScore(float(nd.mean()), float(rc.mean()))

@@ -374,11 +374,14 @@ def weighted_query_augmentation(
     original: ScoringInput,
     augmented: Sequence[tuple[float, ScoringInput]],
     params: P | None = None,
+    *,
+    original_weight: float = 1.0,
 ) -> ScoreResult:
-    """``score(D, Q) + sum_i w_i score(D, Q_i)`` (BMX paper eq. 9; for BM25, eq. 13).
+    """``w_0 score(D, Q) + sum_i w_i score(D, Q_i)`` (BMX paper eq. 9; for BM25, eq. 13).
 
     Each query is scored on its own with ``scorer`` and ``params`` (so ``E``, ``Ē`` and
-    ``S`` of BMX are per query, as in the paper) and the scores are added.
+    ``S`` of BMX are per query, as in the paper) and the scores are added; the original
+    query weighs ``w_0 = original_weight`` (1 in the paper).
 
     Args:
         scorer: any registered scorer.
@@ -386,9 +389,10 @@ def weighted_query_augmentation(
         augmented: ``(w_i, input_i)`` for each augmented query, over the same candidates
             in the same order as ``original``.
         params: the scorer's parameters (its defaults if ``None``).
+        original_weight: ``w_0 >= 0``.
 
     Returns:
-        ``scores`` and the parts ``original`` (``score(D, Q)``), ``augmentation``
+        ``scores`` and the parts ``original`` (``score(D, Q)``, unweighted), ``augmentation``
         (``sum_i w_i score(D, Q_i)``) and ``augmented_<i>`` (``score(D, Q_i)``, from 1).
 
     Raises:
@@ -396,6 +400,8 @@ def weighted_query_augmentation(
             whose candidates differ from the original's (another count, or other
             document lengths in a channel the scorer reads).
     """
+    if not is_nonnegative_finite(original_weight):
+        raise ValueError(f"original_weight must be finite and >= 0, got {original_weight!r}")
     n = original.n_candidates
     for i, (weight, other) in enumerate(augmented, start=1):
         if not is_nonnegative_finite(weight):
@@ -421,7 +427,7 @@ def weighted_query_augmentation(
         parts[f"augmented_{i}"] = scores
         augmentation = augmentation + float(weight) * scores
     parts["augmentation"] = augmentation
-    return ScoreResult(scores=base.scores + augmentation, parts=parts)
+    return ScoreResult(scores=float(original_weight) * base.scores + augmentation, parts=parts)
 
 
 BMX: Scorer[BMXParams] = register(
