@@ -16,30 +16,23 @@ from esbridge.engine.client import Engine
 from esbridge.evaluation.datasets import SplitSpec, load_dataset
 from esbridge.evaluation.tune import collect_features, evaluate
 from esbridge.features import analyze_query, build_input, fetch_raw
-from esbridge.index import IndexLayout, create_index, read_layout
+from esbridge.index import read_layout
 from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
 from esbridge.scoring.bmx import weighted_query_augmentation
 from tests.cli import run
+from tests.smallindex import DOCS as SMALL_DOCS
+from tests.smallindex import create_small_index
 from tests.data import beir
 
-DOCS = {
-    "a": {"title": "Glycated haemoglobin HbA1c", "text": "HbA1c measures long-term glucose control in diabetes."},
-    "b": {"title": "Insulin therapy", "text": "Insulin lowers glucose; diabetes patients adjust insulin doses."},
-    "c": {"title": "Cardiac output", "text": "The heart pumps blood; exercise raises cardiac output."},
-    "d": {"title": "Diabetes and the heart", "text": "Diabetes raises cardiac risk and glucose damages vessels."},
-    "e": {"title": "Sorting", "text": "An O(n log n) algorithm sorts the list of glucose readings."},
+DOCS = {**SMALL_DOCS,
     "f": {"title": "Insulin pumps", "text": "Pumps deliver insulin under the skin."},
 }
 
 
 @pytest.fixture
 def small_index(engine: Engine, index_name: str) -> str:
-    create_index(engine, index_name, IndexLayout(), shards=2)
-    for doc_id, src in DOCS.items():
-        engine.request("PUT", f"/{index_name}/_doc/{doc_id}", body=src)
-    engine.refresh(index_name)
-    return index_name
+    return create_small_index(engine, index_name, DOCS, shards=2)
 
 
 class Recorder:

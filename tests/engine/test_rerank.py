@@ -13,24 +13,14 @@ from esbridge.features import analyze_query, build_input, fetch_raw
 from esbridge.index import IndexLayout, create_index, read_layout
 from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
+from tests.smallindex import DOCS, create_small_index
 from tests.data import judged_queries
 
-DOCS = {
-    "a": {"title": "Glycated haemoglobin HbA1c", "text": "HbA1c measures long-term glucose control in diabetes."},
-    "b": {"title": "Insulin therapy", "text": "Insulin lowers glucose; diabetes patients adjust insulin doses."},
-    "c": {"title": "Cardiac output", "text": "The heart pumps blood; exercise raises cardiac output."},
-    "d": {"title": "Diabetes and the heart", "text": "Diabetes raises cardiac risk and glucose damages vessels."},
-    "e": {"title": "Sorting", "text": "An O(n log n) algorithm sorts the list of glucose readings."},
-}
 
 
 @pytest.fixture
 def small_index(engine: Engine, index_name: str) -> str:
-    create_index(engine, index_name, IndexLayout(), shards=2)
-    for doc_id, src in DOCS.items():
-        engine.request("PUT", f"/{index_name}/_doc/{doc_id}", body=src)
-    engine.refresh(index_name)
-    return index_name
+    return create_small_index(engine, index_name, DOCS, shards=2)
 
 
 def test_search_returns_engine_shape_with_exact_scores(engine: Engine, scifact_indices: dict[int, str]) -> None:

@@ -25,6 +25,7 @@ from esbridge.index import IndexLayout, create_index
 from esbridge.rerank import Reranker
 from esbridge.rescore_script import EvolvedRescorer
 from tests.cli import run
+from tests.smallindex import create_small_index
 
 DOCS = {
     "a": {"title": "Insulin therapy", "text": "Insulin lowers glucose in diabetes."},
@@ -44,11 +45,7 @@ def api_key(engine: Engine) -> Iterator[tuple[str, str]]:
 
 @pytest.fixture
 def small_index(engine: Engine, index_name: str) -> str:
-    create_index(engine, index_name, IndexLayout())
-    for doc_id, src in DOCS.items():
-        engine.request("PUT", f"/{index_name}/_doc/{doc_id}", body=src)
-    engine.refresh(index_name)
-    return index_name
+    return create_small_index(engine, index_name, DOCS)
 
 
 def _secrets(engine: Engine, *more: str) -> list[str]:

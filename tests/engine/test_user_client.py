@@ -8,8 +8,8 @@ import pytest
 
 from esbridge.engine.client import ConnectionOptions, Engine, redact_url
 from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError
-from esbridge.index import IndexLayout, create_index
 from esbridge.rerank import Reranker
+from tests.smallindex import create_small_index
 
 DOCS = {
     "a": {"title": "Insulin therapy", "text": "Insulin lowers glucose in diabetes."},
@@ -35,11 +35,7 @@ def _own_client(engine: Engine):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def small_index(engine: Engine, index_name: str) -> str:
-    create_index(engine, index_name, IndexLayout())
-    for doc_id, src in DOCS.items():
-        engine.request("PUT", f"/{index_name}/_doc/{doc_id}", body=src)
-    engine.refresh(index_name)
-    return index_name
+    return create_small_index(engine, index_name, DOCS)
 
 
 def test_engine_from_the_users_client(engine: Engine, small_index: str) -> None:
