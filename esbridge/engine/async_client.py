@@ -76,10 +76,12 @@ def _unreachable(err: Exception) -> _Unreachable:
     for exc in _causes(err):
         if isinstance(exc, ssl.SSLError):
             return _Unreachable(f"{text} ({exc})")
-        if isinstance(exc, OSError) and isinstance(exc.errno, int) and exc.errno > 0:
-            return _Unreachable(f"[Errno {exc.errno}] {os.strerror(exc.errno)} ({text})")
+        if isinstance(exc, OSError) and isinstance(exc.errno, int) and exc.errno != 0:
+            # asyncio words a refused connection "Connect call failed": the system's text instead
+            reason = os.strerror(exc.errno) if exc.errno > 0 else exc.strerror
+            return _Unreachable(f"{text} ([Errno {exc.errno}] {reason})")
         if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-            return _Unreachable(f"timed out ({text})")
+            return _Unreachable(f"{text} (timed out)")
     return _Unreachable(text)
 
 
