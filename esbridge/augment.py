@@ -61,6 +61,7 @@ __all__ = [
     "merge_queries",
     "read_augmentations",
     "resolve_augmentations",
+    "resolve_augmentations_plan",
     "score_augmented",
     "select_terms",
 ]

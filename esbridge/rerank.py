@@ -19,6 +19,10 @@ A :class:`Reranker` is bound to an engine, an index, a scorer and a window.
 
 Query text is never interpolated into a query string or a script: the first
 stage is a ``bool`` of ``term`` clauses on the analysed tokens.
+
+The pipeline itself lives in :class:`RerankerCore` as plans (:mod:`esbridge.engine.plan`):
+generators that yield the requests they need.  :class:`Reranker` runs them with blocking
+requests; :class:`esbridge.aio.AsyncReranker` runs the same plans with an asyncio client.
 """
 
 from __future__ import annotations
@@ -775,9 +779,6 @@ class Reranker(RerankerCore):
     def max_result_window(self) -> int:
         """The index's ``index.max_result_window`` (asked once)."""
         return self._run(self._max_result_window_plan())
-
-    def _check_window(self, window: int) -> None:
-        self._run(self._check_window_plan(window))
 
     def analyze(self, text: str) -> AnalyzedQuery:
         """The query's tokens per channel from the index's analyzers."""
