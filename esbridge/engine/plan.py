@@ -111,12 +111,6 @@ def gather(*plans: Plan[Any]) -> Gather:
     return Gather(tuple(plans))
 
 
-def done(value: T) -> Plan[T]:
-    """A plan that needs nothing and returns ``value``."""
-    return value
-    yield  # pragma: no cover  (makes this a generator)
-
-
 class SyncRequester(Protocol):
     """What :func:`run` needs of an engine: :meth:`~esbridge.engine.client.Engine.request`."""
 
@@ -176,7 +170,8 @@ def _perform(step: Step, engine: SyncRequester, pool: Callable[[], Executor] | N
         if inspect.isawaitable(got):
             _discard(got)
             raise ConfigurationError(
-                f"{_name(step.fn)} is asynchronous (it returned an awaitable); use it with esbridge.aio")
+                f"{_name(step.fn)} is asynchronous (it returned an awaitable); use it with esbridge.aio's "
+                "AsyncReranker, or pass a plain function")
         return got
     if isinstance(step, Exclusive):
         with step.lock.thread:
@@ -252,4 +247,5 @@ def _discard(awaitable: Any) -> None:
 
 
 def _name(fn: Any) -> str:
+    fn = getattr(fn, "func", fn)  # a functools.partial's function
     return str(getattr(fn, "__qualname__", None) or type(fn).__name__)

@@ -8,6 +8,7 @@ import sys
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import pytest
@@ -219,7 +220,7 @@ def test_an_async_callable_is_awaited_under_asyncio_and_refused_clearly_without(
         return [("variant", 0.5)]
 
     def plan() -> Plan[Any]:
-        return (yield Offload(augmenter))
+        return (yield Offload(partial(augmenter)))
 
     async_, _, _ = async_engine([])
     assert asyncio.run(run_async(plan(), async_)) == [("variant", 0.5)]
@@ -228,7 +229,9 @@ def test_an_async_callable_is_awaited_under_asyncio_and_refused_clearly_without(
         warnings.simplefilter("error")  # the coroutine is closed, never left un-awaited
         with pytest.raises(ConfigurationError) as err:
             run(plan(), engine)
-    assert "augmenter" in str(err.value) and "esbridge.aio" in str(err.value) and "\n" not in str(err.value)
+    message = str(err.value)
+    assert message.startswith("test_an_async_callable_is_awaited_under_asyncio_and_refused_clearly_without.<locals>"
+                              ".augmenter is asynchronous") and "AsyncReranker" in message and "\n" not in message
 
 
 def test_exclusive_plans_never_overlap_under_asyncio() -> None:
