@@ -32,11 +32,13 @@ import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from esbridge.engine.plan import Offload, Plan
 from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import FieldVector, QueryChannel
 from esbridge.scoring.arrays import ChannelArrays, FieldArrays, ScoreResult, ScoringInput
@@ -59,6 +61,7 @@ __all__ = [
     "merge_queries",
     "read_augmentations",
     "resolve_augmentations",
+    "resolve_augmentations_plan",
     "score_augmented",
     "select_terms",
 ]
@@ -118,6 +121,17 @@ def resolve_augmentations(value: Any, query_text: str, *, name: str = "augmentat
     it is an :class:`Augmenter` (called with ``query_text``)."""
     if callable(value):
         got = value(query_text)
+        return check_augmentations(got, name=f"{name} returned by {_callable_name(value)}")
+    return check_augmentations(value, name=name)
+
+
+def resolve_augmentations_plan(value: Any, query_text: str, *,
+                               name: str = "augmentations") -> Plan[tuple[Augmentation, ...]]:
+    """:func:`resolve_augmentations` as a plan (:mod:`esbridge.engine.plan`): an augmenter is
+    called as an :class:`~esbridge.engine.plan.Offload` step, so under asyncio it runs on a worker
+    thread (and an ``async`` augmenter is awaited)."""
+    if callable(value):
+        got = yield Offload(partial(value, query_text))
         return check_augmentations(got, name=f"{name} returned by {_callable_name(value)}")
     return check_augmentations(value, name=name)
 

@@ -19,6 +19,10 @@ A :class:`Reranker` is bound to an engine, an index, a scorer and a window.
 
 Query text is never interpolated into a query string or a script: the first
 stage is a ``bool`` of ``term`` clauses on the analysed tokens.
+
+The pipeline itself lives in :class:`RerankerCore` as plans (:mod:`esbridge.engine.plan`):
+generators that yield the requests they need.  :class:`Reranker` runs them with blocking
+requests; :class:`esbridge.aio.AsyncReranker` runs the same plans with an asyncio client.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ import json
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -39,18 +43,29 @@ from esbridge.augment import (
     Augmentation,
     check_weight,
     merge_queries,
-    resolve_augmentations,
+    resolve_augmentations_plan,
     score_augmented,
     select_terms,
 )
-from esbridge.engine.client import Engine, engine_error, ndjson_lines, path_segment, raise_mget_errors
+from esbridge.engine.client import (
+    Engine,
+    EngineBase,
+    engine_error,
+    ndjson_lines,
+    path_segment,
+    raise_mget_errors,
+    search_plan,
+)
+from esbridge.engine.plan import Call, Offload, Plan, gather, run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import FeatureStore, TermVectorCache
 from esbridge.features.entropy import CollectionEntropy
-from esbridge.features.termvectors import QueryChannel, analyze_query, build_input
-from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, read_layout
+from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
+from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan, read_layout_plan
 from esbridge.scoring import ScoreResult, ScoringInput, get_scorer
 from esbridge.scoring.common import channels_needed
+
+T = TypeVar("T")
 
 #: Distinct query terms sent to the first stage at most (the engines' clause limit is 1024).
 MAX_FIRST_STAGE_TERMS = 1000
@@ -147,24 +162,12 @@ class CandidateUnion:
 
 
 @dataclass
-class Reranker:
-    """Exact rescoring of an engine's candidates with one of esbridge's scorers.
+class RerankerCore:
+    """What :class:`Reranker` and :class:`esbridge.aio.AsyncReranker` share: their settings,
+    caches and the pipeline itself, as plans (:mod:`esbridge.engine.plan`) that each runs with
+    its own driver.  Not used directly."""
 
-    Args:
-        engine: the connected engine.
-        index: an index created by esbridge (its layout is read from the mapping).
-        scorer: a registered scorer name (see :func:`esbridge.scoring.available_scorers`).
-        params: the scorer's parameter object (default: its defaults).
-        window: how many first-stage hits are rescored.
-        first_stage: how candidates are found (:class:`FirstStage`) or a query dict.
-        field_weights: BM25F-style weights per text field (``{"title": 2.0}``); fields
-            not named weigh 1.  With all weights 1 the combined field is read.
-        dfs: use ``dfs_query_then_fetch`` in the first stage (index-wide statistics
-            there too); default on for indices with more than one shard.
-        vector_cache: a shared :class:`TermVectorCache` (default: a new one).
-    """
-
-    engine: Engine
+    engine: EngineBase
     index: str
     scorer: str = "evolved"
     params: Any = None
@@ -177,6 +180,7 @@ class Reranker:
     last: RerankStats = field(default_factory=RerankStats)
 
     def __post_init__(self) -> None:
+        """The checks that need no engine; :meth:`_setup_plan` does the rest."""
         self._scorer = get_scorer(self.scorer)
         if self.params is None:
             self.params = self._scorer.params_type()
@@ -187,9 +191,8 @@ class Reranker:
             )
         _check_count("window", self.window)
         self._similarity_field: str | None = None
-        if isinstance(self.first_stage, str) and self.first_stage.startswith("similarity:"):
-            self._similarity_field = self._scripted_subfield(self.first_stage.split(":", 1)[1])
-        elif isinstance(self.first_stage, str) and not isinstance(self.first_stage, FirstStage):
+        if isinstance(self.first_stage, str) and not isinstance(self.first_stage, FirstStage) \
+                and not self.first_stage.startswith("similarity:"):
             try:
                 self.first_stage = FirstStage(self.first_stage)
             except ValueError:
@@ -197,7 +200,18 @@ class Reranker:
                     f"unknown first stage {self.first_stage!r}; choose one of "
                     f"{', '.join(fs.value for fs in FirstStage)} or pass a query dict"
                 ) from None
-        self.layout = self.layout or read_layout(self.engine, self.index)
+        self._entropy: CollectionEntropy | None = None
+        self._analysis: OrderedDict[tuple[str, str], QueryChannel] = OrderedDict()
+        self._max_window: int | None = None
+        self._n_shards: int | None = None
+
+    def _setup_plan(self) -> Plan[None]:
+        """What needs the engine before the first search: the scripted similarity of a
+        ``similarity:<name>`` first stage, the index's layout, the field weights checked
+        against it, and the feature store."""
+        if isinstance(self.first_stage, str) and self.first_stage.startswith("similarity:"):
+            self._similarity_field = yield from self._scripted_subfield_plan(self.first_stage.split(":", 1)[1])
+        self.layout = self.layout or (yield from read_layout_plan(self.index))
         for name, weight in (self.field_weights or {}).items():
             if name not in self.layout.fields:
                 raise ConfigurationError(
@@ -222,11 +236,526 @@ class Reranker:
                 except ValueError as err:
                     raise ConfigurationError(f"field_weights: {err}") from err
         self.store = FeatureStore(self.engine, self.index, self.layout, vector_cache=self.vector_cache)
-        self._entropy: CollectionEntropy | None = None
-        self._analysis: OrderedDict[tuple[str, str], QueryChannel] = OrderedDict()
+
+    # ---- the pieces ------------------------------------------------------------------
+
+    @property
+    def _layout(self) -> IndexLayout:
+        if self.layout is None:  # set by _setup_plan
+            raise RuntimeError("reranker has no index layout")
+        return self.layout
+
+    @property
+    def channels(self) -> tuple[str, ...]:
+        """The channels the scorer reads with these parameters."""
+        return channels_needed(self.params, self._scorer.channels)
+
+    def _fields(self) -> tuple[str, ...]:
+        weights = self.field_weights or {}
+        if self._scorer.needs_fields or any(w != 1.0 for w in weights.values()):
+            return tuple(self._layout.fields)
+        return (self._layout.combined,)
+
+    def _max_result_window_plan(self) -> Plan[int]:
+        if self._max_window is None:
+            resp = yield Call(
+                "GET", f"/{self.index}/_settings/index.max_result_window",
+                params={"include_defaults": "true"}, context=f"reading settings of {self.index!r}")
+            value = 10_000
+            for spec in resp.values():
+                for part in ("settings", "defaults"):
+                    got = ((spec.get(part) or {}).get("index") or {}).get("max_result_window")
+                    if got is not None:
+                        value = int(got)
+                        break
+            self._max_window = value
+        return self._max_window
+
+    def _check_window_plan(self, window: int) -> Plan[None]:
+        limit = yield from self._max_result_window_plan()
+        if window > limit:
+            raise ConfigurationError(
+                f"window {window} is above index.max_result_window ({limit}) of {self.index!r}; "
+                "lower the window or raise that index setting"
+            )
+
+    def _analyze_plan(self, text: str) -> Plan[AnalyzedQuery]:
+        channels = list(dict.fromkeys(["base", *self.channels]))
+        if self.first_stage == FirstStage.CHANNELS:
+            channels = list(dict.fromkeys([*channels, *self._layout.channels]))
+        query = yield from self._analyze_cached_plan(text, channels)
+        dropped = sum(max(0, len(query[ch].terms) - MAX_FIRST_STAGE_TERMS) for ch in self._first_stage_channels())
+        return AnalyzedQuery(query=query, dropped=dropped)
+
+    def _first_stage_channels(self) -> tuple[str, ...]:
+        """The channels whose terms the first stage sends as term clauses (a custom query or
+        ``bm25f``'s ``combined_fields`` send none)."""
+        if isinstance(self.first_stage, Mapping) or self.first_stage == FirstStage.BM25F:
+            return ()
+        if self.first_stage == FirstStage.CHANNELS:
+            return tuple(self._layout.channels)
+        return ("base",)
+
+    def _analyze_cached_plan(self, text: str, channels: Sequence[str]) -> Plan[dict[str, QueryChannel]]:
+        """Per-channel analysis, from an LRU of recent query texts or (concurrently, one
+        ``_analyze`` per channel) from the engine.  An index's analyzers cannot change
+        while it is open, so an entry stays valid for the reranker's lifetime."""
+        missing = [ch for ch in channels if (text, ch) not in self._analysis]
+        layout = self._layout
+        if missing:
+            parts = yield gather(*(analyze_query_plan(self.index, layout, text, [ch]) for ch in missing))
+            for got in parts:
+                for ch, qc in got.items():
+                    self._analysis[(text, ch)] = qc
+            while len(self._analysis) > 20_000:
+                self._analysis.popitem(last=False)
+        return {ch: self._analysis[(text, ch)] for ch in channels}
+
+    def _first_stage_query_plan(self, prepared: AnalyzedQuery, text: str) -> Plan[dict[str, Any]]:
+        layout = self._layout
+        fs = self.first_stage
+        if isinstance(fs, Mapping):
+            return dict(fs)
+
+        def clauses(ch: str, fields: Sequence[str], order: Sequence[int],
+                    boost: float = 1.0) -> list[dict[str, Any]]:
+            qc = prepared.query.get(ch) or QueryChannel((), ())
+            out = []
+            for j in order:
+                for f in fields:
+                    out.append({"term": {layout.subfield(f, ch): {"value": qc.terms[j],
+                                                                   "boost": qc.qtf[j] * boost}}})
+            return out
+
+        def terms_plan(ch: str) -> Plan[list[int]]:
+            return self._first_stage_terms_plan(ch, prepared.query.get(ch) or QueryChannel((), ()))
+
+        if self._similarity_field is not None:
+            sub = self._similarity_field
+            should = [{"term": {f"{layout.combined}.{sub}": c["term"][layout.subfield(layout.combined, "base")]}}
+                      for c in clauses("base", [layout.combined], (yield from terms_plan("base")))]
+        elif fs == FirstStage.BM25:
+            should = clauses("base", [layout.combined], (yield from terms_plan("base")))
+        elif fs == FirstStage.MULTI_MATCH:
+            # best_fields = the best field's score per document: a dis_max per field
+            order = yield from terms_plan("base")
+            should = [{"dis_max": {"queries": [{"bool": {"should": clauses("base", [f], order)}}
+                                               for f in layout.fields]}}] if prepared.query["base"].terms else []
+        elif fs == FirstStage.BM25F:
+            if self.engine.distribution != "elasticsearch" or self.engine.info.version < (7, 13, 0):
+                raise ConfigurationError(
+                    f"first stage 'bm25f' needs the combined_fields query (Elasticsearch 7.13+); "
+                    f"{self.engine.info.label} does not have it — use 'bm25' or 'multi_match'"
+                )
+            should = [{"combined_fields": {"query": text,
+                                           "fields": [layout.subfield(f, "base") for f in layout.fields]}}]
+        else:
+            weights = {"base": 1.0, "prefix": 0.3, "bigram": 0.5, "micro": 0.2}
+            should = []
+            for ch in layout.channels:
+                should += clauses(ch, [layout.combined], (yield from terms_plan(ch)), weights.get(ch, 0.2))
+        if not should:
+            return {"match_none": {}}
+        return {"bool": {"should": should}}
+
+    def _scripted_subfield_plan(self, name: str) -> Plan[str]:
+        """The sub-field of the scripted similarity ``name`` (``similarity:<name>`` first stage)."""
+        sims = (yield from index_meta_plan(self.index)).get("similarities") or {}
+        if name not in sims:
+            raise ConfigurationError(
+                f"first stage 'similarity:{name}' needs an index created with similarity={name!r}; "
+                f"{self.index!r} has {sorted(sims) or 'no scripted similarities'}"
+            )
+        return f"base_{name}"
+
+    def _first_stage_terms_plan(self, channel: str, qc: QueryChannel) -> Plan[list[int]]:
+        """Indices of the terms the first stage sends: all of them, or for a query with
+        more than :data:`MAX_FIRST_STAGE_TERMS` distinct terms, the indexed ones of
+        highest ``qtf * IDF`` (index-wide statistics); the scorer still reads every term."""
+        if len(qc.terms) <= MAX_FIRST_STAGE_TERMS:
+            return list(range(len(qc.terms)))
+        layout = self._layout
+        stats = (yield from self.store.fetch_plan({channel: qc}, [], [], fields=[layout.combined])).stats
+        st = stats[layout.subfield(layout.combined, channel)]
+        df = np.array([st.df.get(t, 0) for t in qc.terms], dtype=np.float64)
+        idf = np.log1p((st.doc_count - df + 0.5) / (df + 0.5))
+        weight = np.where(df > 0, np.asarray(qc.qtf, dtype=np.float64) * idf, -np.inf)  # absent terms match nothing
+        return [int(j) for j in np.lexsort((np.arange(len(qc.terms)), -weight))[:MAX_FIRST_STAGE_TERMS]]
+
+    def _search_params_plan(self) -> Plan[dict[str, Any]]:
+        dfs = self.dfs
+        if dfs is None:
+            if self._n_shards is None:
+                self._n_shards = len((yield from self.store.routing.routings_plan()))
+            dfs = self._n_shards > 1
+        return {"search_type": "dfs_query_then_fetch"} if dfs else {}
+
+    def _scoring_input_plan(self, prepared: AnalyzedQuery, ids: Sequence[str],
+                            versions: Sequence[tuple[int, int] | None], *,
+                            stats_validated: bool = False) -> Plan[tuple[ScoringInput, list[bool]]]:
+        build, found = yield from self._features_found_plan(prepared, ids, versions, stats_validated)
+        inputs: ScoringInput = yield Offload(build)
+        return inputs, found
+
+    def _features_found_plan(self, prepared: AnalyzedQuery, ids: Sequence[str],
+                             versions: Sequence[tuple[int, int] | None],
+                             stats_validated: bool) -> Plan[tuple[Callable[[], ScoringInput], list[bool]]]:
+        query = {ch: prepared.query[ch] for ch in self.channels}
+        fields = self._fields()
+        layout = self._layout
+        fetched = yield from self.store.fetch_plan(query, ids, versions, fields=fields, validate=not stats_validated)
+        entropy: dict[str, dict[str, float]] | None = None
+        if self._scorer.needs_entropy:
+            if self._entropy is None:
+                self._entropy = CollectionEntropy(self.engine, self.index, layout)
+            entropy = {}
+            for ch in query:
+                entropy[ch] = yield from self._entropy.table_plan(ch)
+        field_weights = self.field_weights
+
+        def build() -> ScoringInput:
+            inputs: ScoringInput = build_input(fetched, layout, query, fields=fields,
+                                               field_weights=field_weights, entropy=entropy)
+            return inputs
+
+        return build, list(fetched.candidates.found)
+
+    def _score_hits_plan(self, prepared: AnalyzedQuery, ids: Sequence[str],
+                         versions: Sequence[tuple[int, int] | None], *,
+                         stats_validated: bool = False) -> Plan[tuple[ScoreResult, list[bool]]]:
+        build, found = yield from self._features_found_plan(prepared, ids, versions, stats_validated)
+        scorer, params = self._scorer, self.params
+        result: ScoreResult = yield Offload(lambda: scorer.score(build(), params))
+        return result, found
+
+    def _augmented_inputs_plan(self, queries: Sequence[AnalyzedQuery], ids: Sequence[str],
+                               versions: Sequence[tuple[int, int] | None], *,
+                               stats_validated: bool = False) -> Plan[tuple[list[ScoringInput], list[bool]]]:
+        merged = AnalyzedQuery(query=merge_queries([q.query for q in queries]), dropped=0)
+        inputs, found = yield from self._scoring_input_plan(merged, ids, versions, stats_validated=stats_validated)
+        return [select_terms(inputs, q.query) for q in queries], found
+
+    def _score_augmented_plan(self, prepared: AnalyzedQuery, variants: Sequence[tuple[AnalyzedQuery, float]],
+                              ids: Sequence[str], versions: Sequence[tuple[int, int] | None], *,
+                              original_weight: float = 1.0,
+                              stats_validated: bool = False) -> Plan[tuple[ScoreResult, list[bool]]]:
+        merged = AnalyzedQuery(query=merge_queries([prepared.query, *(v.query for v, _ in variants)]), dropped=0)
+        build, found = yield from self._features_found_plan(merged, ids, versions, stats_validated)
+        scorer, params = self._scorer, self.params
+        pairs = [(v.query, w) for v, w in variants]
+        result: ScoreResult = yield Offload(lambda: score_augmented(scorer, params, build(), prepared.query, pairs,
+                                                                    original_weight=original_weight))
+        return result, found
+
+    def _fetch_candidates_plan(self, prepared: AnalyzedQuery, query_text: str, *, window: int | None = None,
+                               filter: Any = None, source: Any = False) -> Plan[dict[str, Any]]:
+        window = window or self.window
+        yield from self._check_window_plan(window)
+        query = yield from self._first_stage_query_plan(prepared, query_text)
+        if filter is not None:
+            query = {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}
+        body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True}
+        # index state and missing statistics depend only on the query: fetch them meanwhile
+        scored_query = {ch: prepared.query[ch] for ch in self.channels}
+        _, response = yield gather(self.store.prefetch_stats_plan(scored_query, fields=self._fields()),
+                                   self._first_stage_search_plan(body))
+        result: dict[str, Any] = response
+        return result
+
+    def _first_stage_search_plan(self, body: Mapping[str, Any]) -> Plan[dict[str, Any]]:
+        params = yield from self._search_params_plan()
+        return (yield from search_plan(self.index, body, params=params))
+
+    def _fetch_union_plan(self, queries: Sequence[tuple[AnalyzedQuery, str]], *, window: int | None = None,
+                          filter: Any = None, source: Any = False) -> Plan[CandidateUnion]:
+        window = window or self.window
+        yield from self._check_window_plan(window)
+        if not queries:
+            raise ConfigurationError("fetch_union needs at least one query")
+        bodies = []
+        for prepared, text in queries:
+            query = yield from self._first_stage_query_plan(prepared, text)
+            if filter is not None:
+                query = {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}
+            bodies.append({"size": window, "query": query, "_source": source, "seq_no_primary_term": True})
+        slot: dict[str, int] = {}
+        sent: list[dict[str, Any]] = []
+        which = []
+        for body in bodies:
+            key = json.dumps(body, sort_keys=True, default=str)
+            if key not in slot:
+                slot[key] = len(sent)
+                sent.append(body)
+            which.append(slot[key])
+        merged = merge_queries([prepared.query for prepared, _ in queries])
+        scored_query = {ch: merged[ch] for ch in self.channels}
+        lines: list[dict[str, Any]] = []
+        for body in sent:
+            lines += [{}, body]
+        _, resp = yield gather(self.store.prefetch_stats_plan(scored_query, fields=self._fields()),
+                               self._msearch_plan(ndjson_lines(lines)))
+        answers = resp.get("responses") if isinstance(resp, Mapping) else None
+        if not isinstance(answers, list) or len(answers) != len(sent):
+            raise EngineError(f"_msearch on {self.index!r} answered {len(answers or [])} responses for the "
+                              f"{len(sent)} searches sent", index=self.index)
+        for answer in answers:
+            if "error" in answer:
+                raise engine_error(answer.get("status"), answer, context=f"searching {self.index!r}")
+        responses = [answers[i] for i in which]
+        hits: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        ranks = []
+        for r in responses:
+            ranks.append({str(h["_id"]): n for n, h in enumerate(r["hits"]["hits"], start=1)})
+            for h in r["hits"]["hits"]:
+                if str(h["_id"]) not in seen:
+                    seen.add(str(h["_id"]))
+                    hits.append(h)
+        return CandidateUnion(responses=responses, hits=hits, ranks=ranks)
+
+    def _msearch_plan(self, body: str) -> Plan[Any]:
+        params = yield from self._search_params_plan()
+        return (yield Call("POST", f"/{path_segment(self.index, patterns=True)}/_msearch", body=body,
+                           ndjson=True, params=params, context=f"searching {self.index!r}"))
+
+    def _analyze_variants_plan(self, variants: Sequence[Augmentation]) -> Plan[list[tuple[AnalyzedQuery, float]]]:
+        out = []
+        for text, weight in variants:
+            out.append(((yield from self._analyze_plan(text)), weight))
+        return out
+
+    def _search_plan(self, query_text: str, size: int = 10, *, filter: Any = None,
+                     fields: Sequence[str] | None = None, explain: bool = False,
+                     window: int | None = None, augmentations: Any = None,
+                     original_weight: float = 1.0) -> Plan[dict[str, Any]]:
+        if size < 0:
+            raise ConfigurationError(f"size must be >= 0, got {size}")
+        _check_count("window", window, allow_none=True)
+        w0 = check_weight(original_weight, "original_weight")
+        if augmentations is not None or w0 != 1.0:
+            return (yield from self._search_augmented_plan(
+                query_text, size, filter=filter, fields=fields, explain=explain, window=window,
+                augmentations=augmentations, original_weight=w0))
+        window = max(self.window if window is None else window, size)
+        # small windows bring _source with the first stage; large ones fetch it for the top hits only
+        inline_source = window <= INLINE_SOURCE_WINDOW
+        # all of _source but esbridge's own vector field (384 numbers nobody asked for)
+        source: Any = (list(fields) if fields else {"excludes": [VECTOR_FIELD]}) if inline_source else False
+        t0 = time.perf_counter()
+        prepared = yield from self._analyze_plan(query_text)
+        t1 = time.perf_counter()
+        response = yield from self._fetch_candidates_plan(prepared, query_text, window=window, filter=filter,
+                                                          source=source)
+        t2 = time.perf_counter()
+        hits = response["hits"]["hits"]
+        reranked, feature_time = yield from self._rerank_hits_plan(prepared, hits, explain, stats_validated=True)
+        t3 = time.perf_counter()
+        top = reranked[:size]
+        if not inline_source:
+            yield from self._attach_sources_plan(top, fields)
+        t4 = time.perf_counter()
+        out = dict(response)
+        out["hits"] = dict(response["hits"])
+        out["hits"]["hits"] = top
+        out["hits"]["max_score"] = top[0]["_score"] if top else None
+        out["_esbridge"] = self._meta(prepared, len(hits))
+        self.last = RerankStats(analyze=t1 - t0, first_stage=t2 - t1,
+                                features=feature_time, scoring=t3 - t2 - feature_time,
+                                fetch_source=t4 - t3, candidates=len(hits),
+                                dropped_terms=prepared.dropped)
+        return out
+
+    def _search_augmented_plan(self, query_text: str, size: int, *, filter: Any, fields: Sequence[str] | None,
+                               explain: bool, window: int | None, augmentations: Any,
+                               original_weight: float) -> Plan[dict[str, Any]]:
+        window = max(self.window if window is None else window, size)
+        inline_source = window <= INLINE_SOURCE_WINDOW
+        source: Any = (list(fields) if fields else {"excludes": [VECTOR_FIELD]}) if inline_source else False
+        t0 = time.perf_counter()
+        checked = (yield from resolve_augmentations_plan(augmentations, query_text)) \
+            if augmentations is not None else ()
+        t1 = time.perf_counter()
+        prepared = yield from self._analyze_plan(query_text)
+        variants = yield from self._analyze_variants_plan(checked)
+        t2 = time.perf_counter()
+        union = yield from self._fetch_union_plan(
+            [(prepared, query_text), *((v, text) for (v, _), (text, _) in zip(variants, checked))],
+            window=window, filter=filter, source=source)
+        t3 = time.perf_counter()
+        reranked, feature_time = yield from self._rerank_hits_plan(
+            prepared, union.hits, explain, stats_validated=True, variants=variants,
+            original_weight=original_weight, ranks=union.ranks)
+        t4 = time.perf_counter()
+        top = reranked[:size]
+        if not inline_source:
+            yield from self._attach_sources_plan(top, fields)
+        t5 = time.perf_counter()
+        first = union.responses[0]
+        out = dict(first)
+        out["hits"] = dict(first["hits"])
+        out["hits"]["hits"] = top
+        out["hits"]["max_score"] = top[0]["_score"] if top else None
+        out["_esbridge"] = self._meta(prepared, len(union.hits), variants=variants, original_weight=original_weight,
+                                      texts=[text for text, _ in checked])
+        self.last = RerankStats(analyze=t2 - t1, first_stage=t3 - t2, features=feature_time,
+                                scoring=t4 - t3 - feature_time, fetch_source=t5 - t4,
+                                candidates=len(union.hits), dropped_terms=prepared.dropped, augment=t1 - t0)
+        return out
+
+    def _rescore_plan(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
+                      explain: bool = False, augmentations: Any = None,
+                      original_weight: float = 1.0) -> Plan[dict[str, Any]]:
+        body = getattr(response, "body", None)  # the elasticsearch 8/9 client's ObjectApiResponse
+        if not isinstance(response, Mapping) and isinstance(body, Mapping):
+            response = body
+        if not isinstance(response, Mapping):
+            raise ConfigurationError(
+                f"the response is a {type(response).__name__}, not a search response: pass the body a _search "
+                "request returned (a dict, or the client's response object)")
+        if not isinstance(response.get("hits"), Mapping) or not isinstance(response["hits"].get("hits"), list):
+            raise ConfigurationError("the response has no hits.hits list; pass the body a _search request returned")
+        _check_count("window_size", window_size, allow_none=True)
+        window = self.window if window_size is None else window_size
+        hits = copy.deepcopy(response["hits"]["hits"])
+        for i, h in enumerate(hits):
+            if not isinstance(h, Mapping) or "_id" not in h:
+                raise ConfigurationError(f"hit {i} of the response has no _id")
+            other = h.get("_index")
+            if other not in (None, self.index) and not (yield from self._same_index_plan(str(other))):
+                raise ConfigurationError(
+                    f"hit {h['_id']!r} comes from index {other!r}, not {self.index!r}; rescore "
+                    "responses of one index at a time"
+                )
+        w0 = check_weight(original_weight, "original_weight")
+        variants = None
+        if augmentations is not None or w0 != 1.0:
+            checked = (yield from resolve_augmentations_plan(augmentations, query_text)) \
+                if augmentations is not None else ()
+            variants = yield from self._analyze_variants_plan(checked)
+        prepared = yield from self._analyze_plan(query_text)
+        head, _ = yield from self._rerank_hits_plan(prepared, hits[:window], explain, variants=variants,
+                                                    original_weight=w0)
+        tail = hits[window:]
+        out = copy.deepcopy(dict(response))
+        out["hits"]["hits"] = head + tail
+        out["hits"]["max_score"] = max((h["_score"] for h in head if h.get("_score") is not None),
+                                       default=response["hits"].get("max_score"))
+        out["_esbridge"] = self._meta(prepared, len(head), variants=variants, original_weight=w0)
+        return out
+
+    # ---- internals ---------------------------------------------------------------------
+
+    _concrete: set[str] | None = None
+
+    def _same_index_plan(self, name: str) -> Plan[bool]:
+        if self._concrete is None:
+            resp = yield Call("GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.uuid",
+                              context=f"resolving {self.index!r}")
+            self._concrete = set(resp)
+        return name in self._concrete
+
+    def _meta(self, prepared: AnalyzedQuery, n: int, *,
+              variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
+              texts: Sequence[str] | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"scorer": self.scorer, "window": n,
+                                "terms": {ch: list(qc.terms) for ch, qc in prepared.query.items()}}
+        if prepared.dropped:
+            meta["first_stage_terms_dropped"] = prepared.dropped
+        if variants is not None:
+            meta["original_weight"] = original_weight
+            meta["augmentations"] = [
+                {**({"text": texts[i]} if texts is not None else {}), "weight": w,
+                 "terms": {ch: list(qc.terms) for ch, qc in v.query.items()}}
+                for i, (v, w) in enumerate(variants)]
+        return meta
+
+    def _rerank_hits_plan(self, prepared: AnalyzedQuery, hits: list[dict[str, Any]],
+                          explain: bool, *, stats_validated: bool = False,
+                          variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
+                          ranks: Sequence[Mapping[str, int]] | None = None,
+                          ) -> Plan[tuple[list[dict[str, Any]], float]]:
+        """The hits reranked, and the seconds their features and scores took."""
+        if not hits:
+            return [], 0.0
+        ids = [str(h["_id"]) for h in hits]
+        versions = [hit_version(h) for h in hits]
+        t0 = time.perf_counter()
+        if variants is None:
+            result, found = yield from self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated)
+        else:
+            result, found = yield from self._score_augmented_plan(
+                prepared, variants, ids, versions, original_weight=original_weight, stats_validated=stats_validated)
+        feature_time = time.perf_counter() - t0
+        missing = [i for i, ok in zip(ids, found) if not ok]
+        if missing:
+            raise EngineError(
+                f"{len(missing)} hit(s) are no longer in {self.index!r} (deleted since the search?): "
+                f"{', '.join(missing[:5])}", index=self.index)
+        order = np.lexsort((np.arange(len(hits)), -result.scores))
+        out = []
+        for rank in order:
+            h = dict(hits[rank])
+            meta: dict[str, Any] = {"first_stage_score": h.get("_score"), "first_stage_rank": int(rank) + 1}
+            if ranks is not None:
+                # the original query's first-stage score and rank (None: found by a variant only)
+                own = ranks[0].get(ids[rank])
+                meta = {"first_stage_score": h.get("_score") if own is not None else None, "first_stage_rank": own,
+                        "variant_ranks": {str(i): r[ids[rank]] for i, r in enumerate(ranks[1:], start=1)
+                                          if ids[rank] in r}}
+            if explain:
+                meta["parts"] = {k: float(v[rank]) for k, v in result.parts.items()
+                                 if np.ndim(v) == 1 and len(v) == len(hits)}
+            h["_score"] = float(result.scores[rank])
+            h["_esbridge"] = meta
+            out.append(h)
+        return out, feature_time
+
+    def _attach_sources_plan(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> Plan[None]:
+        if not hits:
+            return
+        body: dict[str, Any] = {"ids": [h["_id"] for h in hits]}
+        params = {"_source_includes": ",".join(fields)} if fields else {"_source_excludes": VECTOR_FIELD}
+        resp = yield Call("POST", f"/{path_segment(self.index, patterns=True)}/_mget", body=body, params=params,
+                          context=f"fetching sources from {self.index!r}")
+        raise_mget_errors(resp, self.index, "fetching sources")
+        by_id = {d["_id"]: d.get("_source") for d in resp["docs"] if d.get("found")}
+        for h in hits:
+            if h["_id"] in by_id:
+                h["_source"] = by_id[h["_id"]]
+
+
+
+
+@dataclass
+class Reranker(RerankerCore):
+    """Exact rescoring of an engine's candidates with one of esbridge's scorers.
+
+    Args:
+        engine: the connected engine.
+        index: an index created by esbridge (its layout is read from the mapping).
+        scorer: a registered scorer name (see :func:`esbridge.scoring.available_scorers`).
+        params: the scorer's parameter object (default: its defaults).
+        window: how many first-stage hits are rescored.
+        first_stage: how candidates are found (:class:`FirstStage`) or a query dict.
+        field_weights: BM25F-style weights per text field (``{"title": 2.0}``); fields
+            not named weigh 1.  With all weights 1 the combined field is read.
+        dfs: use ``dfs_query_then_fetch`` in the first stage (index-wide statistics
+            there too); default on for indices with more than one shard.
+        vector_cache: a shared :class:`TermVectorCache` (default: a new one).
+
+    :class:`esbridge.aio.AsyncReranker` is the same over an asynchronous engine.
+    """
+
+    engine: Engine
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self._executor: ThreadPoolExecutor | None = None
-        self._max_window: int | None = None
-        self._n_shards: int | None = None
+        self._run(self._setup_plan())
+
+    def _run(self, plan: Plan[T]) -> T:
+        """Run a plan of the pipeline against the engine (concurrent steps on the worker threads)."""
+        return run(plan, self.engine, self._pool)
 
     def close(self) -> None:
         """Stop the reranker's worker threads (the engine connection stays open)."""
@@ -240,170 +769,24 @@ class Reranker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- the pieces ------------------------------------------------------------------
-
-    @property
-    def _layout(self) -> IndexLayout:
-        if self.layout is None:  # set in __post_init__
-            raise RuntimeError("reranker has no index layout")
-        return self.layout
-
-    @property
-    def channels(self) -> tuple[str, ...]:
-        """The channels the scorer reads with these parameters."""
-        return channels_needed(self.params, self._scorer.channels)
-
-    def _fields(self) -> tuple[str, ...]:
-        weights = self.field_weights or {}
-        if self._scorer.needs_fields or any(w != 1.0 for w in weights.values()):
-            return tuple(self.layout.fields)  # type: ignore[union-attr]
-        return (self.layout.combined,)  # type: ignore[union-attr]
-
-    def max_result_window(self) -> int:
-        if self._max_window is None:
-            resp = self.engine.request(
-                "GET", f"/{self.index}/_settings/index.max_result_window",
-                params={"include_defaults": "true"}, context=f"reading settings of {self.index!r}")
-            value = 10_000
-            for spec in resp.values():
-                for part in ("settings", "defaults"):
-                    got = ((spec.get(part) or {}).get("index") or {}).get("max_result_window")
-                    if got is not None:
-                        value = int(got)
-                        break
-            self._max_window = value
-        return self._max_window
-
-    def _check_window(self, window: int) -> None:
-        limit = self.max_result_window()
-        if window > limit:
-            raise ConfigurationError(
-                f"window {window} is above index.max_result_window ({limit}) of {self.index!r}; "
-                "lower the window or raise that index setting"
-            )
-
-    def analyze(self, text: str) -> AnalyzedQuery:
-        """The query's tokens per channel from the index's analyzers."""
-        channels = list(dict.fromkeys(["base", *self.channels]))
-        if self.first_stage == FirstStage.CHANNELS:
-            channels = list(dict.fromkeys([*channels, *self.layout.channels]))  # type: ignore[union-attr]
-        query = self._analyze_cached(text, channels)
-        dropped = sum(max(0, len(query[ch].terms) - MAX_FIRST_STAGE_TERMS) for ch in self._first_stage_channels())
-        return AnalyzedQuery(query=query, dropped=dropped)
-
-    def _first_stage_channels(self) -> tuple[str, ...]:
-        """The channels whose terms the first stage sends as term clauses (a custom query or
-        ``bm25f``'s ``combined_fields`` send none)."""
-        if isinstance(self.first_stage, Mapping) or self.first_stage == FirstStage.BM25F:
-            return ()
-        if self.first_stage == FirstStage.CHANNELS:
-            return tuple(self._layout.channels)
-        return ("base",)
-
-    def _analyze_cached(self, text: str, channels: Sequence[str]) -> dict[str, QueryChannel]:
-        """Per-channel analysis, from an LRU of recent query texts or (in parallel, one
-        ``_analyze`` per channel) from the engine.  An index's analyzers cannot change
-        while it is open, so an entry stays valid for the reranker's lifetime."""
-        missing = [ch for ch in channels if (text, ch) not in self._analysis]
-        layout = self._layout
-        if missing:
-            if len(missing) == 1:
-                got = analyze_query(self.engine, self.index, layout, text, missing)
-            else:
-                futures = [self._pool().submit(analyze_query, self.engine, self.index, layout, text, [ch])
-                           for ch in missing]
-                got = {}
-                for fut in futures:
-                    got.update(fut.result())
-            for ch, qc in got.items():
-                self._analysis[(text, ch)] = qc
-            while len(self._analysis) > 20_000:
-                self._analysis.popitem(last=False)
-        return {ch: self._analysis[(text, ch)] for ch in channels}
-
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="esbridge-analyze")
         return self._executor
 
+    # ---- the pieces ------------------------------------------------------------------
+
+    def max_result_window(self) -> int:
+        """The index's ``index.max_result_window`` (asked once)."""
+        return self._run(self._max_result_window_plan())
+
+    def analyze(self, text: str) -> AnalyzedQuery:
+        """The query's tokens per channel from the index's analyzers."""
+        return self._run(self._analyze_plan(text))
+
     def first_stage_query(self, prepared: AnalyzedQuery, text: str) -> dict[str, Any]:
         """The first-stage query (a ``bool`` of ``term`` clauses on analysed tokens)."""
-        layout = self.layout
-        assert layout is not None
-        fs = self.first_stage
-        if isinstance(fs, Mapping):
-            return dict(fs)
-
-        def clauses(ch: str, fields: Sequence[str], boost: float = 1.0) -> list[dict[str, Any]]:
-            qc = prepared.query.get(ch) or QueryChannel((), ())
-            order = self._first_stage_terms(ch, qc)
-            out = []
-            for j in order:
-                for f in fields:
-                    out.append({"term": {layout.subfield(f, ch): {"value": qc.terms[j],
-                                                                   "boost": qc.qtf[j] * boost}}})
-            return out
-
-        if self._similarity_field is not None:
-            sub = self._similarity_field
-            should = [{"term": {f"{layout.combined}.{sub}": c["term"][layout.subfield(layout.combined, "base")]}}
-                      for c in clauses("base", [layout.combined])]
-        elif fs == FirstStage.BM25:
-            should = clauses("base", [layout.combined])
-        elif fs == FirstStage.MULTI_MATCH:
-            # best_fields = the best field's score per document: a dis_max per field
-            should = [{"dis_max": {"queries": [{"bool": {"should": clauses("base", [f])}}
-                                               for f in layout.fields]}}] if prepared.query["base"].terms else []
-        elif fs == FirstStage.BM25F:
-            if self.engine.distribution != "elasticsearch" or self.engine.info.version < (7, 13, 0):
-                raise ConfigurationError(
-                    f"first stage 'bm25f' needs the combined_fields query (Elasticsearch 7.13+); "
-                    f"{self.engine.info.label} does not have it — use 'bm25' or 'multi_match'"
-                )
-            should = [{"combined_fields": {"query": text,
-                                           "fields": [layout.subfield(f, "base") for f in layout.fields]}}]
-        else:
-            weights = {"base": 1.0, "prefix": 0.3, "bigram": 0.5, "micro": 0.2}
-            should = [c for ch in layout.channels
-                      for c in clauses(ch, [layout.combined], weights.get(ch, 0.2))]
-        if not should:
-            return {"match_none": {}}
-        return {"bool": {"should": should}}
-
-    def _scripted_subfield(self, name: str) -> str:
-        """The sub-field of the scripted similarity ``name`` (``similarity:<name>`` first stage)."""
-        from esbridge.index.definitions import index_meta
-
-        sims = index_meta(self.engine, self.index).get("similarities") or {}
-        if name not in sims:
-            raise ConfigurationError(
-                f"first stage 'similarity:{name}' needs an index created with similarity={name!r}; "
-                f"{self.index!r} has {sorted(sims) or 'no scripted similarities'}"
-            )
-        return f"base_{name}"
-
-    def _first_stage_terms(self, channel: str, qc: QueryChannel) -> list[int]:
-        """Indices of the terms the first stage sends: all of them, or for a query with
-        more than :data:`MAX_FIRST_STAGE_TERMS` distinct terms, the indexed ones of
-        highest ``qtf * IDF`` (index-wide statistics); the scorer still reads every term."""
-        if len(qc.terms) <= MAX_FIRST_STAGE_TERMS:
-            return list(range(len(qc.terms)))
-        layout = self.layout
-        assert layout is not None
-        stats = self.store.fetch({channel: qc}, [], [], fields=[layout.combined]).stats
-        st = stats[layout.subfield(layout.combined, channel)]
-        df = np.array([st.df.get(t, 0) for t in qc.terms], dtype=np.float64)
-        idf = np.log1p((st.doc_count - df + 0.5) / (df + 0.5))
-        weight = np.where(df > 0, np.asarray(qc.qtf, dtype=np.float64) * idf, -np.inf)  # absent terms match nothing
-        return [int(j) for j in np.lexsort((np.arange(len(qc.terms)), -weight))[:MAX_FIRST_STAGE_TERMS]]
-
-    def _search_params(self) -> dict[str, Any]:
-        dfs = self.dfs
-        if dfs is None:
-            if self._n_shards is None:
-                self._n_shards = len(self.store.routing.routings())
-            dfs = self._n_shards > 1
-        return {"search_type": "dfs_query_then_fetch"} if dfs else {}
+        return self._run(self._first_stage_query_plan(prepared, text))
 
     def scoring_input(self, prepared: AnalyzedQuery, ids: Sequence[str],
                       versions: Sequence[tuple[int, int] | None], *,
@@ -415,25 +798,14 @@ class Reranker:
         ``stats_validated``: the statistics cache was validated (and filled) for this
         query moments ago by :meth:`FeatureStore.prefetch_stats`.
         """
-        query = {ch: prepared.query[ch] for ch in self.channels}
-        fields = self._fields()
-        fetched = self.store.fetch(query, ids, versions, fields=fields, validate=not stats_validated)
-        entropy = None
-        if self._scorer.needs_entropy:
-            if self._entropy is None:
-                self._entropy = CollectionEntropy(self.engine, self.index, self.layout)  # type: ignore[arg-type]
-            entropy = {ch: self._entropy.table(ch) for ch in query}
-        inputs: ScoringInput = build_input(fetched, self.layout, query, fields=fields,  # type: ignore[arg-type]
-                                           field_weights=self.field_weights, entropy=entropy)
-        return inputs, list(fetched.candidates.found)
+        return self._run(self._scoring_input_plan(prepared, ids, versions, stats_validated=stats_validated))
 
     def score_hits(self, prepared: AnalyzedQuery, ids: Sequence[str],
                    versions: Sequence[tuple[int, int] | None], *,
                    stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
         """Scores of candidates ``ids`` for an analysed query (input order), and which of
         them were found (see :meth:`scoring_input`)."""
-        inputs, found = self.scoring_input(prepared, ids, versions, stats_validated=stats_validated)
-        return self._scorer.score(inputs, self.params), found
+        return self._run(self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated))
 
     # ---- public API --------------------------------------------------------------------
 
@@ -465,75 +837,9 @@ class Reranker:
             ConfigurationError: a bad size or window, or a malformed augmentation (a weight
                 that is not a finite number >= 0, a text that is not a string).
         """
-        if size < 0:
-            raise ConfigurationError(f"size must be >= 0, got {size}")
-        _check_count("window", window, allow_none=True)
-        w0 = check_weight(original_weight, "original_weight")
-        if augmentations is not None or w0 != 1.0:
-            return self._search_augmented(query_text, size, filter=filter, fields=fields, explain=explain,
-                                          window=window, augmentations=augmentations, original_weight=w0)
-        window = max(self.window if window is None else window, size)
-        # small windows bring _source with the first stage; large ones fetch it for the top hits only
-        inline_source = window <= INLINE_SOURCE_WINDOW
-        # all of _source but esbridge's own vector field (384 numbers nobody asked for)
-        source: Any = (list(fields) if fields else {"excludes": [VECTOR_FIELD]}) if inline_source else False
-        t0 = time.perf_counter()
-        prepared = self.analyze(query_text)
-        t1 = time.perf_counter()
-        response = self.fetch_candidates(prepared, query_text, window=window, filter=filter, source=source)
-        t2 = time.perf_counter()
-        hits = response["hits"]["hits"]
-        reranked = self._rerank_hits(prepared, hits, explain, stats_validated=True)
-        t3 = time.perf_counter()
-        top = reranked[:size]
-        if not inline_source:
-            self._attach_sources(top, fields)
-        t4 = time.perf_counter()
-        out = dict(response)
-        out["hits"] = dict(response["hits"])
-        out["hits"]["hits"] = top
-        out["hits"]["max_score"] = top[0]["_score"] if top else None
-        out["_esbridge"] = self._meta(prepared, len(hits))
-        self.last = RerankStats(analyze=t1 - t0, first_stage=t2 - t1,
-                                features=self._feature_time, scoring=t3 - t2 - self._feature_time,
-                                fetch_source=t4 - t3, candidates=len(hits),
-                                dropped_terms=prepared.dropped)
-        return out
-
-    def _search_augmented(self, query_text: str, size: int, *, filter: Any, fields: Sequence[str] | None,
-                          explain: bool, window: int | None, augmentations: Any,
-                          original_weight: float) -> dict[str, Any]:
-        """:meth:`search` with weighted variants of the query (see there)."""
-        window = max(self.window if window is None else window, size)
-        inline_source = window <= INLINE_SOURCE_WINDOW
-        source: Any = (list(fields) if fields else {"excludes": [VECTOR_FIELD]}) if inline_source else False
-        t0 = time.perf_counter()
-        checked = resolve_augmentations(augmentations, query_text) if augmentations is not None else ()
-        t1 = time.perf_counter()
-        prepared = self.analyze(query_text)
-        variants = self.analyze_variants(checked)
-        t2 = time.perf_counter()
-        union = self.fetch_union([(prepared, query_text), *((v, text) for (v, _), (text, _) in zip(variants, checked))],
-                                 window=window, filter=filter, source=source)
-        t3 = time.perf_counter()
-        reranked = self._rerank_hits(prepared, union.hits, explain, stats_validated=True, variants=variants,
-                                     original_weight=original_weight, ranks=union.ranks)
-        t4 = time.perf_counter()
-        top = reranked[:size]
-        if not inline_source:
-            self._attach_sources(top, fields)
-        t5 = time.perf_counter()
-        first = union.responses[0]
-        out = dict(first)
-        out["hits"] = dict(first["hits"])
-        out["hits"]["hits"] = top
-        out["hits"]["max_score"] = top[0]["_score"] if top else None
-        out["_esbridge"] = self._meta(prepared, len(union.hits), variants=variants, original_weight=original_weight,
-                                      texts=[text for text, _ in checked])
-        self.last = RerankStats(analyze=t2 - t1, first_stage=t3 - t2, features=self._feature_time,
-                                scoring=t4 - t3 - self._feature_time, fetch_source=t5 - t4,
-                                candidates=len(union.hits), dropped_terms=prepared.dropped, augment=t1 - t0)
-        return out
+        return self._run(self._search_plan(query_text, size, filter=filter, fields=fields, explain=explain,
+                                           window=window, augmentations=augmentations,
+                                           original_weight=original_weight))
 
     def fetch_candidates(self, prepared: AnalyzedQuery, query_text: str, *, window: int | None = None,
                          filter: Any = None, source: Any = False) -> dict[str, Any]:
@@ -541,20 +847,8 @@ class Reranker:
         with ``_seq_no``/``_primary_term``.  The index state and the statistics the scorer
         will need are fetched meanwhile, so :meth:`score_hits` can follow with
         ``stats_validated=True``."""
-        window = window or self.window
-        self._check_window(window)
-        query = self.first_stage_query(prepared, query_text)
-        if filter is not None:
-            query = {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}
-        body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True}
-        # index state and missing statistics depend only on the query: fetch them meanwhile
-        scored_query = {ch: prepared.query[ch] for ch in self.channels}
-        stats_future = self._pool().submit(self.store.prefetch_stats, scored_query, fields=self._fields())
-        try:
-            response = self.engine.search(self.index, body, params=self._search_params())
-        finally:
-            stats_future.result()
-        return response
+        return self._run(self._fetch_candidates_plan(prepared, query_text, window=window, filter=filter,
+                                                     source=source))
 
     def fetch_union(self, queries: Sequence[tuple[AnalyzedQuery, str]], *, window: int | None = None,
                     filter: Any = None, source: Any = False) -> CandidateUnion:
@@ -570,59 +864,11 @@ class Reranker:
         The statistics of every query's terms are fetched meanwhile, as in
         :meth:`fetch_candidates`.
         """
-        window = window or self.window
-        self._check_window(window)
-        if not queries:
-            raise ConfigurationError("fetch_union needs at least one query")
-        bodies = []
-        for prepared, text in queries:
-            query = self.first_stage_query(prepared, text)
-            if filter is not None:
-                query = {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}
-            bodies.append({"size": window, "query": query, "_source": source, "seq_no_primary_term": True})
-        slot: dict[str, int] = {}
-        sent: list[dict[str, Any]] = []
-        which = []
-        for body in bodies:
-            key = json.dumps(body, sort_keys=True, default=str)
-            if key not in slot:
-                slot[key] = len(sent)
-                sent.append(body)
-            which.append(slot[key])
-        merged = merge_queries([prepared.query for prepared, _ in queries])
-        scored_query = {ch: merged[ch] for ch in self.channels}
-        stats_future = self._pool().submit(self.store.prefetch_stats, scored_query, fields=self._fields())
-        lines: list[dict[str, Any]] = []
-        for body in sent:
-            lines += [{}, body]
-        try:
-            resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_msearch",
-                                       body=ndjson_lines(lines), ndjson=True, params=self._search_params(),
-                                       context=f"searching {self.index!r}")
-        finally:
-            stats_future.result()
-        answers = resp.get("responses") if isinstance(resp, Mapping) else None
-        if not isinstance(answers, list) or len(answers) != len(sent):
-            raise EngineError(f"_msearch on {self.index!r} answered {len(answers or [])} responses for the "
-                              f"{len(sent)} searches sent", index=self.index)
-        for answer in answers:
-            if "error" in answer:
-                raise engine_error(answer.get("status"), answer, context=f"searching {self.index!r}")
-        responses = [answers[i] for i in which]
-        hits: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        ranks = []
-        for r in responses:
-            ranks.append({str(h["_id"]): n for n, h in enumerate(r["hits"]["hits"], start=1)})
-            for h in r["hits"]["hits"]:
-                if str(h["_id"]) not in seen:
-                    seen.add(str(h["_id"]))
-                    hits.append(h)
-        return CandidateUnion(responses=responses, hits=hits, ranks=ranks)
+        return self._run(self._fetch_union_plan(queries, window=window, filter=filter, source=source))
 
     def analyze_variants(self, variants: Sequence[Augmentation]) -> list[tuple[AnalyzedQuery, float]]:
         """Each checked variant analysed by the index's analyzers, with its weight."""
-        return [(self.analyze(text), weight) for text, weight in variants]
+        return self._run(self._analyze_variants_plan(variants))
 
     def augmented_inputs(self, queries: Sequence[AnalyzedQuery], ids: Sequence[str],
                          versions: Sequence[tuple[int, int] | None], *,
@@ -630,9 +876,7 @@ class Reranker:
         """Each query's scoring input over the same candidates ``ids``, from **one** fetch of
         the features of their merged terms (:meth:`scoring_input`), and which candidates the
         engine still holds."""
-        merged = AnalyzedQuery(query=merge_queries([q.query for q in queries]), dropped=0)
-        inputs, found = self.scoring_input(merged, ids, versions, stats_validated=stats_validated)
-        return [select_terms(inputs, q.query) for q in queries], found
+        return self._run(self._augmented_inputs_plan(queries, ids, versions, stats_validated=stats_validated))
 
     def score_augmented(self, prepared: AnalyzedQuery, variants: Sequence[tuple[AnalyzedQuery, float]],
                         ids: Sequence[str], versions: Sequence[tuple[int, int] | None], *,
@@ -641,11 +885,9 @@ class Reranker:
         """``w_0 · score(Q) + Σ_i w_i · score(Q_i)`` of candidates ``ids`` (input order) with the
         reranker's scorer (:func:`esbridge.augment.score_augmented`); the features of every
         query are fetched once (:meth:`scoring_input` of their merged terms)."""
-        merged = AnalyzedQuery(query=merge_queries([prepared.query, *(v.query for v, _ in variants)]), dropped=0)
-        inputs, found = self.scoring_input(merged, ids, versions, stats_validated=stats_validated)
-        result = score_augmented(self._scorer, self.params, inputs, prepared.query,
-                                 [(v.query, w) for v, w in variants], original_weight=original_weight)
-        return result, found
+        return self._run(self._score_augmented_plan(prepared, variants, ids, versions,
+                                                    original_weight=original_weight,
+                                                    stats_validated=stats_validated))
 
     def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
                 explain: bool = False, augmentations: Any = None,
@@ -662,119 +904,8 @@ class Reranker:
             ConfigurationError: the response is not a search response, or an augmentation
                 is malformed.
         """
-        body = getattr(response, "body", None)  # the elasticsearch 8/9 client's ObjectApiResponse
-        if not isinstance(response, Mapping) and isinstance(body, Mapping):
-            response = body
-        if not isinstance(response, Mapping):
-            raise ConfigurationError(
-                f"the response is a {type(response).__name__}, not a search response: pass the body a _search "
-                "request returned (a dict, or the client's response object)")
-        if not isinstance(response.get("hits"), Mapping) or not isinstance(response["hits"].get("hits"), list):
-            raise ConfigurationError("the response has no hits.hits list; pass the body a _search request returned")
-        _check_count("window_size", window_size, allow_none=True)
-        window = self.window if window_size is None else window_size
-        hits = copy.deepcopy(response["hits"]["hits"])
-        for i, h in enumerate(hits):
-            if not isinstance(h, Mapping) or "_id" not in h:
-                raise ConfigurationError(f"hit {i} of the response has no _id")
-            other = h.get("_index")
-            if other not in (None, self.index) and not self._same_index(str(other)):
-                raise ConfigurationError(
-                    f"hit {h['_id']!r} comes from index {other!r}, not {self.index!r}; rescore "
-                    "responses of one index at a time"
-                )
-        w0 = check_weight(original_weight, "original_weight")
-        variants = None
-        if augmentations is not None or w0 != 1.0:
-            variants = self.analyze_variants(
-                resolve_augmentations(augmentations, query_text) if augmentations is not None else ())
-        prepared = self.analyze(query_text)
-        head = self._rerank_hits(prepared, hits[:window], explain, variants=variants, original_weight=w0)
-        tail = hits[window:]
-        out = copy.deepcopy(dict(response))
-        out["hits"]["hits"] = head + tail
-        out["hits"]["max_score"] = max((h["_score"] for h in head if h.get("_score") is not None),
-                                       default=response["hits"].get("max_score"))
-        out["_esbridge"] = self._meta(prepared, len(head), variants=variants, original_weight=w0)
-        return out
-
-    # ---- internals ---------------------------------------------------------------------
-
-    _feature_time: float = 0.0
-    _concrete: set[str] | None = None
-
-    def _same_index(self, name: str) -> bool:
-        if self._concrete is None:
-            resp = self.engine.request("GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.uuid",
-                                       context=f"resolving {self.index!r}")
-            self._concrete = set(resp)
-        return name in self._concrete
-
-    def _meta(self, prepared: AnalyzedQuery, n: int, *,
-              variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
-              texts: Sequence[str] | None = None) -> dict[str, Any]:
-        meta: dict[str, Any] = {"scorer": self.scorer, "window": n,
-                                "terms": {ch: list(qc.terms) for ch, qc in prepared.query.items()}}
-        if prepared.dropped:
-            meta["first_stage_terms_dropped"] = prepared.dropped
-        if variants is not None:
-            meta["original_weight"] = original_weight
-            meta["augmentations"] = [
-                {**({"text": texts[i]} if texts is not None else {}), "weight": w,
-                 "terms": {ch: list(qc.terms) for ch, qc in v.query.items()}}
-                for i, (v, w) in enumerate(variants)]
-        return meta
-
-    def _rerank_hits(self, prepared: AnalyzedQuery, hits: list[dict[str, Any]],
-                     explain: bool, *, stats_validated: bool = False,
-                     variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
-                     ranks: Sequence[Mapping[str, int]] | None = None) -> list[dict[str, Any]]:
-        self._feature_time = 0.0
-        if not hits:
-            return []
-        ids = [str(h["_id"]) for h in hits]
-        versions = [hit_version(h) for h in hits]
-        t0 = time.perf_counter()
-        if variants is None:
-            result, found = self.score_hits(prepared, ids, versions, stats_validated=stats_validated)
-        else:
-            result, found = self.score_augmented(prepared, variants, ids, versions, original_weight=original_weight,
-                                                 stats_validated=stats_validated)
-        self._feature_time = time.perf_counter() - t0
-        missing = [i for i, ok in zip(ids, found) if not ok]
-        if missing:
-            raise EngineError(
-                f"{len(missing)} hit(s) are no longer in {self.index!r} (deleted since the search?): "
-                f"{', '.join(missing[:5])}", index=self.index)
-        order = np.lexsort((np.arange(len(hits)), -result.scores))
-        out = []
-        for rank in order:
-            h = dict(hits[rank])
-            meta: dict[str, Any] = {"first_stage_score": h.get("_score"), "first_stage_rank": int(rank) + 1}
-            if ranks is not None:
-                # the original query's first-stage score and rank (None: found by a variant only)
-                own = ranks[0].get(ids[rank])
-                meta = {"first_stage_score": h.get("_score") if own is not None else None, "first_stage_rank": own,
-                        "variant_ranks": {str(i): r[ids[rank]] for i, r in enumerate(ranks[1:], start=1)
-                                          if ids[rank] in r}}
-            if explain:
-                meta["parts"] = {k: float(v[rank]) for k, v in result.parts.items()
-                                 if np.ndim(v) == 1 and len(v) == len(hits)}
-            h["_score"] = float(result.scores[rank])
-            h["_esbridge"] = meta
-            out.append(h)
-        return out
+        return self._run(self._rescore_plan(response, query_text, window_size=window_size, explain=explain,
+                                            augmentations=augmentations, original_weight=original_weight))
 
     def _attach_sources(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> None:
-        if not hits:
-            return
-        body: dict[str, Any] = {"ids": [h["_id"] for h in hits]}
-        params = {"_source_includes": ",".join(fields)} if fields else {"_source_excludes": VECTOR_FIELD}
-        resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_mget", body=body, params=params,
-                                   context=f"fetching sources from {self.index!r}")
-        raise_mget_errors(resp, self.index, "fetching sources")
-        by_id = {d["_id"]: d.get("_source") for d in resp["docs"] if d.get("found")}
-        for h in hits:
-            if h["_id"] in by_id:
-                h["_source"] = by_id[h["_id"]]
-
+        self._run(self._attach_sources_plan(hits, fields))

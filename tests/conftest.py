@@ -53,7 +53,7 @@ SECURED = frozenset({"elasticsearch8"})
 #: The test modules that run on ``elasticsearch8`` (every module runs on the others);
 #: ``ESBRIDGE_TEST_ELASTICSEARCH8_MODULES`` (module names, or ``all``) replaces the list.
 ELASTICSEARCH8_MODULES = frozenset({
-    "test_parity", "test_rerank", "test_ingest", "test_user_client", "test_security",
+    "test_parity", "test_rerank", "test_ingest", "test_user_client", "test_security", "test_async",
 })
 _ES8_MODULES_ENV = os.environ.get("ESBRIDGE_TEST_ELASTICSEARCH8_MODULES", "").strip()
 if _ES8_MODULES_ENV:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import inspect
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
+from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import (
     ConfigurationError,
     EngineError,
@@ -242,7 +244,7 @@ def parse_nodes_info(body: Mapping[str, Any]) -> EngineInfo:
 
 #: Client library (import name) → the esbridge extra that installs it.
 CLIENT_EXTRAS: dict[str, str] = {"opensearchpy": "opensearch", "elasticsearch": "elasticsearch",
-                                 "elasticsearch7": "elasticsearch7"}
+                                 "elasticsearch7": "elasticsearch7", "aiohttp": "async"}
 
 
 def client_installed(module: str) -> bool:
@@ -381,6 +383,37 @@ class _Elasticsearch7Transport(_Transport):
             self.client.close()
 
 
+def _elasticsearch_client_kwargs(options: ConnectionOptions) -> dict[str, Any]:
+    """Constructor options of the ``elasticsearch`` 8/9 clients (synchronous or not)."""
+    kwargs: dict[str, Any] = {
+        "request_timeout": options.timeout,
+        "max_retries": 0,
+        "retry_on_timeout": False,
+        "verify_certs": options.verify_certs,
+        "ssl_show_warn": options.verify_certs,
+    }
+    if options.username is not None:
+        kwargs["basic_auth"] = (options.username, options.password or "")
+    if options.api_key is not None:
+        kwargs["api_key"] = options.api_key if ":" not in options.api_key else tuple(
+            options.api_key.split(":", 1)
+        )
+    if options.ca_certs:
+        kwargs["ca_certs"] = options.ca_certs
+    return kwargs
+
+
+def compatibility_headers(server_major: int, headers: Mapping[str, str], body: Any) -> dict[str, str]:
+    """The REST API compatibility headers of an Elasticsearch ``server_major`` server."""
+    mime = "application/vnd.elasticsearch+json"
+    wanted = {"accept": f"{mime}; compatible-with={server_major}"}
+    if body is not None:
+        ctype = headers.get("content-type", "application/json")
+        kind = "x-ndjson" if "ndjson" in ctype else "json"
+        wanted["content-type"] = f"application/vnd.elasticsearch+{kind}; compatible-with={server_major}"
+    return wanted
+
+
 class _ElasticsearchTransport(_Transport):
     """Elasticsearch 8.x/9.x through the ``elasticsearch`` client."""
 
@@ -393,37 +426,17 @@ class _ElasticsearchTransport(_Transport):
         from elasticsearch import Elasticsearch
 
         assert options is not None
-        kwargs: dict[str, Any] = {
-            "request_timeout": options.timeout,
-            "max_retries": 0,
-            "retry_on_timeout": False,
-            "verify_certs": options.verify_certs,
-            "ssl_show_warn": options.verify_certs,
-        }
-        if options.username is not None:
-            kwargs["basic_auth"] = (options.username, options.password or "")
-        if options.api_key is not None:
-            kwargs["api_key"] = options.api_key if ":" not in options.api_key else tuple(
-                options.api_key.split(":", 1)
-            )
-        if options.ca_certs:
-            kwargs["ca_certs"] = options.ca_certs
-        self.client = Elasticsearch(options.url, **kwargs)
+        self.client = Elasticsearch(options.url, **_elasticsearch_client_kwargs(options))
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
         from elastic_transport import ConnectionError as ESConnectionError
         from elasticsearch import ApiError
 
-        mime = "application/vnd.elasticsearch+json"
-        wanted = {"accept": f"{mime}; compatible-with={self.server_major}"}
-        if body is not None:
-            ctype = headers.get("content-type", "application/json")
-            kind = "x-ndjson" if "ndjson" in ctype else "json"
-            wanted["content-type"] = f"application/vnd.elasticsearch+{kind}; compatible-with={self.server_major}"
         try:
             resp = self.client.perform_request(method, path, params=dict(params or {}),
-                                               headers=wanted, body=body)
+                                               headers=compatibility_headers(self.server_major, headers, body),
+                                               body=body)
         except ESConnectionError as err:
             raise _Unreachable(str(err)) from err
         except ApiError as err:
@@ -440,8 +453,8 @@ def _client_transport(client: Any) -> _Transport:
     module = type(client).__module__.split(".")[0]
     name = type(client).__name__
     if name.startswith("Async"):
-        raise ConfigurationError(f"{module}.{name} is asynchronous; esbridge needs the synchronous client "
-                                 f"({name.removeprefix('Async')})")
+        raise ConfigurationError(f"{module}.{name} is asynchronous; esbridge's Engine needs the synchronous "
+                                 f"client ({name.removeprefix('Async')}), or use esbridge.aio.AsyncEngine with this one")
     if module == "opensearchpy" and hasattr(client, "transport"):
         return _OpenSearchTransport(None, client)
     if module == "elasticsearch7" and hasattr(client, "transport"):
@@ -523,7 +536,108 @@ def engine_error(status: int | None, body: Any, *, context: str = "") -> EngineE
     )
 
 
-class Engine:
+def probe_options(options: ConnectionOptions) -> ConnectionOptions:
+    """The options of the request that identifies the engine (at most 2 retries)."""
+    from dataclasses import replace
+
+    return replace(options, max_retries=min(options.max_retries, 2))
+
+
+def analyze_plan(index: str, text: str, *, field: str | None = None,
+                 analyzer: str | None = None) -> Plan[list[str]]:
+    """Tokens of ``text`` as the index's analyzer for ``field`` (or ``analyzer``) emits them."""
+    body: dict[str, Any] = {"text": text}
+    if field is not None:
+        body["field"] = field
+    if analyzer is not None:
+        body["analyzer"] = analyzer
+    resp = yield Call("POST", f"/{_quote(index)}/_analyze", body=body,
+                      context=f"analysing text with {field or analyzer!r} of {index!r}")
+    return [str(tok["token"]) for tok in resp.get("tokens", [])]
+
+
+def search_plan(index: str, body: Mapping[str, Any], *,
+                params: Mapping[str, Any] | None = None) -> Plan[dict[str, Any]]:
+    """A ``_search`` of ``index`` with ``body``."""
+    resp: dict[str, Any] = yield Call("POST", f"/{_quote(index)}/_search", body=dict(body), params=params,
+                                      context=f"searching {index!r}")
+    return resp
+
+
+def identify_plan(where: str, *, es7_client: bool = False) -> Plan[EngineInfo]:
+    """Identify the server: ``GET /``, or ``GET /_nodes/_local`` where the root endpoint is not
+    served (Elasticsearch's minimal distribution answers 405).  ``es7_client``: the requests go
+    through a caller's elasticsearch7 client, whose product check needs ``GET /``."""
+    try:
+        return parse_info((yield Call("GET", "/", context=where)))
+    except EngineError as err:
+        if err.status not in (400, 404, 405) or isinstance(err, EngineUnavailableError):
+            raise
+        try:
+            return parse_nodes_info((yield Call(
+                "GET", "/_nodes/_local", params={"filter_path": "cluster_name,nodes.*.version,nodes.*.build_flavor"},
+                context=where)))
+        except EngineError as again:
+            if es7_client and again.status == err.status:
+                # the 7.x client checks the product with GET / before every first request
+                raise ConfigurationError(
+                    "the given elasticsearch7 client cannot talk to this server: its product check "
+                    "reads GET /, which this server does not serve; pass the URL instead and esbridge "
+                    "builds a client that talks to it, or pass an elasticsearch.Elasticsearch client"
+                ) from again
+            raise
+
+
+def request_target(path: str, params: Mapping[str, Any] | None, ndjson: bool) -> tuple[str, dict[str, str]]:
+    """The path with ``params`` in its query string, and the headers of a request."""
+    headers = {"content-type": "application/x-ndjson"} if ndjson else {}
+    if params:
+        # In the URL ourselves: the clients treat some names (``timeout``) as their own.
+        query = urlencode({k: _param(v) for k, v in params.items() if v is not None})
+        path = f"{path}{'&' if '?' in path else '?'}{query}"
+    return path, headers
+
+
+def unavailable_error(options: ConnectionOptions, err: Exception, context: str, tls: str | None) -> EngineUnavailableError:
+    """The one-line error of an engine that could not be reached."""
+    where = f"{context}: " if context else ""
+    return EngineUnavailableError(
+        f"{where}cannot reach the engine at {options.display_url} ({_short_reason(err)}); "
+        + (tls or "check the URL, that the engine is running, and TLS/auth options"),
+    )
+
+
+def backoff_wait(delay: float) -> float:
+    """Seconds to wait before a retry whose nominal delay is ``delay`` (capped at 30 s, with jitter)."""
+    return min(30.0, delay) * (0.5 + random.random())
+
+
+class EngineBase:
+    """What the synchronous :class:`Engine` and :class:`~esbridge.engine.async_client.AsyncEngine`
+    share: how the cluster is reached and what it is."""
+
+    def __init__(self, options: ConnectionOptions, info: EngineInfo) -> None:
+        self.options = options
+        self.info = info
+
+    @property
+    def distribution(self) -> Distribution:
+        return self.info.distribution
+
+
+def sync_engine(engine: EngineBase) -> Engine:
+    """``engine`` for a synchronous call; a clear error for an asynchronous engine.
+
+    Raises:
+        ConfigurationError: ``engine`` is an :class:`~esbridge.engine.async_client.AsyncEngine`.
+    """
+    if inspect.iscoroutinefunction(getattr(engine, "request", None)):
+        raise ConfigurationError(f"{type(engine).__name__} is asynchronous; this call needs a synchronous "
+                                 "Engine (or use esbridge.aio's asynchronous API)")
+    return engine  # type: ignore[return-value]
+
+
+class Engine(EngineBase):
     """A connection to one OpenSearch or Elasticsearch cluster.
 
     Use :meth:`connect`; the engine is identified from ``GET /`` and the client
@@ -532,8 +646,7 @@ class Engine:
 
     def __init__(self, options: ConnectionOptions, info: EngineInfo, transport: _Transport,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        self.options = options
-        self.info = info
+        super().__init__(options, info)
         self._transport = transport
         self._sleep = sleep
 
@@ -551,21 +664,9 @@ class Engine:
         if isinstance(options, str):
             options = ConnectionOptions(url=options)
         probe = _OpenSearchTransport(options)
-        from dataclasses import replace
-
-        probe_opts = replace(options, max_retries=min(options.max_retries, 2))
-        probe_engine = cls(probe_opts, EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
-        where = f"identifying the engine at {options.display_url}"
+        probe_engine = cls(probe_options(options), EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
         try:
-            try:
-                info = parse_info(probe_engine.request("GET", "/", context=where))
-            except EngineError as err:
-                if err.status not in (400, 404, 405) or isinstance(err, EngineUnavailableError):
-                    raise
-                # no root endpoint (Elasticsearch's minimal distribution answers 405)
-                info = parse_nodes_info(probe_engine.request(
-                    "GET", "/_nodes/_local", params={"filter_path": "cluster_name,nodes.*.version,nodes.*.build_flavor"},
-                    context=where))
+            info = run(identify_plan(f"identifying the engine at {options.display_url}"), probe_engine)
         finally:
             probe.close()
         transport: _Transport
@@ -595,24 +696,7 @@ class Engine:
         options = ConnectionOptions(url=_client_url(client), max_retries=max_retries, backoff=backoff)
         probe = cls(options, EngineInfo("opensearch", (0, 0, 0), "", "", ""), transport)
         where = f"identifying the engine of the given {type(client).__name__} client"
-        try:
-            info = parse_info(probe.request("GET", "/", context=where))
-        except EngineError as err:
-            if err.status not in (400, 404, 405) or isinstance(err, EngineUnavailableError):
-                raise
-            try:
-                info = parse_nodes_info(probe.request(
-                    "GET", "/_nodes/_local", params={"filter_path": "cluster_name,nodes.*.version,nodes.*.build_flavor"},
-                    context=where))
-            except EngineError as again:
-                if isinstance(transport, _Elasticsearch7Transport) and again.status == err.status:
-                    # the 7.x client checks the product with GET / before every first request
-                    raise ConfigurationError(
-                        "the given elasticsearch7 client cannot talk to this server: its product check "
-                        "reads GET /, which this server does not serve; pass the URL instead and esbridge "
-                        "builds a client that talks to it, or pass an elasticsearch.Elasticsearch client"
-                    ) from again
-                raise
+        info = run(identify_plan(where, es7_client=isinstance(transport, _Elasticsearch7Transport)), probe)
         if isinstance(transport, _ElasticsearchTransport):
             transport.server_major = info.version[0]
         return cls(options, info, transport)
@@ -626,10 +710,6 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @property
-    def distribution(self) -> Distribution:
-        return self.info.distribution
 
     def plugins(self) -> frozenset[str]:
         """Names and class names of the plugins every node of the cluster has (asked once)."""
@@ -697,30 +777,21 @@ class Engine:
             EngineUnavailableError: the engine could not be reached after the retries.
             EngineError: the engine answered with an error (typed, with its reason).
         """
-        headers = {"content-type": "application/x-ndjson"} if ndjson else {}
-        if params:
-            # In the URL ourselves: the clients treat some names (``timeout``) as their own.
-            query = urlencode({k: _param(v) for k, v in params.items() if v is not None})
-            path = f"{path}{'&' if '?' in path else '?'}{query}"
-            params = None
+        path, headers = request_target(path, params, ndjson)
         attempts = 1 + (self.options.max_retries if retry else 0)
         delay = self.options.backoff
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                return self._transport.perform(method, path, params, body, headers)
+                return self._transport.perform(method, path, None, body, headers)
             except _Unreachable as err:
                 tls = _tls_problem(self.options, err, probe=last)
                 if last or tls is not None:
-                    where = f"{context}: " if context else ""
-                    raise EngineUnavailableError(
-                        f"{where}cannot reach the engine at {self.options.display_url} ({_short_reason(err)}); "
-                        + (tls or "check the URL, that the engine is running, and TLS/auth options"),
-                    ) from err
+                    raise unavailable_error(self.options, err, context, tls) from err
             except _HttpError as err:
                 if err.status not in RETRY_STATUSES or last:
                     raise engine_error(err.status, err.body, context=context) from err
-            wait = min(30.0, delay) * (0.5 + random.random())
+            wait = backoff_wait(delay)
             log.info("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
             self._sleep(wait)
             delay *= 2
@@ -761,22 +832,11 @@ class Engine:
     def analyze(self, index: str, text: str, *, field: str | None = None,
                 analyzer: str | None = None) -> list[str]:
         """Tokens of ``text`` as the index's analyzer for ``field`` (or ``analyzer``) emits them."""
-        body: dict[str, Any] = {"text": text}
-        if field is not None:
-            body["field"] = field
-        if analyzer is not None:
-            body["analyzer"] = analyzer
-        resp = self.request("POST", f"/{_quote(index)}/_analyze", body=body,
-                            context=f"analysing text with {field or analyzer!r} of {index!r}")
-        return [str(tok["token"]) for tok in resp.get("tokens", [])]
+        return run(analyze_plan(index, text, field=field, analyzer=analyzer), self)
 
     def search(self, index: str, body: Mapping[str, Any], *,
                params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        resp: dict[str, Any] = self.request(
-            "POST", f"/{_quote(index)}/_search", body=dict(body), params=params,
-            context=f"searching {index!r}",
-        )
-        return resp
+        return run(search_plan(index, body, params=params), self)
 
 
     def scroll(self, index: str, body: Mapping[str, Any], *, page: int = 2000,
@@ -784,20 +844,55 @@ class Engine:
         """Every hit of ``body``'s query over ``index``, in index order, a scroll page at a time
         (the scroll is cleared when the iteration ends or is abandoned)."""
         what = context or f"reading the documents of {index!r}"
-        first = {**dict(body), "size": page, "sort": ["_doc"]}
-        resp = self.request("POST", f"/{_quote(index)}/_search", params={"scroll": "2m"}, body=first,
-                            context=what)
+        resp = self.perform(scroll_call(index, body, page=page, context=what))
         scroll_id = resp.get("_scroll_id")
         try:
             while resp["hits"]["hits"]:
                 yield from resp["hits"]["hits"]
-                resp = self.request("POST", "/_search/scroll", body={"scroll": "2m", "scroll_id": scroll_id},
-                                    context=what)
+                resp = self.perform(scroll_next_call(scroll_id, context=what))
                 scroll_id = resp.get("_scroll_id", scroll_id)
         finally:
             if scroll_id:
-                self.request("DELETE", "/_search/scroll", body={"scroll_id": [scroll_id]},
-                             context="clearing a scroll")
+                self.perform(scroll_clear_call(scroll_id))
+
+    def perform(self, call: Call) -> Any:
+        """Send the request ``call`` describes (:meth:`request`)."""
+        return self.request(call.method, call.path, params=call.params, body=call.body, ndjson=call.ndjson,
+                            context=call.context, retry=call.retry)
+
+
+def scroll_call(index: str, body: Mapping[str, Any], *, page: int, context: str) -> Call:
+    """The first request of a scroll over ``body``'s hits of ``index``, in index order."""
+    first = {**dict(body), "size": page, "sort": ["_doc"]}
+    return Call("POST", f"/{_quote(index)}/_search", params={"scroll": "2m"}, body=first, context=context)
+
+
+def scroll_next_call(scroll_id: Any, *, context: str) -> Call:
+    """The next page of a scroll."""
+    return Call("POST", "/_search/scroll", body={"scroll": "2m", "scroll_id": scroll_id}, context=context)
+
+
+def scroll_clear_call(scroll_id: Any) -> Call:
+    """Clear a scroll."""
+    return Call("DELETE", "/_search/scroll", body={"scroll_id": [scroll_id]}, context="clearing a scroll")
+
+
+def scroll_plan(index: str, body: Mapping[str, Any], *, page: int = 2000, context: str = "") -> Plan[list[dict[str, Any]]]:
+    """Every hit of ``body``'s query over ``index``, in index order (:meth:`Engine.scroll`
+    collected, as a plan); the scroll is cleared at the end."""
+    what = context or f"reading the documents of {index!r}"
+    resp = yield scroll_call(index, body, page=page, context=what)
+    scroll_id = resp.get("_scroll_id")
+    hits: list[dict[str, Any]] = []
+    try:
+        while resp["hits"]["hits"]:
+            hits += resp["hits"]["hits"]
+            resp = yield scroll_next_call(scroll_id, context=what)
+            scroll_id = resp.get("_scroll_id", scroll_id)
+    finally:
+        if scroll_id:
+            yield scroll_clear_call(scroll_id)
+    return hits
 
 
 def _tls_problem(options: ConnectionOptions, err: Exception, *, probe: bool) -> str | None:

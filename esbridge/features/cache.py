@@ -24,7 +24,8 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from esbridge.engine.client import Engine, path_segment
+from esbridge.engine.client import Engine, EngineBase, path_segment, sync_engine
+from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import (
     EMPTY_VECTOR,
@@ -34,7 +35,7 @@ from esbridge.features.termvectors import (
     FieldStats,
     QueryChannel,
     ShardRouting,
-    fetch_raw,
+    fetch_raw_plan,
 )
 from esbridge.index.definitions import IndexLayout
 
@@ -45,8 +46,13 @@ def index_identity(engine: Engine, index: str) -> tuple[str, tuple[int, ...]]:
     """``(uuid, state)`` of an index (or of the indices an alias names), from one ``_stats``
     request: the UUID tells a deleted-and-recreated index, or an alias now pointing elsewhere,
     from the one cached before; the state is :func:`index_state`'s."""
-    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_stats/docs,indexing",
-                          context=f"reading the state of {index!r}")
+    return run(index_identity_plan(index), engine)
+
+
+def index_identity_plan(index: str) -> Plan[tuple[str, tuple[int, ...]]]:
+    """:func:`index_identity` as a plan (:mod:`esbridge.engine.plan`)."""
+    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_stats/docs,indexing",
+                      context=f"reading the state of {index!r}")
     prim = resp["_all"]["primaries"]
     state = (int(prim["docs"]["count"]), int(prim["docs"]["deleted"]),
              int(prim["indexing"]["index_total"]), int(prim["indexing"]["delete_total"]))
@@ -135,7 +141,7 @@ class StatsCache:
     thread has just emptied.
     """
 
-    def __init__(self, engine: Engine, index: str, check_interval: float = 0.0) -> None:
+    def __init__(self, engine: EngineBase, index: str, check_interval: float = 0.0) -> None:
         self.engine = engine
         self.index = index
         self.check_interval = check_interval
@@ -155,19 +161,23 @@ class StatsCache:
         return self._gen.df
 
     def index_state(self) -> tuple[int, ...]:
-        return index_state(self.engine, self.index)
+        return index_state(sync_engine(self.engine), self.index)
 
     def current(self) -> _Generation:
         return self._gen
 
     def validate(self) -> _Generation:
         """The generation for the index as it is now (checked at most every ``check_interval`` s)."""
+        return run(self.validate_plan(), sync_engine(self.engine))
+
+    def validate_plan(self) -> Plan[_Generation]:
+        """:meth:`validate` as a plan (no lock is held while the index state is read)."""
         now = time.monotonic()
         with self._lock:
             gen, checked = self._gen, self._checked
         if gen.identity is not None and now - checked < self.check_interval:
             return gen
-        identity = index_identity(self.engine, self.index)
+        identity = yield from index_identity_plan(self.index)
         with self._lock:
             self._checked = now
             if identity != self._gen.identity:
@@ -213,7 +223,7 @@ class StatsCache:
 class FeatureStore:
     """Term vectors and statistics of one index, fetched once and reused while valid."""
 
-    def __init__(self, engine: Engine, index: str, layout: IndexLayout, *,
+    def __init__(self, engine: EngineBase, index: str, layout: IndexLayout, *,
                  vector_cache: TermVectorCache | None = None, stats_check_interval: float = 0.0,
                  batch_size: int = 500) -> None:
         self.engine = engine
@@ -229,13 +239,17 @@ class FeatureStore:
         """Validate the statistics cache and fetch what ``query`` lacks, without candidates.
 
         Needs only the analysed query, so a caller can run it while the first stage runs."""
-        gen = self.stats.validate()
+        run(self.prefetch_stats_plan(query, fields=fields), sync_engine(self.engine))
+
+    def prefetch_stats_plan(self, query: Mapping[str, QueryChannel], *, fields: Sequence[str]) -> Plan[None]:
+        """:meth:`prefetch_stats` as a plan (:mod:`esbridge.engine.plan`)."""
+        gen = yield from self.stats.validate_plan()
         stat_fields = list(dict.fromkeys([*fields, self.layout.combined]))
         subfields = [self.layout.subfield(f, ch) for f in fields for ch in query]
         need = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         if need:
-            got = fetch_raw(self.engine, self.index, self.layout, need, [], fields=fields,
-                            routing=self.routing, stats_query=need)
+            got = yield from fetch_raw_plan(self.index, self.layout, need, [], fields=fields,
+                                            routing=self.routing, stats_query=need)
             self.requests += got.requests
             self.stats.store(got.stats, need, self.layout, stat_fields, gen)
 
@@ -248,7 +262,13 @@ class FeatureStore:
         returned it, or ``None`` to bypass the vector cache for that id.  ``validate=False``
         skips the index-state check, for a caller that just ran :meth:`prefetch_stats`.
         """
-        gen = self.stats.validate() if validate else self.stats.current()
+        return run(self.fetch_plan(query, ids, versions, fields=fields, validate=validate), sync_engine(self.engine))
+
+    def fetch_plan(self, query: Mapping[str, QueryChannel], ids: Sequence[str],
+                   versions: Sequence[tuple[int, int] | None], *, fields: Sequence[str],
+                   validate: bool = True) -> Plan[FetchResult]:
+        """:meth:`fetch` as a plan (:mod:`esbridge.engine.plan`)."""
+        gen = (yield from self.stats.validate_plan()) if validate else self.stats.current()
         # term vectors are keyed by the index's UUID: a recreated index restarts its sequence numbers
         uuid = gen.uuid or self.index
         stat_fields = list(dict.fromkeys([*fields, self.layout.combined]))
@@ -267,8 +287,8 @@ class FeatureStore:
         need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         fetched: FetchResult | None = None
         if todo or need_stats:
-            fetched = fetch_raw(
-                self.engine, self.index, self.layout, query, [ids[i] for i in todo],
+            fetched = yield from fetch_raw_plan(
+                self.index, self.layout, query, [ids[i] for i in todo],
                 fields=fields, routing=self.routing, batch_size=self.batch_size,
                 stats_query=need_stats,
             )

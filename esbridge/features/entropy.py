@@ -26,18 +26,19 @@ import json
 import os
 import re
 import sys
-import threading
 import uuid
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, path_segment
+from esbridge.engine.client import Engine, EngineBase, path_segment, scroll_plan, sync_engine
 from esbridge.engine.local import cache_dir
-from esbridge.features.cache import index_state
+from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, run
+from esbridge.features.cache import index_identity_plan
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring.bmx import collection_entropy_from_histogram
 
@@ -51,17 +52,22 @@ FORMAT = 1
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
-def _all_ids(engine: Engine, index: str, page: int = 5000) -> Iterator[str]:
-    for h in engine.scroll(index, {"_source": False}, page=page,
-                           context=f"listing the documents of {index!r}"):
-        yield str(h["_id"])
+def _all_ids_plan(index: str, page: int = 5000) -> Plan[list[str]]:
+    hits = yield from scroll_plan(index, {"_source": False}, page=page,
+                                  context=f"listing the documents of {index!r}")
+    return [str(h["_id"]) for h in hits]
 
 
 def index_key(engine: Engine, index: str) -> str:
     """The UUID of the index ``index`` names (a hash of the sorted UUIDs if an alias or
     pattern names several): a key that changes when the index is recreated."""
-    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid",
-                          context=f"reading the UUID of {index!r}")
+    return run(index_key_plan(index), engine)
+
+
+def index_key_plan(index: str) -> Plan[str]:
+    """:func:`index_key` as a plan (:mod:`esbridge.engine.plan`)."""
+    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid",
+                      context=f"reading the UUID of {index!r}")
     uuids = sorted(str(spec["settings"]["index"]["uuid"]) for spec in resp.values())
     if len(uuids) == 1 and _SAFE_NAME.match(uuids[0]) and not uuids[0].startswith("."):
         return uuids[0]
@@ -78,7 +84,7 @@ class CollectionEntropy:
         progress: a progress bar on stderr while a table is computed.
     """
 
-    def __init__(self, engine: Engine, index: str, layout: IndexLayout, *, batch_size: int = 500,
+    def __init__(self, engine: EngineBase, index: str, layout: IndexLayout, *, batch_size: int = 500,
                  progress: bool = True, persist: bool = True, home: Path | None = None) -> None:
         self.engine = engine
         self.index = index
@@ -90,22 +96,31 @@ class CollectionEntropy:
         self._tables: dict[str, dict[str, float]] = {}
         self._state: object = None
         self._key: str | None = None
-        self._lock = threading.Lock()
+        self._locks = PlanLock()  # one table computation at a time (threads or tasks)
+        self._lock = self._locks.thread
         #: tables computed from the engine and read from disk by this object
         self.computed = 0
         self.loaded = 0
 
     def table(self, channel: str) -> dict[str, float]:
         """``{term: Ẽ(term)}`` for every term of ``channel`` in the combined field."""
-        with self._lock:
-            state = index_state(self.engine, self.index)
-            if state != self._state:
-                self._tables.clear()
-                self._state = state
-                self._key = None
-            if channel not in self._tables:
-                self._tables[channel] = self._obtain(channel, state)
-            return self._tables[channel]
+        return run(self.table_plan(channel), sync_engine(self.engine))
+
+    def table_plan(self, channel: str) -> Plan[dict[str, float]]:
+        """:meth:`table` as a plan (:mod:`esbridge.engine.plan`): one table is obtained at a
+        time, so concurrent callers compute it once."""
+        table: dict[str, float] = yield Exclusive(self._locks, self._table_plan(channel))
+        return table
+
+    def _table_plan(self, channel: str) -> Plan[dict[str, float]]:
+        state = (yield from index_identity_plan(self.index))[1]
+        if state != self._state:
+            self._tables.clear()
+            self._state = state
+            self._key = None
+        if channel not in self._tables:
+            self._tables[channel] = yield from self._obtain_plan(channel, state)
+        return self._tables[channel]
 
     def for_terms(self, channel: str, terms: Sequence[str]) -> np.ndarray:
         table = self.table(channel)
@@ -115,8 +130,11 @@ class CollectionEntropy:
 
     def path(self, channel: str, state: tuple[int, ...]) -> Path:
         """Where the table of ``channel`` at index state ``state`` is persisted."""
+        return run(self._path_plan(channel, state), sync_engine(self.engine))
+
+    def _path_plan(self, channel: str, state: tuple[int, ...]) -> Plan[Path]:
         if self._key is None:
-            self._key = index_key(self.engine, self.index)
+            self._key = yield from index_key_plan(self.index)
         tag = "-".join(str(int(v)) for v in state)
         return (self.home or cache_dir()) / "entropy" / self._key / f"{self._stem(channel)}.v{FORMAT}.{tag}.json"
 
@@ -124,31 +142,31 @@ class CollectionEntropy:
         subfield = self.layout.subfield(self.layout.combined, channel)
         return subfield if _SAFE_NAME.match(subfield) else hashlib.sha256(subfield.encode("utf-8")).hexdigest()[:32]
 
-    def _obtain(self, channel: str, state: tuple[int, ...]) -> dict[str, float]:
-        path = self.path(channel, state) if self.persist else None
+    def _obtain_plan(self, channel: str, state: tuple[int, ...]) -> Plan[dict[str, float]]:
+        path = (yield from self._path_plan(channel, state)) if self.persist else None
         if path is not None:
-            table = _load(path, self._key, state)
-            if table is not None:
+            loaded: dict[str, float] | None = yield Offload(partial(_load, path, self._key, state))
+            if loaded is not None:
                 self.loaded += 1
-                return table
-        table = self._compute(channel)
+                return loaded
+        table = yield from self._compute_plan(channel)
         self.computed += 1
-        if path is not None and index_state(self.engine, self.index) == state:
-            _save(path, table, {"index": self.index, "uuid": self._key, "channel": channel,
-                                "state": list(state)}, stale=f"{self._stem(channel)}.v*.json")
+        if path is not None and (yield from index_identity_plan(self.index))[1] == state:
+            yield Offload(partial(_save, path, table, {"index": self.index, "uuid": self._key, "channel": channel,
+                                                       "state": list(state)}, stale=f"{self._stem(channel)}.v*.json"))
         return table
 
-    def _compute(self, channel: str) -> dict[str, float]:
+    def _compute_plan(self, channel: str) -> Plan[dict[str, float]]:
         from tqdm import tqdm
 
         subfield = self.layout.subfield(self.layout.combined, channel)
         hist: dict[str, np.ndarray] = {}
-        ids = list(_all_ids(self.engine, self.index))
+        ids = yield from _all_ids_plan(self.index)
         bar = tqdm(total=len(ids), desc=f"collection entropy of {self.index}/{channel}", unit="doc",
                    disable=not self.progress, file=sys.stderr)
         for start in range(0, len(ids), self.batch_size):
             chunk = ids[start:start + self.batch_size]
-            resp = self.engine.request(
+            resp = yield Call(
                 "POST", f"/{self.index}/_mtermvectors",
                 body={"ids": chunk, "parameters": {"fields": [subfield], "positions": False,
                                                    "offsets": False, "term_statistics": False,
@@ -167,7 +185,7 @@ class CollectionEntropy:
         if not hist:
             return {}
         terms = list(hist)
-        values = collection_entropy_from_histogram(np.stack([hist[t] for t in terms]))
+        values = yield Offload(lambda: collection_entropy_from_histogram(np.stack([hist[t] for t in terms])))
         return dict(zip(terms, (float(v) for v in values)))
 
 

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, path_segment
+from esbridge.engine.client import Engine, EngineBase, analyze_plan, path_segment, sync_engine
+from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring.arrays import ChannelArrays, FieldArrays, ScoringInput
@@ -92,11 +93,17 @@ class CandidateVectors:
 def analyze_query(engine: Engine, index: str, layout: IndexLayout, text: str,
                   channels: Sequence[str]) -> dict[str, QueryChannel]:
     """The query's terms per channel, from the index's own analyzers (``_analyze``)."""
+    return run(analyze_query_plan(index, layout, text, channels), engine)
+
+
+def analyze_query_plan(index: str, layout: IndexLayout, text: str,
+                       channels: Sequence[str]) -> Plan[dict[str, QueryChannel]]:
+    """:func:`analyze_query` as a plan (:mod:`esbridge.engine.plan`)."""
     out = {}
     for ch in channels:
         if ch not in layout.channels:
             raise ConfigurationError(f"index has no channel {ch!r}; it has {list(layout.channels)}")
-        tokens = engine.analyze(index, text, field=layout.subfield(layout.combined, ch)) if text else []
+        tokens = (yield from analyze_plan(index, text, field=layout.subfield(layout.combined, ch))) if text else []
         out[ch] = QueryChannel.from_tokens(tokens)
     return out
 
@@ -104,15 +111,19 @@ def analyze_query(engine: Engine, index: str, layout: IndexLayout, text: str,
 class ShardRouting:
     """One routing value per shard of an index, so that a request can reach every shard."""
 
-    def __init__(self, engine: Engine, index: str) -> None:
+    def __init__(self, engine: EngineBase, index: str) -> None:
         self.engine = engine
         self.index = index
         self._routings: list[str] | None = None
 
     def routings(self) -> list[str]:
+        return run(self.routings_plan(), sync_engine(self.engine))
+
+    def routings_plan(self) -> Plan[list[str]]:
+        """:meth:`routings` as a plan (asked once, then remembered)."""
         if self._routings is None:
-            settings = self.engine.request("GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.number_of_shards",
-                                           context=f"reading the shard count of {self.index!r}")
+            settings = yield Call("GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.number_of_shards",
+                                  context=f"reading the shard count of {self.index!r}")
             n_shards = 0
             for spec in settings.values():
                 n_shards += int(spec["settings"]["index"]["number_of_shards"])
@@ -125,9 +136,9 @@ class ShardRouting:
                         f"could not find a routing value for every shard of {self.index!r} "
                         f"({len(by_shard)} of {wanted} found)"
                     )
-                resp = self.engine.request("GET", f"/{path_segment(self.index, patterns=True)}/_search_shards",
-                                           params={"routing": str(candidate)},
-                                           context=f"locating the shards of {self.index!r}")
+                resp = yield Call("GET", f"/{path_segment(self.index, patterns=True)}/_search_shards",
+                                  params={"routing": str(candidate)},
+                                  context=f"locating the shards of {self.index!r}")
                 for group in resp["shards"]:
                     copy = group[0]
                     by_shard.setdefault((copy["index"], int(copy["shard"])), str(candidate))
@@ -217,13 +228,29 @@ def fetch_raw(
         stats_query: the channels and terms to fetch statistics for (default: all of
             ``query``; empty: none, e.g. when they are cached).
     """
+    return run(fetch_raw_plan(index, layout, query, ids, fields=fields, routing=routing or ShardRouting(engine, index),
+                              batch_size=batch_size, stats_query=stats_query), engine)
+
+
+def fetch_raw_plan(
+    index: str,
+    layout: IndexLayout,
+    query: Mapping[str, QueryChannel],
+    ids: Sequence[str],
+    *,
+    fields: Sequence[str],
+    routing: ShardRouting,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    stats_query: Mapping[str, QueryChannel] | None = None,
+) -> Plan[FetchResult]:
+    """:func:`fetch_raw` as a plan (:mod:`esbridge.engine.plan`)."""
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
-    routing = routing or ShardRouting(engine, index)
     subfields = [layout.subfield(f, ch) for f in fields for ch in query]
     stat_fields = list(dict.fromkeys([*fields, layout.combined]))
     stats_query = query if stats_query is None else stats_query
-    stats_docs = _stats_docs(layout, stats_query, stat_fields, routing.routings()) if stats_query else []
+    stats_docs = _stats_docs(layout, stats_query, stat_fields, (yield from routing.routings_plan())) \
+        if stats_query else []
     n_stats = len(stats_docs)
     vectors: list[dict[str, FieldVector]] = []
     found: list[bool] = []
@@ -237,8 +264,8 @@ def fetch_raw(
             docs = stats_docs + docs
         if not docs:
             continue
-        resp = engine.request("POST", f"/{path_segment(index, patterns=True)}/_mtermvectors", body={"docs": docs},
-                              context=f"fetching term vectors from {index!r}")
+        resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_mtermvectors", body={"docs": docs},
+                          context=f"fetching term vectors from {index!r}")
         requests += 1
         answers = resp["docs"]
         if n == 0:

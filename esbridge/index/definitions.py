@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 
 from esbridge.engine.client import Engine, check_index_name, path_segment
+from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.painless import (
     ScriptedSimilarity,
@@ -271,7 +272,12 @@ def read_layout(engine: Engine, index: str) -> IndexLayout:
     Raises:
         ConfigurationError: the index was not created by esbridge (no ``_meta.esbridge``).
     """
-    meta = index_meta(engine, index)
+    return run(read_layout_plan(index), engine)
+
+
+def read_layout_plan(index: str) -> Plan[IndexLayout]:
+    """:func:`read_layout` as a plan (:mod:`esbridge.engine.plan`)."""
+    meta = yield from index_meta_plan(index)
     if not meta:
         raise ConfigurationError(
             f"index {index!r} has no esbridge layout in its mapping; create it with "
@@ -287,7 +293,12 @@ def read_layout(engine: Engine, index: str) -> IndexLayout:
 
 def index_meta(engine: Engine, index: str) -> dict[str, Any]:
     """The ``_meta.esbridge`` entries of ``index`` (empty if none)."""
-    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_mapping", context=f"reading the mapping of {index!r}")
+    return run(index_meta_plan(index), engine)
+
+
+def index_meta_plan(index: str) -> Plan[dict[str, Any]]:
+    """:func:`index_meta` as a plan (:mod:`esbridge.engine.plan`)."""
+    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_mapping", context=f"reading the mapping of {index!r}")
     for _name, spec in resp.items():
         meta = (spec.get("mappings") or {}).get("_meta", {}).get("esbridge")
         if meta:

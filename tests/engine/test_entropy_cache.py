@@ -12,6 +12,7 @@ import pytest
 
 from esbridge.cli import main
 from esbridge.engine.client import Engine
+from esbridge.engine.plan import Plan
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.index.definitions import IndexLayout
 from esbridge.ingest import ingest
@@ -104,15 +105,15 @@ def test_a_recreated_index_never_reuses_the_old_table(engine: Engine, index_name
 def test_a_table_read_while_the_index_changed_is_not_persisted(engine: Engine, small_index: str,
                                                                tmp_path: Path) -> None:
     ce = entropy(engine, small_index, tmp_path, progress=False)
-    compute = ce._compute
+    compute = ce._compute_plan
 
-    def compute_then_write(channel: str) -> dict[str, float]:
-        out = compute(channel)
+    def compute_then_write(channel: str) -> Plan[dict[str, float]]:
+        out = yield from compute(channel)
         ingest(engine, small_index, [{"_id": "9", "title": "late", "text": "a late write"}],
                progress=False, strict=True)
         return out
 
-    ce._compute = compute_then_write  # type: ignore[method-assign]
+    ce._compute_plan = compute_then_write  # type: ignore[method-assign]
     ce.table("base")
     assert persisted(tmp_path) == []
 

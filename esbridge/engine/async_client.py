@@ -1,0 +1,341 @@
+"""One :class:`AsyncEngine` over OpenSearch and Elasticsearch, through the clients' asyncio variants.
+
+The asynchronous twin of :class:`esbridge.engine.client.Engine`: the server is identified the same
+way (the same requests, :func:`~esbridge.engine.client.identify_plan`) and driven through the
+asynchronous client that matches it:
+
+* OpenSearch: ``opensearchpy.AsyncOpenSearch``;
+* Elasticsearch 7.x: ``elasticsearch7.AsyncElasticsearch`` where that client is installed
+  (opensearch-py's otherwise, as for the synchronous engine);
+* Elasticsearch 8.x and 9.x: ``elasticsearch.AsyncElasticsearch``, with the REST API
+  compatibility headers of the server's major version.
+
+All of them need ``aiohttp`` (``pip install "esbridge[async]"``).  :meth:`AsyncEngine.request`
+retries and reports errors exactly as :meth:`Engine.request <esbridge.engine.client.Engine.request>`
+does; waiting between retries never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+from esbridge.engine.client import (
+    RETRY_STATUSES,
+    ConnectionOptions,
+    EngineBase,
+    EngineInfo,
+    _client_url,
+    _HttpError,
+    _legacy_http_error,
+    _tls_problem,
+    _Unreachable,
+    _urllib3_client_kwargs,
+    analyze_plan,
+    backoff_wait,
+    client_installed,
+    engine_error,
+    identify_plan,
+    log,
+    probe_options,
+    request_target,
+    require_client,
+    search_plan,
+    unavailable_error,
+)
+from esbridge.engine.plan import run_async
+from esbridge.errors import ConfigurationError
+
+__all__ = ["AsyncEngine"]
+
+
+def _causes(err: BaseException) -> Iterator[BaseException]:
+    """``err`` and what it wraps: causes, contexts and the clients' wrapped exceptions
+    (``info`` of opensearch-py and elasticsearch7, ``errors`` of elastic-transport,
+    ``os_error`` of aiohttp)."""
+    todo: list[Any] = [err]
+    seen: set[int] = set()
+    while todo:
+        exc = todo.pop(0)
+        if not isinstance(exc, BaseException) or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        yield exc
+        todo += [exc.__cause__, exc.__context__, getattr(exc, "info", None), getattr(exc, "os_error", None),
+                 *(getattr(exc, "errors", None) or ())]
+
+
+def _unreachable(err: Exception) -> _Unreachable:
+    """A connection failure of an asynchronous client, described as the synchronous clients
+    describe it (``[Errno 111] Connection refused``, ``timed out``), so that the one-line
+    error is the same whichever API met it."""
+    text = str(err)
+    for exc in _causes(err):
+        if isinstance(exc, ssl.SSLError):
+            return _Unreachable(f"{text} ({exc})")
+        if isinstance(exc, OSError) and isinstance(exc.errno, int) and exc.errno != 0:
+            # asyncio words a refused connection "Connect call failed": the system's text instead
+            reason = os.strerror(exc.errno) if exc.errno > 0 else exc.strerror
+            return _Unreachable(f"{text} ([Errno {exc.errno}] {reason})")
+        if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+            return _Unreachable(f"{text} (timed out)")
+    return _Unreachable(text)
+
+
+class _AsyncTransport:
+    """One awaitable ``perform(method, path, params, body, headers)`` per asynchronous client."""
+
+    owned: bool
+    client: Any
+
+    async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+                      headers: Mapping[str, str]) -> Any:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        if self.owned:
+            await self.client.close()
+
+
+class _AsyncOpenSearchTransport(_AsyncTransport):
+    def __init__(self, options: ConnectionOptions | None, client: Any = None) -> None:
+        self.owned = client is None
+        if client is None:
+            from opensearchpy import AsyncOpenSearch
+
+            assert options is not None
+            client = AsyncOpenSearch(hosts=[options.url], **_urllib3_client_kwargs(options))
+        self.client = client
+
+    async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+                      headers: Mapping[str, str]) -> Any:
+        from opensearchpy import ConnectionError as OSConnectionError
+        from opensearchpy import TransportError
+
+        try:
+            return await self.client.transport.perform_request(
+                method, path, params=dict(params or {}), body=body, headers=dict(headers))
+        except OSConnectionError as err:
+            raise _unreachable(err) from err
+        except TransportError as err:
+            raise _legacy_http_error(err) from err
+
+
+class _AsyncElasticsearch7Transport(_AsyncTransport):
+    def __init__(self, options: ConnectionOptions | None, client: Any = None) -> None:
+        self.owned = client is None
+        if client is None:
+            from elasticsearch7 import AsyncElasticsearch, AsyncTransport
+
+            class _IdentifiedTransport(AsyncTransport):
+                # esbridge identified the server from GET / before choosing this client.
+                async def _do_verify_elasticsearch(self, headers: Any, timeout: Any) -> None:
+                    self._verified_elasticsearch = True
+
+            assert options is not None
+            client = AsyncElasticsearch([options.url], transport_class=_IdentifiedTransport,
+                                        retry_on_timeout=False, **_urllib3_client_kwargs(options))
+        self.client = client
+
+    async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+                      headers: Mapping[str, str]) -> Any:
+        from elasticsearch7 import ConnectionError as ESConnectionError
+        from elasticsearch7 import TransportError
+        from elasticsearch7.exceptions import UnsupportedProductError
+
+        sent = {"accept": "application/json", **headers}
+        if body is not None:
+            sent.setdefault("content-type", "application/json")
+        try:
+            return await self.client.transport.perform_request(
+                method, path, headers=sent, params=dict(params or {}), body=body)
+        except ESConnectionError as err:
+            raise _unreachable(err) from err
+        except TransportError as err:
+            raise _legacy_http_error(err) from err
+        except UnsupportedProductError as err:
+            raise ConfigurationError(
+                "the given elasticsearch7 client refuses this server (it accepts only the default "
+                "distribution of Elasticsearch 7.14+); pass the URL instead and esbridge builds a client "
+                "that talks to it, or pass an opensearchpy.AsyncOpenSearch client"
+            ) from err
+
+
+class _AsyncElasticsearchTransport(_AsyncTransport):
+    """Elasticsearch 8.x/9.x through ``elasticsearch.AsyncElasticsearch``."""
+
+    def __init__(self, options: ConnectionOptions | None, server_major: int, client: Any = None) -> None:
+        self.server_major = server_major
+        self.owned = client is None
+        if client is not None:
+            self.client = client
+            return
+        from elasticsearch import AsyncElasticsearch
+
+        from esbridge.engine.client import _elasticsearch_client_kwargs
+
+        assert options is not None
+        self.client = AsyncElasticsearch(options.url, **_elasticsearch_client_kwargs(options))
+
+    async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+                      headers: Mapping[str, str]) -> Any:
+        from elastic_transport import ConnectionError as ESConnectionError
+        from elasticsearch import ApiError
+
+        from esbridge.engine.client import compatibility_headers
+
+        try:
+            resp = await self.client.perform_request(method, path, params=dict(params or {}),
+                                                     headers=compatibility_headers(self.server_major, headers, body),
+                                                     body=body)
+        except ESConnectionError as err:
+            raise _unreachable(err) from err
+        except ApiError as err:
+            raise _HttpError(err.meta.status, err.body) from err
+        return resp.body
+
+
+def _async_client_transport(client: Any) -> _AsyncTransport:
+    """A transport over an asynchronous client object the caller built (never closed by esbridge)."""
+    module = type(client).__module__.split(".")[0]
+    name = type(client).__name__
+    if not name.startswith("Async") and module in ("opensearchpy", "elasticsearch", "elasticsearch7"):
+        raise ConfigurationError(f"{module}.{name} is synchronous; AsyncEngine needs the asynchronous client "
+                                 f"(Async{name}), or use esbridge's Engine with this one")
+    if module == "opensearchpy" and hasattr(client, "transport"):
+        return _AsyncOpenSearchTransport(None, client)
+    if module == "elasticsearch7" and hasattr(client, "transport"):
+        return _AsyncElasticsearch7Transport(None, client)
+    if module == "elasticsearch" and hasattr(client, "perform_request"):
+        return _AsyncElasticsearchTransport(None, 8, client)
+    raise ConfigurationError(
+        f"cannot use a {type(client).__module__}.{name} as an asynchronous engine client; pass a URL, "
+        "ConnectionOptions, or an opensearchpy.AsyncOpenSearch, elasticsearch.AsyncElasticsearch or "
+        "elasticsearch7.AsyncElasticsearch client"
+    )
+
+
+class AsyncEngine(EngineBase):
+    """A connection to one OpenSearch or Elasticsearch cluster for asyncio code.
+
+    Use ``await AsyncEngine.connect(url_or_options_or_client)`` and close it with
+    ``await engine.close()`` or ``async with``.  Every call goes through :meth:`request`, which
+    retries and raises exactly as the synchronous :class:`~esbridge.engine.client.Engine` does.
+    """
+
+    def __init__(self, options: ConnectionOptions, info: EngineInfo, transport: _AsyncTransport,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+        super().__init__(options, info)
+        self._transport = transport
+        self._sleep = sleep
+
+    @classmethod
+    async def connect(cls, options: ConnectionOptions | str | Any) -> AsyncEngine:
+        """Connect to the cluster at ``options`` (or a URL) and identify it; an asynchronous
+        client object is used as it is (:meth:`from_client`).
+
+        Raises:
+            ConfigurationError: ``aiohttp`` (the ``async`` extra) or the server's client library
+                is not installed.
+            EngineUnavailableError: nothing answered at the URL.
+            UnsupportedEngineError: the server is not OpenSearch or Elasticsearch >= 7.
+        """
+        if not isinstance(options, (str, ConnectionOptions)):
+            return await cls.from_client(options)
+        if isinstance(options, str):
+            options = ConnectionOptions(url=options)
+        require_client("aiohttp", "esbridge's asynchronous API")
+        probe = _AsyncOpenSearchTransport(options)
+        probe_engine = cls(probe_options(options), EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
+        try:
+            info = await run_async(identify_plan(f"identifying the engine at {options.display_url}"), probe_engine)
+        finally:
+            await probe.close()
+        transport: _AsyncTransport
+        if info.distribution == "opensearch":
+            transport = _AsyncOpenSearchTransport(options)
+        elif info.version[0] == 7:
+            transport = (_AsyncElasticsearch7Transport(options) if client_installed("elasticsearch7")
+                         else _AsyncOpenSearchTransport(options))
+        else:
+            require_client("elasticsearch", f"{info.label} at {options.display_url}")
+            transport = _AsyncElasticsearchTransport(options, info.version[0])
+        log.debug("connected (asyncio) to %s at %s", info.label, options.display_url)
+        return cls(options, info, transport)
+
+    @classmethod
+    async def from_client(cls, client: Any, *, max_retries: int = 5, backoff: float = 0.5) -> AsyncEngine:
+        """Use an asynchronous client the caller built: an ``opensearchpy.AsyncOpenSearch``, an
+        ``elasticsearch.AsyncElasticsearch`` (8/9) or an ``elasticsearch7.AsyncElasticsearch``.
+        esbridge sends its requests through it and never closes it.
+
+        Raises:
+            ConfigurationError: ``client`` is none of those (or a synchronous one).
+        """
+        transport = _async_client_transport(client)
+        options = ConnectionOptions(url=_client_url(client), max_retries=max_retries, backoff=backoff)
+        probe = cls(options, EngineInfo("opensearch", (0, 0, 0), "", "", ""), transport)
+        where = f"identifying the engine of the given {type(client).__name__} client"
+        info = await run_async(identify_plan(where, es7_client=isinstance(transport, _AsyncElasticsearch7Transport)),
+                               probe)
+        if isinstance(transport, _AsyncElasticsearchTransport):
+            transport.server_major = info.version[0]
+        return cls(options, info, transport)
+
+    async def close(self) -> None:
+        """Close the connections esbridge opened (a client passed in by the caller stays open)."""
+        await self._transport.close()
+
+    async def __aenter__(self) -> AsyncEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        ndjson: bool = False,
+        context: str = "",
+        retry: bool = True,
+    ) -> Any:
+        """Send one request; retry what is worth retrying; raise typed errors
+        (:meth:`Engine.request <esbridge.engine.client.Engine.request>`'s arguments and errors)."""
+        path, headers = request_target(path, params, ndjson)
+        attempts = 1 + (self.options.max_retries if retry else 0)
+        delay = self.options.backoff
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                return await self._transport.perform(method, path, None, body, headers)
+            except _Unreachable as err:
+                # the last attempt may probe the port with a TLS handshake: off the event loop
+                tls = (await asyncio.to_thread(_tls_problem, self.options, err, probe=True) if last
+                       else _tls_problem(self.options, err, probe=False))
+                if last or tls is not None:
+                    raise unavailable_error(self.options, err, context, tls) from err
+            except _HttpError as err:
+                if err.status not in RETRY_STATUSES or last:
+                    raise engine_error(err.status, err.body, context=context) from err
+            wait = backoff_wait(delay)
+            log.info("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
+            await self._sleep(wait)
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def search(self, index: str, body: Mapping[str, Any], *,
+                     params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A ``_search`` of ``index`` (:meth:`Engine.search <esbridge.engine.client.Engine.search>`)."""
+        return await run_async(search_plan(index, body, params=params), self)
+
+    async def analyze(self, index: str, text: str, *, field: str | None = None,
+                      analyzer: str | None = None) -> list[str]:
+        """Tokens of ``text`` as the index's analyzer for ``field`` (or ``analyzer``) emits them."""
+        return await run_async(analyze_plan(index, text, field=field, analyzer=analyzer), self)
