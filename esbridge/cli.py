@@ -108,10 +108,33 @@ def _cmd_engine(args: argparse.Namespace) -> int:
 
 # ---- index -------------------------------------------------------------------------------
 
+def _cmd_add_channels(args: argparse.Namespace) -> int:
+    from esbridge.errors import IndexNotFoundError
+    from esbridge.index.plain import add_channels
+
+    wrong = [opt for opt, value in (("--dataset", args.dataset), ("--input", args.input),
+                                    ("--recreate", args.recreate)) if value]
+    if wrong:
+        raise EsbridgeError(f"{', '.join(wrong)} cannot go with --add-channels, which works on the existing index "
+                            "--index names")
+    if not args.index:
+        raise EsbridgeError("--add-channels needs --index: the existing index to give esbridge's channels")
+    engine = _connect(args)
+    if not engine.index_exists(args.index):
+        raise IndexNotFoundError(f"index {args.index!r} does not exist at {engine.options.display_url}",
+                                 index=args.index)
+    report = add_channels(engine, args.index, fields=tuple(args.field) if args.field else None,
+                          progress=not args.quiet)
+    print(report.summary())
+    return 0
+
+
 def _cmd_index(args: argparse.Namespace) -> int:
     from esbridge.index.definitions import IndexLayout
     from esbridge.ingest import ingest, read_jsonl
 
+    if args.add_channels:
+        return _cmd_add_channels(args)
     if bool(args.dataset) == bool(args.input):
         raise EsbridgeError("give exactly one of --dataset (a BEIR folder) or --input (a JSONL file)")
     fields = tuple(args.field) if args.field else ("title", "text")
@@ -217,12 +240,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to wait for the node to be healthy (default 180)")
     p.set_defaults(func=_cmd_engine)
 
-    p = sub.add_parser("index", help="index a BEIR corpus or a JSONL file")
+    p = sub.add_parser(
+        "index", help="index a BEIR corpus or a JSONL file, or add esbridge's channels to an existing index",
+        description="Index a BEIR corpus (--dataset) or a JSONL file (--input) into an esbridge index; or, with "
+                    "--add-channels --index NAME, give an existing index of yours esbridge's channel sub-fields in "
+                    "place: esbridge's analyzers are added (the index is closed for a moment), each text field gets "
+                    "the sub-fields and is copied into the combined field esb_all, every document is re-indexed "
+                    "from its _source with a progress bar, and the document count is checked unchanged. Scorers "
+                    "that read only the base channel (bm25, bmx, ...) work on a plain index without it.")
     p.add_argument("--dataset", help="BEIR-layout folder (corpus.jsonl with _id, title, text)")
     p.add_argument("--input", help="JSONL file, one document a line")
     p.add_argument("--index", help="index name (default: the dataset folder's name)")
+    p.add_argument("--add-channels", action="store_true",
+                   help="add esbridge's channel sub-fields to the existing index --index (its text fields, or those "
+                        "given with --field) and re-index it in place")
     p.add_argument("--id-field", default="_id", help="id field of --input documents (default _id)")
-    p.add_argument("--field", action="append", help="a text field to index (repeat; default title and text)")
+    p.add_argument("--field", action="append", help="a text field to index (repeat; default title and text; with "
+                                                    "--add-channels: every text field of the index)")
     p.add_argument("--shards", type=int, default=1, help="primary shards of a new index (default 1)")
     p.add_argument("--recreate", action="store_true", help="delete the index first")
     p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024,

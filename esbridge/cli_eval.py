@@ -97,7 +97,7 @@ def pipeline_params(items: Sequence[str]) -> Any:
 
 
 def _eval_config(args: argparse.Namespace, split: Any) -> Any:
-    from esbridge.cli_search import augmentation_spec
+    from esbridge.cli_search import augmentation_spec, fields_option
     from esbridge.evaluation.runner import EvalConfig, parse_param_overrides
 
     scorers = _scorers(args.scorers) if args.scorers.strip() else ()
@@ -113,6 +113,7 @@ def _eval_config(args: argparse.Namespace, split: Any) -> Any:
         field_weights=_field_weights(args.field_weight or []),
         pipeline=None if args.no_pipeline else pipeline_params(args.pipeline_param or []),
         augmentation=augmentation_spec(args),
+        fields=fields_option(getattr(args, "fields", None)),
     )
 
 
@@ -133,7 +134,7 @@ def _check_eval_mode(args: argparse.Namespace) -> None:
                                      "and --qrels holds the judgments")
     else:
         wrong = [opt for opt, value in (("--topics", args.topics), ("--qrels", args.qrels),
-                                        ("--narrative", args.narrative)) if value]
+                                        ("--narrative", args.narrative), ("--fields", args.fields)) if value]
         if wrong:
             raise ConfigurationError(f"{', '.join(wrong)} belong to --index; a --dataset brings its own queries and "
                                      "judgments (qrels/<split>.tsv)")
@@ -188,7 +189,7 @@ RUN_SYSTEMS = ("rerank", "hybrid", "engine-bm25")
 
 
 def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    from esbridge.cli_search import _scorer_params, augmentation_spec
+    from esbridge.cli_search import _scorer_params, augmentation_spec, fields_option
     from esbridge.errors import IndexNotFoundError
     from esbridge.evaluation.batch import resume_point, write_run
     from esbridge.evaluation.runner import BASELINE_INDEX, HYBRID, EvalConfig, SystemSet
@@ -206,20 +207,21 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
         raise ConfigurationError("--augmentations and --augmenter apply to the reranker (--system rerank)")
     topics = read_topics(args.topics, args.topic_field)
     progress = not args.quiet
+    fields = fields_option(args.fields)
     if args.system == "hybrid":
         name = HYBRID
         config = EvalConfig(scorers=(), window=args.window, baselines=False, progress=progress,
                             pipeline=pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
                                                       *(args.pipeline_param or [])]),
-                            pipeline_strategies=False)
+                            pipeline_strategies=False, fields=fields)
     elif args.system == "engine-bm25":
         name = BASELINE_INDEX
-        config = EvalConfig(scorers=(), window=args.window, baselines=True, progress=progress)
+        config = EvalConfig(scorers=(), window=args.window, baselines=True, progress=progress, fields=fields)
     else:
         name = args.scorer
         config = EvalConfig(scorers=(args.scorer,), window=args.window, baselines=False, progress=progress,
                             params={args.scorer: _scorer_params(args.scorer, args.param)},
-                            field_weights=_field_weights(args.field_weight or []), augmentation=spec)
+                            field_weights=_field_weights(args.field_weight or []), augmentation=spec, fields=fields)
         if spec is not None:
             unused = spec.unused_keys([(t.id, t.text(args.topic_field)) for t in topics])
             if unused:
@@ -338,7 +340,7 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
 def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], None],
                  connect: Callable[[argparse.Namespace], Any]) -> None:
     """Register the evaluation commands on the ``esbridge`` parser."""
-    from esbridge.cli_search import augmentation_args
+    from esbridge.cli_search import augmentation_args, fields_args
 
     p = sub.add_parser(
         "eval", help="measure scorers and the engine's BM25 on a BEIR-layout collection or on your own index",
@@ -346,12 +348,14 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                     "(and measure run files made elsewhere beside them), and report nDCG@10, R@100, R@1000, MAP, "
                     "P@5 and combined = 0.8·R@100 + 0.2·nDCG@10, with paired significance tests against the "
                     "engine's BM25. Either --dataset: a BEIR-layout collection, indexed if needed; or --index "
-                    "with --topics and --qrels: an existing index (created by esbridge index) with your own "
-                    "topics and judgments.",
+                    "with --topics and --qrels: an existing index (created by esbridge index, or your own) with "
+                    "your own topics and judgments.",
     )
     p.add_argument("--dataset",
                    help="a BEIR-layout folder, or a BEIR dataset name (downloaded into the cache)")
-    p.add_argument("--index", help="instead of --dataset: an existing index created by `esbridge index`")
+    p.add_argument("--index", help="instead of --dataset: an existing index, created by `esbridge index` or one of "
+                                   "yours (scorers that read only the base channel work on any index with text "
+                                   "fields)")
     p.add_argument("--topics", help="with --index: the topics, as BEIR queries.jsonl (_id, text), a TREC topics "
                                     "file (<top> <num> <title> <desc> <narr>) or id<TAB>text lines")
     p.add_argument("--qrels", help="with --index: the judgments, TREC qrels (qid 0 docid relevance) or a BEIR "
@@ -393,6 +397,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="TREC run files: plain, gzip-compressed, or none (default trec)")
     p.add_argument("--run-depth", type=int, help="hits per query kept in the run files (default: all)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    fields_args(p)
     augmentation_args(p, keyed_by="query ids (or query texts)")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_eval(a, connect))
@@ -405,7 +410,9 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                     "interruption and the topics already in the file are kept, the rest ranked, and the file "
                     "ends up as an uninterrupted run would have written it.",
     )
-    p.add_argument("--index", required=True, help="an index created by `esbridge index`")
+    p.add_argument("--index", required=True, help="an index created by `esbridge index`, or one of yours (scorers "
+                                                  "that read only the base channel work on any index with text "
+                                                  "fields)")
     p.add_argument("--topics", required=True,
                    help="BEIR queries.jsonl (_id, text), a TREC topics file (<top> <num> <title> <desc> <narr>) "
                         "or id<TAB>text lines")
@@ -432,6 +439,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--run-tag", help="the run's tag, the last column (default esbridge-<scorer>, esbridge-hybrid "
                                      "or esbridge-engine-bm25)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    fields_args(p)
     augmentation_args(p, keyed_by="topic ids (or query texts)")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_run(a, connect))

@@ -50,7 +50,25 @@ def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
             raise ConfigurationError(f"--field-weight {pair!r} must be FIELD=NUMBER") from None
     return Reranker(engine, args.index, scorer=args.scorer, params=_scorer_params(args.scorer, args.param),
                     window=args.window, first_stage=getattr(args, "first_stage", "bm25"),
-                    field_weights=weights or None)
+                    field_weights=weights or None, fields=fields_option(args.fields))
+
+
+def fields_option(values: list[str] | None) -> tuple[str, ...] | None:
+    """``--fields a,b --fields c`` -> ``("a", "b", "c")`` (``None`` without the option)."""
+    if not values:
+        return None
+    names = tuple(n.strip() for v in values for n in v.split(",") if n.strip())
+    if not names:
+        raise ConfigurationError("--fields names no field; give e.g. --fields title,text")
+    return names
+
+
+def fields_args(p: argparse.ArgumentParser) -> None:
+    """``--fields``: the text fields of a plain index (or some of an esbridge index's)."""
+    p.add_argument("--fields", action="append", metavar="FIELD[,FIELD]",
+                   help="the text fields to score (comma-separated or repeated; default: every text field of an "
+                        "esbridge index; of an index of yours without esbridge's channels, the text fields its "
+                        "mapping has, which must share one analyzer)")
 
 
 def augmentation_args(p: argparse.ArgumentParser, *, keyed_by: str) -> None:
@@ -94,7 +112,9 @@ def _print_json(response: dict[str, Any]) -> None:
 
 def _title(hit: dict[str, Any], width: int) -> str:
     src = hit.get("_source") or {}
-    return str(src.get("title") or src.get("text") or "")[:width].replace("\n", " ")
+    # an index of yours may name its fields otherwise: then its first text
+    first = next((v for v in src.values() if isinstance(v, str) and v.strip()), "")
+    return str(src.get("title") or src.get("text") or first)[:width].replace("\n", " ")
 
 
 def _num(value: Any) -> str:
@@ -239,7 +259,7 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
                 index=args.index)
         params = pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
                                   *(args.pipeline_param or [])])
-        with HybridSearcher(engine, args.index, params) as hs:
+        with HybridSearcher(engine, args.index, params, fields=fields_option(args.fields)) as hs:
             response = hs.search(args.query, size=args.size, filter=filt, explain=args.explain)
         if args.json:
             _print_json(response)
@@ -254,6 +274,12 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
             _print_json(response)
             return 0
         notes = []
+        if rr.layout.plain:
+            many = len(rr.layout.fields) > 1
+            notes.append(f"{args.index!r} is a plain index: the base channel is its text field{'s' if many else ''} "
+                         f"{', '.join(rr.layout.fields)} as analysed by {rr.layout.search_analyzer!r}"
+                         + (" (term frequencies added up, statistics merged as in combined_fields)" if many else "")
+                         + f"; `esbridge index --add-channels --index {args.index}` adds the other channels.")
         if args.scorer == "bm25" and args.first_stage == "bm25":
             notes.append(_bm25_note(rr))
         _print_hits(response, scorer=args.scorer, first_stage=args.first_stage, explain=args.explain, notes=notes)
@@ -323,7 +349,8 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     """Register the search commands on the ``esbridge`` parser."""
 
     def rerank_args(p: argparse.ArgumentParser, explain: str) -> None:
-        p.add_argument("index", help="an index created by esbridge (esbridge index)")
+        p.add_argument("index", help="an index created by esbridge (esbridge index), or one of yours: scorers "
+                                     "that read only the base channel work on any index with text fields")
         p.add_argument("query", help="the query text")
         p.add_argument("--scorer", default="evolved",
                        help="esbridge's scorer (default evolved; `esbridge scorers` lists them)")
@@ -333,6 +360,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
         p.add_argument("--field-weight", action="append", metavar="FIELD=W",
                        help="BM25F-style weight of a text field (repeat)")
         p.add_argument("--explain", action="store_true", help=explain)
+        fields_args(p)
         augmentation_args(p, keyed_by="the query text")
         connection_args(p)
 

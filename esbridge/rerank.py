@@ -61,7 +61,8 @@ from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import FeatureStore, TermVectorCache
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
-from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan, read_layout_plan
+from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
+from esbridge.index.plain import missing_channels_message, open_layout_plan
 from esbridge.scoring import ScoreResult, ScoringInput, get_scorer
 from esbridge.scoring.common import channels_needed
 
@@ -77,7 +78,8 @@ class FirstStage(str, Enum):
     """How candidates are found.
 
     ``BM25``: the engine's BM25 over the combined all-fields field (``base``
-    channel), the flat BM25 of Anserini/Pyserini.
+    channel), the flat BM25 of Anserini/Pyserini; on a plain index, over its text
+    fields (one clause per field and term: the sum of the fields' BM25 scores).
     ``MULTI_MATCH``: BM25 ``best_fields`` over the text fields' ``base`` sub-fields.
     ``BM25F``: the engine's ``combined_fields`` over the text fields (Elasticsearch
     7.13+; an error elsewhere).
@@ -177,6 +179,7 @@ class RerankerCore:
     dfs: bool | None = None
     vector_cache: TermVectorCache | None = None
     layout: IndexLayout | None = None
+    fields: str | Sequence[str] | None = None
     last: RerankStats = field(default_factory=RerankStats)
 
     def __post_init__(self) -> None:
@@ -211,7 +214,10 @@ class RerankerCore:
         against it, and the feature store."""
         if isinstance(self.first_stage, str) and self.first_stage.startswith("similarity:"):
             self._similarity_field = yield from self._scripted_subfield_plan(self.first_stage.split(":", 1)[1])
-        self.layout = self.layout or (yield from read_layout_plan(self.index))
+        self.layout = self.layout or (yield from open_layout_plan(self.index, self.fields))
+        missing = [ch for ch in self.channels if ch not in self.layout.channels]
+        if missing:
+            raise ConfigurationError(missing_channels_message(self.scorer, missing, self.index, self.layout))
         for name, weight in (self.field_weights or {}).items():
             if name not in self.layout.fields:
                 raise ConfigurationError(
@@ -323,8 +329,8 @@ class RerankerCore:
             out = []
             for j in order:
                 for f in fields:
-                    out.append({"term": {layout.subfield(f, ch): {"value": qc.terms[j],
-                                                                   "boost": qc.qtf[j] * boost}}})
+                    for sf in layout.indexed(f, ch):  # a plain index's combined field: each text field
+                        out.append({"term": {sf: {"value": qc.terms[j], "boost": qc.qtf[j] * boost}}})
             return out
 
         def terms_plan(ch: str) -> Plan[list[int]]:
@@ -732,7 +738,10 @@ class Reranker(RerankerCore):
 
     Args:
         engine: the connected engine.
-        index: an index created by esbridge (its layout is read from the mapping).
+        index: an index created by esbridge (its layout is read from the mapping), or any
+            other index with text fields (a plain index, see :func:`esbridge.index.open_layout`:
+            scorers that read only the ``base`` channel work on it; the others name the
+            channels it lacks and how to add them).
         scorer: a registered scorer name (see :func:`esbridge.scoring.available_scorers`).
         params: the scorer's parameter object (default: its defaults).
         window: how many first-stage hits are rescored.
@@ -742,6 +751,10 @@ class Reranker(RerankerCore):
         dfs: use ``dfs_query_then_fetch`` in the first stage (index-wide statistics
             there too); default on for indices with more than one shard.
         vector_cache: a shared :class:`TermVectorCache` (default: a new one).
+        layout: the index's layout (default: :func:`esbridge.index.open_layout`'s).
+        fields: the text fields to read (default: every text field of an esbridge index,
+            the text fields found in a plain index's mapping); a plain index's fields must
+            share one analyzer.
 
     :class:`esbridge.aio.AsyncReranker` is the same over an asynchronous engine.
     """

@@ -93,6 +93,8 @@ class EvalConfig:
             the union of the query's and its variants' first-stage candidates with
             ``w_0 · score(query) + Σ_i w_i · score(variant_i)``.  The engine's BM25 rows and
             the hybrid pipeline rank the original queries.  ``None``: no augmentation.
+        fields: the text fields the rerankers read (:class:`~esbridge.rerank.Reranker`'s
+            ``fields``; default all of an esbridge index's, or those found in a plain index).
     """
 
     scorers: tuple[str, ...]
@@ -107,6 +109,7 @@ class EvalConfig:
     pipeline: PipelineParams | None = None
     pipeline_strategies: bool = True
     augmentation: AugmentationSpec | None = None
+    fields: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.augmentation is not None and not self.scorers:
@@ -364,13 +367,13 @@ class SystemSet:
         self.default_index = default_index
         cache = cache if cache is not None else TermVectorCache(max_entries=50_000)
         self.rerankers = [Reranker(engine, index, scorer=name, params=config.params.get(name), window=config.window,
-                                   vector_cache=cache, field_weights=config.field_weights)
+                                   vector_cache=cache, field_weights=config.field_weights, fields=config.fields)
                           for name in config.scorers]
         self.first: Reranker | None = None
         if self.rerankers or baseline is not None or default_index is not None:
             # the first stage needs an analysed query even with no scorer: a BM25 reranker provides it
             self.first = self.rerankers[0] if self.rerankers else Reranker(
-                engine, index, scorer="bm25", window=config.window, vector_cache=cache)
+                engine, index, scorer="bm25", window=config.window, vector_cache=cache, fields=config.fields)
             limit = self.first.max_result_window()
             if config.window > limit:
                 raise ConfigurationError(f"window {config.window} is above index.max_result_window ({limit}) of "
@@ -403,7 +406,8 @@ class SystemSet:
             pp = config.pipeline
             searcher = HybridSearcher(
                 engine, index, pp, progress=config.progress,
-                reranker=Reranker(engine, index, scorer=pp.scorer, window=pp.window, vector_cache=cache))
+                reranker=Reranker(engine, index, scorer=pp.scorer, window=pp.window, vector_cache=cache,
+                                  fields=config.fields))
             self.searcher = searcher
             _ = searcher.vectors  # build or check the semantic index before the queries
             encoder = searcher.vectors.encoder.name
@@ -428,7 +432,7 @@ class SystemSet:
         assert layout is not None
         fs = self.first.first_stage
         return {"query": fs.value if isinstance(fs, FirstStage) else jsonable(fs),
-                "field": layout.subfield(layout.combined, "base"), "index": self.index,
+                "field": ",".join(layout.indexed(layout.combined, "base")), "index": self.index,
                 "window": self.config.window}
 
     def run_query(self, qid: str, text: str, *, narrative: str | None = None) -> None:

@@ -103,7 +103,8 @@ class CollectionEntropy:
         self.loaded = 0
 
     def table(self, channel: str) -> dict[str, float]:
-        """``{term: Ẽ(term)}`` for every term of ``channel`` in the combined field."""
+        """``{term: Ẽ(term)}`` for every term of ``channel`` in the combined field (of a plain
+        index: in its text fields taken together, term frequencies added up per document)."""
         return run(self.table_plan(channel), sync_engine(self.engine))
 
     def table_plan(self, channel: str) -> Plan[dict[str, float]]:
@@ -159,7 +160,8 @@ class CollectionEntropy:
     def _compute_plan(self, channel: str) -> Plan[dict[str, float]]:
         from tqdm import tqdm
 
-        subfield = self.layout.subfield(self.layout.combined, channel)
+        # the combined field's sub-field, or for a plain index every text field (added up per document)
+        subfields = list(self.layout.indexed(self.layout.combined, channel))
         hist: dict[str, np.ndarray] = {}
         ids = yield from _all_ids_plan(self.index)
         bar = tqdm(total=len(ids), desc=f"collection entropy of {self.index}/{channel}", unit="doc",
@@ -168,18 +170,22 @@ class CollectionEntropy:
             chunk = ids[start:start + self.batch_size]
             resp = yield Call(
                 "POST", f"/{self.index}/_mtermvectors",
-                body={"ids": chunk, "parameters": {"fields": [subfield], "positions": False,
+                body={"ids": chunk, "parameters": {"fields": subfields, "positions": False,
                                                    "offsets": False, "term_statistics": False,
                                                    "field_statistics": False}},
                 context=f"reading term vectors of {self.index!r} for collection entropy",
             )
             for doc in resp["docs"]:
-                terms = ((doc.get("term_vectors") or {}).get(subfield) or {}).get("terms") or {}
-                for term, info in terms.items():
+                vectors = doc.get("term_vectors") or {}
+                freqs: dict[str, int] = {}
+                for sf in subfields:
+                    for term, info in ((vectors.get(sf) or {}).get("terms") or {}).items():
+                        freqs[term] = freqs.get(term, 0) + int(info["term_freq"])
+                for term, tf in freqs.items():
                     row = hist.get(term)
                     if row is None:
                         row = hist[term] = np.zeros(MAX_TF_BIN, dtype=np.float64)
-                    row[min(int(info["term_freq"]), MAX_TF_BIN) - 1] += 1
+                    row[min(tf, MAX_TF_BIN) - 1] += 1
             bar.update(len(chunk))
         bar.close()
         if not hist:

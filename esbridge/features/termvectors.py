@@ -9,6 +9,14 @@ sends ``_mtermvectors`` requests holding
   hold the query's terms verbatim (``keyword`` analyzer), asking for term and
   field statistics of every channel sub-field.
 
+For a plain index (:func:`esbridge.index.open_layout`) the channel sub-field of a text
+field is the field itself, whose term vectors the engine computes from ``_source`` where
+they are not stored; its virtual combined field stands for every text field: a
+candidate's term frequencies and length are the sums over them, and the statistics are
+merged as Lucene's ``combined_fields`` query merges them (:func:`merge_stats`).  Lengths
+of fields whose analyzer may put several tokens at one position are counted in
+positions, as Lucene's length norm counts them.
+
 Term-vector statistics are those of the shard that answers, so the per-shard
 answers are summed: ``df`` and ``N`` (``doc_count``) and ``sum_ttf`` over every
 shard are exactly the collection statistics the engine itself uses under
@@ -68,13 +76,43 @@ class FieldStats:
 
 
 class FieldVector(dict[str, int]):
-    """``{term: tf}`` of one document's (sub-)field, with its length (sum of the tfs)."""
+    """``{term: tf}`` of one document's (sub-)field, with its length: the sum of the tfs,
+    unless given (the number of positions, for analyzers that stack tokens), or that of
+    ``freqs`` when it is a :class:`FieldVector` itself."""
 
     __slots__ = ("length",)
+    length: int
 
-    def __init__(self, freqs: Mapping[str, int]) -> None:
+    def __init__(self, freqs: Mapping[str, int], length: int | None = None) -> None:
         super().__init__(freqs)
-        self.length = sum(self.values())
+        if length is None:
+            length = freqs.length if isinstance(freqs, FieldVector) else sum(self.values())
+        self.length = length
+
+
+def sum_vectors(vectors: Sequence[FieldVector]) -> FieldVector:
+    """The term frequencies of several fields of one document added up, and their lengths."""
+    if len(vectors) == 1:
+        return vectors[0]
+    out: dict[str, int] = {}
+    for vec in vectors:
+        for term, tf in vec.items():
+            out[term] = out.get(term, 0) + tf
+    return FieldVector(out, length=sum(v.length for v in vectors))
+
+
+def merge_stats(stats: Sequence[FieldStats]) -> FieldStats:
+    """Statistics of several fields taken together, as Lucene's ``combined_fields`` query
+    (``CombinedFieldQuery``) takes them: the largest document count and ``df`` of the
+    fields, and the sum of their total term frequencies."""
+    if len(stats) == 1:
+        return stats[0]
+    df: dict[str, int] = {}
+    for st in stats:
+        for term, n in st.df.items():
+            df[term] = max(df.get(term, 0), n)
+    return FieldStats(doc_count=max((st.doc_count for st in stats), default=0),
+                      sum_ttf=sum(st.sum_ttf for st in stats), df=df)
 
 
 EMPTY_VECTOR = FieldVector({})
@@ -101,11 +139,31 @@ def analyze_query_plan(index: str, layout: IndexLayout, text: str,
     """:func:`analyze_query` as a plan (:mod:`esbridge.engine.plan`)."""
     out = {}
     for ch in channels:
-        if ch not in layout.channels:
-            raise ConfigurationError(f"index has no channel {ch!r}; it has {list(layout.channels)}")
-        tokens = (yield from analyze_plan(index, text, field=layout.subfield(layout.combined, ch))) if text else []
-        out[ch] = QueryChannel.from_tokens(tokens)
+        out[ch] = QueryChannel.from_tokens((yield from analyze_text_plan(index, layout, text, ch)))
     return out
+
+
+def analyze_text(engine: Engine, index: str, layout: IndexLayout, text: str, channel: str) -> list[str]:
+    """The tokens of ``text`` as the index analyses ``channel`` (the engine's ``_analyze``):
+    the combined field's sub-field of an esbridge index, the fields' search analyzer of a
+    plain index."""
+    return run(analyze_text_plan(index, layout, text, channel), engine)
+
+
+def analyze_text_plan(index: str, layout: IndexLayout, text: str, channel: str) -> Plan[list[str]]:
+    """:func:`analyze_text` as a plan (:mod:`esbridge.engine.plan`)."""
+    if channel not in layout.channels:
+        raise ConfigurationError(f"index {index!r} has no channel {channel!r}; it has {list(layout.channels)}")
+    if not text:
+        return []
+    how = layout.analysis(channel)
+    tokens: list[str] = yield from analyze_plan(index, text, field=how.get("field"), analyzer=how.get("analyzer"))
+    return tokens
+
+
+def _engine_fields(layout: IndexLayout, fields: Sequence[str], channels: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """``{key sub-field: the index's fields that make it up}`` for ``fields`` × ``channels``."""
+    return {layout.subfield(f, ch): layout.indexed(f, ch) for f in fields for ch in channels}
 
 
 class ShardRouting:
@@ -158,8 +216,8 @@ def _stats_docs(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: 
     channel's own terms are read back.
     """
     terms = list(dict.fromkeys(t for qc in query.values() for t in qc.terms)) or [_PLACEHOLDER]
-    subfields = [layout.subfield(f, ch) for ch in query for f in fields]
-    source = {f: terms for f in fields}
+    subfields = list(dict.fromkeys(sf for ch in query for f in fields for sf in layout.indexed(f, ch)))
+    source = {layout.doc_path(m): terms for f in fields for m in layout.members(f)}
     return [{
         "doc": source,
         "routing": routing,
@@ -173,13 +231,13 @@ def _stats_docs(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: 
     } for routing in routings]
 
 
-def _candidate_doc(doc_id: str, subfields: Sequence[str]) -> dict[str, Any]:
+def _candidate_doc(doc_id: str, subfields: Sequence[str], positions: bool = False) -> dict[str, Any]:
     return {
         "_id": doc_id,
         "fields": list(subfields),
         "term_statistics": False,
         "field_statistics": False,
-        "positions": False,
+        "positions": positions,
         "offsets": False,
         "payloads": False,
     }
@@ -246,7 +304,9 @@ def fetch_raw_plan(
     """:func:`fetch_raw` as a plan (:mod:`esbridge.engine.plan`)."""
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
-    subfields = [layout.subfield(f, ch) for f in fields for ch in query]
+    wanted = _engine_fields(layout, fields, query)
+    subfields = list(dict.fromkeys(sf for sfs in wanted.values() for sf in sfs))
+    positions = any(sf in layout.positions for sf in subfields)
     stat_fields = list(dict.fromkeys([*fields, layout.combined]))
     stats_query = query if stats_query is None else stats_query
     stats_docs = _stats_docs(layout, stats_query, stat_fields, (yield from routing.routings_plan())) \
@@ -259,7 +319,7 @@ def fetch_raw_plan(
     requests = 0
     chunks = [list(ids[i:i + batch_size]) for i in range(0, len(ids), batch_size)] or [[]]
     for n, chunk in enumerate(chunks):
-        docs = [_candidate_doc(i, subfields) for i in chunk]
+        docs = [_candidate_doc(i, subfields, positions) for i in chunk]
         if n == 0:
             docs = stats_docs + docs
         if not docs:
@@ -284,15 +344,27 @@ def fetch_raw_plan(
             found.append(ok)
             versions.append((int(ans.get("_version", 0)), 0) if ok else None)
             tvs = ans.get("term_vectors") or {}
-            vectors.append({
-                sf: FieldVector({t: int(v["term_freq"]) for t, v in (tv.get("terms") or {}).items()})
-                for sf, tv in tvs.items()
-            })
-    stats = {sf: _sum_stats(stats_answers, sf)
-             for sf in (layout.subfield(f, ch) for f in stat_fields for ch in stats_query)}
+            got = {sf: _field_vector(tv) for sf, tv in tvs.items()}
+            vectors.append({key: (got.get(sfs[0], EMPTY_VECTOR) if len(sfs) == 1 and sfs[0] == key
+                                  else sum_vectors([got.get(sf, EMPTY_VECTOR) for sf in sfs]))
+                            for key, sfs in wanted.items() if any(sf in got for sf in sfs)})
+    stat_wanted = _engine_fields(layout, stat_fields, stats_query)
+    summed = {sf: _sum_stats(stats_answers, sf) for sfs in stat_wanted.values() for sf in sfs}
+    stats = {key: merge_stats([summed[sf] for sf in sfs]) for key, sfs in stat_wanted.items()}
     cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found),
                              versions=tuple(versions))
     return FetchResult(candidates=cands, stats=stats, requests=requests)
+
+
+def _field_vector(tv: Mapping[str, Any]) -> FieldVector:
+    """One field's term vector from the engine's answer; with positions, its length is the
+    number of distinct positions (tokens stacked at one position count once, as in Lucene's
+    length norm)."""
+    terms = tv.get("terms") or {}
+    freqs = {t: int(v["term_freq"]) for t, v in terms.items()}
+    seen = {tok.get("position") for v in terms.values() for tok in (v.get("tokens") or ())}
+    seen.discard(None)
+    return FieldVector(freqs, length=len(seen) if seen else None)
 
 
 def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],

@@ -32,7 +32,7 @@ import numpy as np
 
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
-from esbridge.features.termvectors import FieldVector, QueryChannel
+from esbridge.features.termvectors import FieldVector, QueryChannel, analyze_text
 from esbridge.hybrid.fusion import Fusion, RankedList, fuse
 from esbridge.hybrid.keyword import (
     KeywordParams,
@@ -202,17 +202,20 @@ class HybridSearcher:
             with the packaged model, built on first use).
         reranker: the lexical strategy's reranker (default: one for ``params.scorer``).
         progress: show progress while document vectors are built.
+        fields: without ``reranker``, the text fields its reranker reads (see
+            :class:`~esbridge.rerank.Reranker`).
 
     Use as a context manager, or call :meth:`close`.
     """
 
     def __init__(self, engine: Engine, index: str, params: PipelineParams | None = None, *,
                  vectors: VectorIndex | EngineVectors | None = None, reranker: Reranker | None = None,
-                 progress: bool = True) -> None:
+                 progress: bool = True, fields: str | Sequence[str] | None = None) -> None:
         self.engine = engine
         self.index = index
         self.params = params or PipelineParams()
-        self.reranker = reranker or Reranker(engine, index, scorer=self.params.scorer, window=self.params.window)
+        self.reranker = reranker or Reranker(engine, index, scorer=self.params.scorer, window=self.params.window,
+                                             fields=fields)
         if self.reranker.scorer != self.params.scorer:
             raise ConfigurationError(f"the reranker scores with {self.reranker.scorer!r} but the pipeline "
                                      f"names {self.params.scorer!r}")
@@ -293,7 +296,7 @@ class HybridSearcher:
         sub = self.layout.subfield(combined, "base")
         if narrative and narrative.strip():
             kept = filter_narrative(narrative)
-            tokens = self.engine.analyze(self.index, kept, field=sub) if kept else []
+            tokens = analyze_text(self.engine, self.index, self.layout, kept, "base") if kept else []
             qc = QueryChannel.from_tokens(tokens)
             st = store.fetch({"base": qc}, [], [], fields=[combined]).stats[sub]
             extra = rank_terms_by_idf(qc, st.df, st.doc_count, kp.fb_terms)
@@ -335,10 +338,10 @@ class HybridSearcher:
         """The engine's BM25 ranking for weighted ``terms`` on the combined field."""
         if not terms:
             return RankedList([], np.zeros(0))
-        sub = self.layout.subfield(self.layout.combined, "base")
-        top = sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:1000]  # the engines' clause limit
+        subs = self.layout.indexed(self.layout.combined, "base")  # a plain index: each text field
+        top = sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:1000 // len(subs)]  # the engines' clause limit
         query: dict[str, Any] = {"bool": {"should": [
-            {"term": {sub: {"value": t, "boost": float(w)}}} for t, w in top]}}
+            {"term": {sub: {"value": t, "boost": float(w)}}} for t, w in top for sub in subs]}}
         if filter is not None:
             query["bool"]["filter"] = filter if isinstance(filter, list) else [filter]
             query["bool"]["minimum_should_match"] = 1

@@ -1,4 +1,5 @@
-"""Index definitions: the index body built from ``mappings/``, and the layout read back."""
+"""Index definitions: the index body built from ``mappings/``, the layout read back, and your
+own (plain) indices: read as they are, or given esbridge's channels in place."""
 
 from esbridge.index.definitions import (
     VECTOR_FIELD,
@@ -8,5 +9,7 @@ from esbridge.index.definitions import (
     create_index,
     read_layout,
 )
+from esbridge.index.plain import AddChannelsReport, add_channels, open_layout
 
-__all__ = ["VECTOR_FIELD", "IndexLayout", "VectorField", "build_index_body", "create_index", "read_layout"]
+__all__ = ["VECTOR_FIELD", "AddChannelsReport", "IndexLayout", "VectorField", "add_channels", "build_index_body",
+           "create_index", "open_layout", "read_layout"]

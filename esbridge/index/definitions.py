@@ -38,6 +38,8 @@ SimilaritySpec = (
 #: Name of the combined all-fields field unless the index says otherwise.
 DEFAULT_COMBINED = "esb_all"
 _FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: A text field of an existing index given esbridge's channels: a field path (objects joined by dots).
+_FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$")
 
 
 def load_mapping_file(name: str) -> Any:
@@ -53,28 +55,59 @@ def channel_analyzers() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class IndexLayout:
-    """Which text fields an esbridge index has and how they are indexed.
+    """Which text fields an index has and how esbridge reads each channel of them.
+
+    An esbridge index (``plain=False``, the default) has, per text field ``f``, the
+    channel sub-fields ``f.<channel>`` and a combined all-fields field with the same
+    sub-fields.  A *plain* index (``plain=True``: any index whose text fields have no
+    esbridge sub-fields, see :func:`esbridge.index.open_layout`) has only the ``base``
+    channel, which is each text field itself, analysed by its own analyzer; its combined
+    field is *virtual*: the statistics and term vectors of its text fields taken together
+    (see :meth:`indexed`), never a field of the index.
 
     Attributes:
-        fields: the text fields (each with channel sub-fields).
-        combined: the combined all-fields field.
+        fields: the text fields (each with channel sub-fields, or for a plain index the
+            fields themselves).
+        combined: the combined all-fields field (for a plain index a name only).
         channels: the channel names (sub-field suffixes).
         id_field: the source field holding the document id (also the ``_id``).
+        plain: the index is a plain one (see above).
+        search_analyzer: for a plain index, the analyzer its fields are searched with
+            (every field has the same); query text is analysed by it, in the engine.
+        doc_paths: for a plain index, ``(field, path)`` pairs of fields whose value is the
+            ``_source`` at another path (a multi-field: its parent).
+        positions: for a plain index, the fields whose analyzer may put several tokens at
+            one position (a custom analyzer): their lengths are counted in positions, as
+            Lucene's length norm counts them.
     """
 
     fields: tuple[str, ...] = ("title", "text")
     combined: str = DEFAULT_COMBINED
     channels: tuple[str, ...] = ("base", "prefix", "bigram", "micro")
     id_field: str = "_id"
+    plain: bool = False
+    search_analyzer: str | None = None
+    doc_paths: tuple[tuple[str, str], ...] = ()
+    positions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.fields:
             raise ConfigurationError("an esbridge index needs at least one text field")
-        for name in (*self.fields, self.combined):
-            if not _FIELD_NAME.match(name):
-                raise ConfigurationError(
-                    f"field name {name!r} must start with a letter and hold only letters, digits and _"
-                )
+        if self.plain:
+            for name in self.fields:
+                if not isinstance(name, str) or not name.strip() or name != name.strip() or any(
+                        c in name for c in ",*"):
+                    raise ConfigurationError(f"text field name {name!r} must be a field path without ',' or '*'")
+            if tuple(self.channels) != ("base",):
+                raise ConfigurationError(f"a plain index has only the base channel, not {list(self.channels)}")
+            if not self.search_analyzer:
+                raise ConfigurationError("a plain index layout needs the search analyzer of its fields")
+        else:
+            for name in (*self.fields, self.combined):
+                if not _FIELD_PATH.match(name):
+                    raise ConfigurationError(
+                        f"field name {name!r} must start with a letter and hold only letters, digits and _"
+                    )
         if self.combined in self.fields:
             raise ConfigurationError(
                 f"the combined field {self.combined!r} must not also be a text field"
@@ -83,11 +116,52 @@ class IndexLayout:
             raise ConfigurationError(f"text fields are repeated: {list(self.fields)}")
 
     def subfield(self, field: str, channel: str) -> str:
-        """``<field>.<channel>``, the indexed sub-field of one channel."""
-        return f"{field}.{channel}"
+        """``<field>.<channel>``, the indexed sub-field of one channel.
+
+        For a plain index: the field itself (its only channel is ``base``), and for the
+        virtual combined field a name that is no field of the index (a key for caches and
+        statistics; :meth:`indexed` says which fields it stands for).
+        """
+        if not self.plain:
+            return f"{field}.{channel}"
+        if channel not in self.channels:
+            raise ConfigurationError(f"a plain index has no {channel!r} channel, only base")
+        if field == self.combined:
+            return f"{self.combined}({','.join(self.fields)})"
+        return field
+
+    def members(self, field: str) -> tuple[str, ...]:
+        """The text fields behind ``field``: the text fields for a plain index's virtual
+        combined field, else ``field`` itself."""
+        if self.plain and field == self.combined:
+            return tuple(self.fields)
+        return (field,)
+
+    def indexed(self, field: str, channel: str) -> tuple[str, ...]:
+        """The fields of the index that hold ``channel`` of ``field``: its sub-field, or for a
+        plain index's virtual combined field every text field (their term frequencies are
+        added up, their statistics merged as Lucene's ``combined_fields`` query merges them)."""
+        return tuple(self.subfield(m, channel) for m in self.members(field))
+
+    def doc_path(self, field: str) -> str:
+        """Where the value of ``field`` is in a document's ``_source`` (a multi-field's is its
+        parent's)."""
+        return dict(self.doc_paths).get(field, field)
+
+    def analysis(self, channel: str) -> dict[str, str]:
+        """How the engine's ``_analyze`` turns query text into ``channel``'s terms: the
+        ``field`` or ``analyzer`` parameter of that request."""
+        if self.plain:
+            if channel not in self.channels:
+                raise ConfigurationError(f"a plain index has no {channel!r} channel, only base")
+            return {"analyzer": str(self.search_analyzer)}
+        return {"field": self.subfield(self.combined, channel)}
 
     def all_subfields(self) -> list[str]:
-        """Every channel sub-field of every text field and of the combined field."""
+        """Every channel sub-field of every text field and of the combined field (for a
+        plain index: the text fields)."""
+        if self.plain:
+            return list(self.fields)
         return [self.subfield(f, ch) for f in (*self.fields, self.combined) for ch in self.channels]
 
     def to_meta(self) -> dict[str, Any]:
@@ -178,6 +252,14 @@ def build_index_body(
     for sim in sims:
         body["settings"].setdefault("similarity", {})[sim.settings_name] = sim.settings()
         field_template["fields"][sim.subfield] = sim.field_mapping(channel_analyzers()["base"])
+    for name in (*layout.fields, layout.combined):
+        if not _FIELD_NAME.match(name):
+            raise ConfigurationError(
+                f"field name {name!r} must start with a letter and hold only letters, digits and _"
+            )
+    if layout.plain:
+        raise ConfigurationError("a plain index layout describes an existing index; build_index_body needs an "
+                                 "esbridge layout")
     missing = [ch for ch in layout.channels if ch not in known]
     if missing:
         raise ConfigurationError(f"channels {missing} have no sub-field in mappings/text_field.json")
@@ -281,7 +363,8 @@ def read_layout_plan(index: str) -> Plan[IndexLayout]:
     if not meta:
         raise ConfigurationError(
             f"index {index!r} has no esbridge layout in its mapping; create it with "
-            "`esbridge index` (or esbridge.index.create_index) so its channel sub-fields exist"
+            "`esbridge index` (or esbridge.index.create_index), or add esbridge's channel sub-fields to it "
+            f"with `esbridge index --add-channels --index {index}` (esbridge.index.add_channels)"
         )
     return IndexLayout(
         fields=tuple(meta["fields"]),

@@ -1,0 +1,267 @@
+"""Your own index: esbridge on an index whose text fields have no esbridge sub-fields.
+
+One index per engine (two shards, so statistics must be summed over them) holds 80 abstracts of
+the shipped SciFact sample in four plain text fields: ``title`` (standard analyzer), ``text``
+(english), ``stored`` (english, term vectors stored) and ``syn`` (a custom analyzer with
+synonyms, which stacks tokens at one position).  esbridge's ``bm25`` on each field equals the
+engine's ``_score``; on-the-fly term vectors equal stored ones; ``bmx`` works; ``evolved`` says
+which channels are missing and how to add them; ``esbridge index --add-channels`` then makes the
+index score exactly as an index esbridge created from the same documents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from esbridge.engine.client import Engine, ndjson_lines
+from esbridge.errors import ConfigurationError
+from esbridge.features import analyze_query, build_input, fetch_raw
+from esbridge.features.entropy import CollectionEntropy
+from esbridge.index import add_channels, open_layout
+from esbridge.ingest import ingest
+from esbridge.rerank import Reranker
+from esbridge.scoring import get_scorer
+from tests.cli import run
+
+pytestmark = pytest.mark.engine
+
+SAMPLE = Path(__file__).resolve().parents[2] / "esbridge" / "resources" / "demo" / "scifact-sample"
+TOPICS = 8
+SYNONYMS = ["cell, cellular", "cancer, tumour, tumor"]
+SETTINGS = {
+    "number_of_shards": 2, "number_of_replicas": 0,
+    "analysis": {"filter": {"own_syn": {"type": "synonym", "synonyms": SYNONYMS}},
+                 "analyzer": {"own_syn": {"type": "custom", "tokenizer": "standard", "filter": ["lowercase", "own_syn"]}}},
+}
+MAPPING = {"properties": {
+    "title": {"type": "text"},
+    "text": {"type": "text", "analyzer": "english"},
+    "stored": {"type": "text", "analyzer": "english", "term_vector": "yes"},
+    "syn": {"type": "text", "analyzer": "own_syn"},
+    "tag": {"type": "keyword"},
+}}
+
+
+@dataclass
+class Own:
+    index: str
+    docs: list[dict[str, str]]
+    queries: list[str]
+    topics: Path
+    qrels: Path
+
+
+def _sample(tmp: Path) -> tuple[list[dict[str, str]], list[str], Path, Path]:
+    """80 abstracts (those judged for the first claims, then others), the claims as BEIR
+    queries and their judgments as TREC qrels."""
+    queries = [json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text().splitlines() if line.strip()]
+    judged: dict[str, dict[str, int]] = {}
+    for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        q, d, g = line.split("\t")
+        judged.setdefault(q, {})[d] = int(g)
+    chosen = [q for q in queries if q["_id"] in judged][:TOPICS]
+    wanted = {d for q in chosen for d in judged[q["_id"]]}
+    with gzip.open(SAMPLE / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        corpus = [json.loads(line) for line in f if line.strip()]
+    docs = [d for d in corpus if d["_id"] in wanted]
+    docs += [d for d in corpus if d["_id"] not in wanted][:80 - len(docs)]
+    topics = tmp / "queries.jsonl"
+    topics.write_text("".join(json.dumps({"_id": q["_id"], "text": q["text"]}) + "\n" for q in chosen))
+    qrels = tmp / "qrels.txt"
+    qrels.write_text("".join(f"{q['_id']} 0 {d} {g}\n" for q in chosen for d, g in judged[q["_id"]].items()))
+    out = [{"_id": str(d["_id"]), "title": d.get("title", ""), "text": d.get("text", "")} for d in docs]
+    return out, [q["text"] for q in chosen], topics, qrels
+
+
+def _bulk(engine: Engine, index: str, docs: list[dict[str, Any]]) -> None:
+    lines: list[dict[str, Any]] = []
+    for d in docs:
+        lines += [{"index": {"_index": index, "_id": d["_id"]}}, {k: v for k, v in d.items() if k != "_id"}]
+    resp = engine.request("POST", "/_bulk", body=ndjson_lines(lines), ndjson=True)
+    assert not resp.get("errors"), resp["items"][:1]
+    engine.refresh(index)
+
+
+@pytest.fixture(scope="module")
+def own(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Own]:
+    docs, queries, topics, qrels = _sample(tmp_path_factory.mktemp("own"))
+    name = f"esb-test-own-{engine.distribution}"
+    engine.delete_index(name)
+    engine.request("PUT", f"/{name}", body={"settings": SETTINGS, "mappings": MAPPING})
+    _bulk(engine, name, [{"_id": d["_id"], "title": d["title"], "text": d["text"], "stored": d["text"],
+                          "syn": d["text"], "tag": "sample"} for d in docs])
+    yield Own(name, docs, queries, topics, qrels)
+    engine.delete_index(name)
+
+
+def _bm25(engine: Engine) -> Any:
+    bm25 = get_scorer("bm25")
+    return bm25.make_params(k1=1.2, b=0.75, lucene_norms=True, k1_plus_one=engine.info.bm25_k1_plus_one)
+
+
+def _stacks(engine: Engine, index: str, text: str) -> bool:
+    tokens = engine.request("POST", f"/{index}/_analyze", body={"analyzer": "own_syn", "text": text})["tokens"]
+    return len({t["position"] for t in tokens}) < len(tokens)
+
+
+@pytest.mark.parametrize("field", ["title", "text", "stored", "syn"])
+def test_bm25_on_a_plain_field_equals_the_engine_score(engine: Engine, own: Own, field: str) -> None:
+    rr = Reranker(engine, own.index, scorer="bm25", params=_bm25(engine), fields=[field], window=100)
+    assert rr.layout is not None and rr.layout.plain and rr.layout.fields == (field,)
+    assert rr.layout.positions == (("syn",) if field == "syn" else ())
+    checked = 0
+    # a query whose own terms are synonyms is a SynonymQuery to the engine, scored otherwise
+    for q in [q for q in own.queries if not _stacks(engine, own.index, q)]:
+        resp = engine.search(own.index, {"size": 100, "query": {"match": {field: q}}},
+                             params={"search_type": "dfs_query_then_fetch"})
+        expected = {h["_id"]: h["_score"] for h in resp["hits"]["hits"]}
+        got = {h["_id"]: h["_score"] for h in rr.rescore(resp, q)["hits"]["hits"]}
+        assert got.keys() == expected.keys()
+        for doc_id, score in expected.items():
+            assert got[doc_id] == pytest.approx(score, rel=1e-5), (field, q, doc_id)
+        checked += len(expected)
+    assert checked >= 100
+    rr.close()
+
+
+def test_stacked_tokens_count_once_in_the_length(engine: Engine, own: Own) -> None:
+    """Lucene's length norm counts positions, not tokens: read with token counts instead, the
+    synonym field's scores differ from the engine's, so the parity above rests on that."""
+    layout = open_layout(engine, own.index, ["syn"])
+    q = next(q for q in own.queries if not _stacks(engine, own.index, q))
+    terms = analyze_query(engine, own.index, layout, q, ["base"])
+    resp = engine.search(own.index, {"size": 100, "query": {"match": {"syn": q}}},
+                         params={"search_type": "dfs_query_then_fetch"})
+    ids = [h["_id"] for h in resp["hits"]["hits"]]
+    expected = np.array([h["_score"] for h in resp["hits"]["hits"]])
+    bm25 = get_scorer("bm25")
+    scores = {}
+    for label, lay in (("positions", layout), ("tokens", dataclasses.replace(layout, positions=()))):
+        fetched = fetch_raw(engine, own.index, lay, terms, ids, fields=[lay.combined])
+        scores[label] = bm25.score(build_input(fetched, lay, terms, fields=[lay.combined]), _bm25(engine)).scores
+    assert np.allclose(scores["positions"], expected, rtol=1e-5)
+    assert np.max(np.abs(scores["tokens"] - expected) / expected) > 1e-3
+
+
+def test_on_the_fly_term_vectors_equal_stored_ones_and_fields_merge(engine: Engine, own: Own) -> None:
+    """``text`` (computed from _source) and ``stored`` hold the same text with the same analyzer;
+    read together they form one virtual combined field, merged as Lucene's combined_fields does."""
+    one = open_layout(engine, own.index, ["text"])
+    other = open_layout(engine, own.index, ["stored"])
+    both = open_layout(engine, own.index, "text,stored")
+    terms = analyze_query(engine, own.index, one, own.queries[0], ["base"])
+    ids = [d["_id"] for d in own.docs[:30]]
+    got = {name: fetch_raw(engine, own.index, lay, terms, ids, fields=[lay.combined])
+           for name, lay in (("text", one), ("stored", other), ("both", both))}
+    key = {name: lay.subfield(lay.combined, "base") for name, lay in (("text", one), ("stored", other), ("both", both))}
+    assert [v[key["text"]] for v in got["text"].candidates.vectors] == \
+        [v[key["stored"]] for v in got["stored"].candidates.vectors]
+    st, sb = got["text"].stats[key["text"]], got["both"].stats[key["both"]]
+    assert st.doc_count == len(own.docs) and sb.doc_count == st.doc_count
+    assert sb.sum_ttf == 2 * st.sum_ttf and sb.df == st.df and any(st.df.values())
+    for a, b in zip(got["text"].candidates.vectors, got["both"].candidates.vectors):
+        assert b[key["both"]] == {t: 2 * n for t, n in a[key["text"]].items()}
+        assert b[key["both"]].length == 2 * a[key["text"]].length
+    # BMX's collection entropies, from every document's term vectors: the same either way
+    tables = [CollectionEntropy(engine, own.index, lay, progress=False, persist=False).table("base")
+              for lay in (one, other)]
+    assert len(tables[0]) > 500 and tables[0] == tables[1]
+
+
+def test_bmx_reranks_a_plain_index(engine: Engine, own: Own) -> None:
+    with Reranker(engine, own.index, scorer="bmx", fields=["text", "stored"], window=50) as rr:
+        hits = rr.search(own.queries[1], size=10)["hits"]["hits"]
+    scores = [h["_score"] for h in hits]
+    assert len(hits) == 10 and all(np.isfinite(scores)) and scores == sorted(scores, reverse=True) and scores[0] > 0
+    with Reranker(engine, own.index, scorer="bmx", fields=["text"], window=50) as a, \
+            Reranker(engine, own.index, scorer="bmx", fields=["stored"], window=50) as b:
+        ids = [h["_id"] for h in hits]
+        sa, _ = a.score_hits(a.analyze(own.queries[1]), ids, [None] * len(ids))
+        sb, _ = b.score_hits(b.analyze(own.queries[1]), ids, [None] * len(ids))
+    assert np.allclose(sa.scores, sb.scores, rtol=1e-12) and sa.scores.max() > 0
+
+
+def test_scorers_needing_other_channels_say_which_and_how(engine: Engine, own: Own) -> None:
+    with pytest.raises(ConfigurationError) as err:
+        Reranker(engine, own.index, scorer="evolved", fields=["text"])
+    msg = str(err.value)
+    assert "\n" not in msg and "scorer 'evolved' needs the prefix, bigram and micro channels" in msg
+    assert f"index {own.index!r}" in msg and f"`esbridge index --add-channels --index {own.index}`" in msg
+    with pytest.raises(ConfigurationError, match="analysed differently .*--fields"):
+        open_layout(engine, own.index)  # four fields, three analyzers
+    with pytest.raises(ConfigurationError, match="'tag' is not a text field"):
+        open_layout(engine, own.index, ["tag"])
+
+
+def test_command_line_on_a_plain_index(engine: Engine, own: Own, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    conn = ["--url", engine.options.url]
+    code, out, err = run(capsys, "search", own.index, own.queries[0], "--scorer", "bm25", "--fields", "text",
+                         "--size", "3", *conn)
+    assert code == 0, err
+    assert out.splitlines()[0].split()[:3] == ["rank", "esbridge", "engine"] and len(out.splitlines()) >= 4
+    assert "is a plain index: the base channel is its text field text as analysed by 'english'" in out
+    code, out, err = run(capsys, "search", own.index, own.queries[0], "--fields", "text", *conn)  # evolved
+    assert code == 2 and err.count("\n") == 1 and "--add-channels" in err
+    out_dir = tmp_path / "eval"
+    code, out, err = run(capsys, "eval", "--index", own.index, "--topics", str(own.topics), "--qrels", str(own.qrels),
+                         "--scorers", "bm25,bmx", "--no-pipeline", "--fields", "stored", "--window", "50",
+                         "--no-plots", "--runs", "none", "--out", str(out_dir), "--quiet", *conn)
+    assert code == 0, err
+    data = json.loads((out_dir / "results.json").read_text())
+    assert list(data["results"]) == ["engine-bm25", "bm25", "bmx"] and data["queries"] == TOPICS
+    assert data["first_stage"]["field"] == "stored" and data["results"]["bm25"]["ndcg@10"] > 0
+
+
+def test_add_channels_in_place(engine: Engine, own: Own, index_name: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    docs = own.docs[:40]
+    engine.request("PUT", f"/{index_name}", body={
+        "settings": {"number_of_shards": 1, "number_of_replicas": 0},
+        "mappings": {"properties": {"title": {"type": "text"}, "text": {"type": "text", "analyzer": "english"},
+                                    "tag": {"type": "keyword"}}}})
+    _bulk(engine, index_name, [{**d, "tag": "x"} for d in docs])
+    with pytest.raises(ConfigurationError, match="'tag' .* is of type 'keyword', not text"):
+        add_channels(engine, index_name, fields=["title", "tag"], progress=False)
+    assert open_layout(engine, index_name, ["text"]).plain  # nothing changed
+    code, out, err = run(capsys, "index", "--add-channels", "--index", index_name, "--quiet",
+                         "--url", engine.options.url)
+    assert code == 0, err
+    assert "re-indexed in place" in out and "document count unchanged (40)" in out
+    assert engine.count(index_name) == 40
+    layout = open_layout(engine, index_name)
+    assert not layout.plain and set(layout.fields) == {"title", "text"}
+    # now scored exactly as an index esbridge created from the same documents
+    ref = f"{index_name}-ref"
+    try:
+        ingest(engine, ref, docs, progress=False, strict=True)
+        with Reranker(engine, index_name, scorer="evolved", window=40) as mine, \
+                Reranker(engine, ref, scorer="evolved", window=40) as theirs:
+            for q in own.queries[:4]:
+                ids = [d["_id"] for d in docs]
+                a, _ = mine.score_hits(mine.analyze(q), ids, [None] * len(ids))
+                b, _ = theirs.score_hits(theirs.analyze(q), ids, [None] * len(ids))
+                assert np.allclose(a.scores, b.scores, rtol=1e-9, atol=0) and b.scores.max() > 0
+    finally:
+        engine.delete_index(ref)
+    with pytest.raises(ConfigurationError, match="already has esbridge's channels"):
+        add_channels(engine, index_name, progress=False)
+
+
+def test_add_channels_refuses_what_would_lose_data(engine: Engine, index_name: str) -> None:
+    engine.request("PUT", f"/{index_name}", body={
+        "settings": {"number_of_shards": 1, "number_of_replicas": 0},
+        "mappings": {"_source": {"enabled": False}, "properties": {"text": {"type": "text"}}}})
+    with pytest.raises(ConfigurationError, match="_source disabled"):
+        add_channels(engine, index_name, progress=False)
+    with pytest.raises(ConfigurationError, match="no text field esbridge can read"):
+        open_layout(engine, index_name)
