@@ -238,3 +238,30 @@ def test_a_synchronous_call_on_an_async_reranker_store_is_refused(engine: Engine
             rr.store.stats.validate()
 
     arun(engine, body)
+
+
+def test_a_plain_index_searches_and_refuses_as_the_synchronous_api(engine: Engine, index_name: str) -> None:
+    """An index without esbridge's sub-fields: bm25 equal to the synchronous reranker's, and a
+    scorer that needs missing channels refused with the same line."""
+    engine.request("PUT", f"/{index_name}", body={"settings": {"number_of_shards": 2},
+                                                  "mappings": {"properties": {"title": {"type": "text"},
+                                                                              "body": {"type": "text"}}}})
+    for doc_id, text in (("1", "heart attack insulin"), ("2", "insulin resistance in diabetes"),
+                         ("3", "sorting algorithms"), ("4", "insulin insulin pump")):
+        engine.request("PUT", f"/{index_name}/_doc/{doc_id}", body={"title": text.split()[0], "body": text})
+    engine.refresh(index_name)
+    sync = Reranker(engine, index_name, scorer="bm25").search("insulin pump")
+    with pytest.raises(ConfigurationError) as sync_err:
+        Reranker(engine, index_name, scorer="evolved")
+
+    async def body(async_engine: AsyncEngine) -> tuple[dict[str, Any], str]:
+        async with await AsyncReranker.create(async_engine, index_name, scorer="bm25") as rr:
+            got = await rr.search("insulin pump")
+        with pytest.raises(ConfigurationError) as err:
+            await AsyncReranker.create(async_engine, index_name, scorer="evolved")
+        return got, str(err.value)
+
+    got, message = arun(engine, body)
+    assert {h["_id"] for h in sync["hits"]["hits"]} == {"1", "2", "4"}  # "3" has neither term
+    same_search(sync, got)
+    assert message == str(sync_err.value) and "--add-channels" in message
