@@ -345,8 +345,7 @@ def fetch_raw_plan(
             versions.append((int(ans.get("_version", 0)), 0) if ok else None)
             tvs = ans.get("term_vectors") or {}
             got = {sf: _field_vector(tv) for sf, tv in tvs.items()}
-            vectors.append({key: (got.get(sfs[0], EMPTY_VECTOR) if len(sfs) == 1 and sfs[0] == key
-                                  else sum_vectors([got.get(sf, EMPTY_VECTOR) for sf in sfs]))
+            vectors.append({key: sum_vectors([got.get(sf, EMPTY_VECTOR) for sf in sfs])
                             for key, sfs in wanted.items() if any(sf in got for sf in sfs)})
     stat_wanted = _engine_fields(layout, stat_fields, stats_query)
     summed = {sf: _sum_stats(stats_answers, sf) for sfs in stat_wanted.values() for sf in sfs}

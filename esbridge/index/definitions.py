@@ -366,6 +366,11 @@ def read_layout_plan(index: str) -> Plan[IndexLayout]:
             "`esbridge index` (or esbridge.index.create_index), or add esbridge's channel sub-fields to it "
             f"with `esbridge index --add-channels --index {index}` (esbridge.index.add_channels)"
         )
+    return layout_from_meta(meta)
+
+
+def layout_from_meta(meta: Mapping[str, Any]) -> IndexLayout:
+    """The layout an index's ``_meta.esbridge`` entries record."""
     return IndexLayout(
         fields=tuple(meta["fields"]),
         combined=meta["combined"],

@@ -36,6 +36,7 @@ from esbridge.index.definitions import (
     _FIELD_PATH,
     DEFAULT_COMBINED,
     IndexLayout,
+    layout_from_meta,
     load_mapping_file,
     sequence_of_fields,
 )
@@ -255,18 +256,22 @@ def plain_layout(index: str, mappings: Sequence[Mapping[str, Any]], custom_analy
     )
 
 
-def _mappings_plan(index: str) -> Plan[dict[str, dict[str, Any]]]:
-    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_mapping",
-                      context=f"reading the mapping of {index!r}")
-    return {name: dict((spec or {}).get("mappings") or {}) for name, spec in resp.items()}
+@dataclass(frozen=True)
+class _IndexSpec:
+    """What esbridge reads of one concrete index: its mapping and its analysis settings."""
+
+    mapping: dict[str, Any]
+    analysis: dict[str, Any]
 
 
-def _analysis_plan(index: str) -> Plan[dict[str, dict[str, Any]]]:
-    """Per concrete index, its ``index.analysis`` settings (empty where it defines none)."""
-    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_settings/index.analysis.*",
-                      context=f"reading the analysis settings of {index!r}")
-    return {name: dict((((spec or {}).get("settings") or {}).get("index") or {}).get("analysis") or {})
-            for name, spec in resp.items()}
+def _indices_plan(index: str) -> Plan[dict[str, _IndexSpec]]:
+    """Per concrete index that ``index`` names, its mapping and ``index.analysis`` settings
+    (empty where it defines none), in one ``GET /<index>``."""
+    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}", context=f"reading the mapping of {index!r}")
+    return {str(name): _IndexSpec(
+        mapping=dict((spec or {}).get("mappings") or {}),
+        analysis=dict((((spec or {}).get("settings") or {}).get("index") or {}).get("analysis") or {}))
+        for name, spec in resp.items()}
 
 
 def open_layout(engine: Engine, index: str, fields: str | Sequence[str] | None = None) -> IndexLayout:
@@ -286,12 +291,11 @@ def open_layout_plan(index: str, fields: str | Sequence[str] | None = None) -> P
         ConfigurationError: see :func:`plain_layout`; for an esbridge index, a field that
             is not one of its text fields.
     """
-    mappings = yield from _mappings_plan(index)
-    meta = next((m.get("_meta", {}).get("esbridge") for m in mappings.values()
-                 if (m.get("_meta") or {}).get("esbridge")), None)
+    specs = yield from _indices_plan(index)
+    meta = next((spec.mapping["_meta"]["esbridge"] for spec in specs.values()
+                 if (spec.mapping.get("_meta") or {}).get("esbridge")), None)
     if meta:
-        layout = IndexLayout(fields=tuple(meta["fields"]), combined=meta["combined"],
-                             channels=tuple(meta["channels"]), id_field=meta.get("id_field", "_id"))
+        layout = layout_from_meta(meta)
         if fields is None:
             return layout
         names = sequence_of_fields(fields)
@@ -300,11 +304,11 @@ def open_layout_plan(index: str, fields: str | Sequence[str] | None = None) -> P
             raise ConfigurationError(f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not "
                                      f"a text field of index {index!r}; its text fields are {', '.join(layout.fields)}")
         return replace(layout, fields=names)
-    analysis = yield from _analysis_plan(index)
     custom: set[str] = set()
-    for spec in analysis.values():
-        custom |= set((spec.get("analyzer") or {}).keys())
-    return plain_layout(index, list(mappings.values()), custom, fields)
+    for spec in specs.values():
+        custom |= set((spec.analysis.get("analyzer") or {}).keys())
+    mappings = [spec.mapping for spec in specs.values()]
+    return plain_layout(index, mappings, custom, fields)
 
 
 def _and(items: Sequence[str]) -> str:
@@ -451,15 +455,16 @@ class AddChannelsReport:
                 f"unchanged ({self.documents})")
 
 
-def _concrete(engine: Engine, index: str) -> str:
+def _concrete(engine: Engine, index: str) -> tuple[str, _IndexSpec]:
+    """The one concrete index ``index`` names (an alias or a pattern naming one), with its mapping
+    and analysis settings."""
     check_index_name(index)
-    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid",
-                          context=f"resolving {index!r}")
-    names = sorted(str(n) for n in resp)
+    specs = run(_indices_plan(index), engine)
+    names = sorted(specs)
     if len(names) != 1:
         raise ConfigurationError(f"{index!r} names {len(names)} indices ({', '.join(names[:5])}); add the channels "
                                  "to one index at a time")
-    return names[0]
+    return names[0], specs[names[0]]
 
 
 def _analysis_update(index: str, analysis: Mapping[str, Any]) -> dict[str, Any]:
@@ -573,8 +578,8 @@ def add_channels(engine: Engine, index: str, fields: str | Sequence[str] | None 
             checks found a difference.
     """
     started = time.perf_counter()
-    concrete = _concrete(engine, index)
-    mapping = run(_mappings_plan(concrete), engine)[concrete]
+    concrete, spec = _concrete(engine, index)
+    mapping = spec.mapping
     if (mapping.get("_meta") or {}).get("esbridge"):
         meta = mapping["_meta"]["esbridge"]
         raise ConfigurationError(f"index {index!r} already has esbridge's channels (text fields "
@@ -594,8 +599,7 @@ def add_channels(engine: Engine, index: str, fields: str | Sequence[str] | None 
         names = sequence_of_fields(fields)
     layout = IndexLayout(fields=names)  # validates the names
     body = channel_mapping_update(index, mapping, layout.fields, layout.combined)
-    analysis = run(_analysis_plan(concrete), engine).get(concrete, {})
-    add = _analysis_update(index, analysis)
+    add = _analysis_update(index, spec.analysis)
     if add:
         _add_analysis(engine, concrete, add)
     where = path_segment(concrete)

@@ -12,7 +12,6 @@ index score exactly as an index esbridge created from the same documents.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,10 +30,10 @@ from esbridge.ingest import ingest
 from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
 from tests.cli import run
+from tests.smallindex import sample_collection
 
 pytestmark = pytest.mark.engine
 
-SAMPLE = Path(__file__).resolve().parents[2] / "esbridge" / "resources" / "demo" / "scifact-sample"
 TOPICS = 8
 SYNONYMS = ["cell, cellular", "cancer, tumour, tumor"]
 SETTINGS = {
@@ -61,25 +60,15 @@ class Own:
 
 
 def _sample(tmp: Path) -> tuple[list[dict[str, str]], list[str], Path, Path]:
-    """80 abstracts (those judged for the first claims, then others), the claims as BEIR
-    queries and their judgments as TREC qrels."""
-    queries = [json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text().splitlines() if line.strip()]
-    judged: dict[str, dict[str, int]] = {}
-    for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:]:
-        q, d, g = line.split("\t")
-        judged.setdefault(q, {})[d] = int(g)
-    chosen = [q for q in queries if q["_id"] in judged][:TOPICS]
-    wanted = {d for q in chosen for d in judged[q["_id"]]}
-    with gzip.open(SAMPLE / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
-        corpus = [json.loads(line) for line in f if line.strip()]
-    docs = [d for d in corpus if d["_id"] in wanted]
-    docs += [d for d in corpus if d["_id"] not in wanted][:80 - len(docs)]
+    """80 abstracts of the shipped sample (those judged for the first claims, then others), the
+    claims as BEIR queries and their judgments as TREC qrels."""
+    sample = sample_collection(TOPICS)
     topics = tmp / "queries.jsonl"
-    topics.write_text("".join(json.dumps({"_id": q["_id"], "text": q["text"]}) + "\n" for q in chosen))
+    topics.write_text("".join(json.dumps(q) + "\n" for q in sample.queries))
     qrels = tmp / "qrels.txt"
-    qrels.write_text("".join(f"{q['_id']} 0 {d} {g}\n" for q in chosen for d, g in judged[q["_id"]].items()))
-    out = [{"_id": str(d["_id"]), "title": d.get("title", ""), "text": d.get("text", "")} for d in docs]
-    return out, [q["text"] for q in chosen], topics, qrels
+    qrels.write_text("".join(f"{q['_id']} 0 {d} {g}\n" for q in sample.queries
+                             for d, g in sample.judged[q["_id"]].items()))
+    return sample.docs, [q["text"] for q in sample.queries], topics, qrels
 
 
 def _bulk(engine: Engine, index: str, docs: list[dict[str, Any]]) -> None:

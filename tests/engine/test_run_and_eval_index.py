@@ -7,7 +7,6 @@ topic nobody judged, the judgments TREC qrels with one more judged query that is
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -16,41 +15,30 @@ import pytest
 from esbridge.engine.client import Engine
 from esbridge.ingest import ingest
 from tests.cli import run
+from tests.smallindex import sample_collection
 
 pytestmark = pytest.mark.engine
 
-SAMPLE = Path(__file__).resolve().parents[2] / "esbridge" / "resources" / "demo" / "scifact-sample"
 TOPICS = 12
 OLD_KEYS = {"dataset", "split", "queries", "results"}
 MEASURES = {"ndcg@10", "recall@100", "recall@1000", "map", "p@5", "combined_score"}
 
 
 def _collection(tmp_path: Path) -> tuple[list[dict[str, str]], Path, Path]:
-    queries = [json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text().splitlines() if line.strip()]
-    judged: dict[str, dict[str, int]] = {}
-    for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:]:
-        q, d, g = line.split("\t")
-        judged.setdefault(q, {})[d] = int(g)
-    chosen = [q for q in queries if q["_id"] in judged][:TOPICS]
-    extra = next(q for q in queries if q["_id"] in judged and q not in chosen)
-    wanted = {d for q in (*chosen, extra) for d in judged[q["_id"]]}
-    with gzip.open(SAMPLE / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
-        corpus = [json.loads(line) for line in f if line.strip()]
-    docs = [d for d in corpus if d["_id"] in wanted]
-    docs += [d for d in corpus if d["_id"] not in wanted][:80 - len(docs)]
+    sample = sample_collection(TOPICS)
     topics = tmp_path / "topics.txt"
     with open(topics, "w") as f:
-        for q in chosen:
+        for q in sample.queries:
             f.write(f"<top>\n\n<num> Number: {int(q['_id']):03d}\n\n<title> {q['text']}\n\n<desc> Description:\n"
                     f"Is it true that {q['text']}\n\n<narr> Narrative:\nRelevant abstracts support or refute the "
                     "claim.\n\n</top>\n\n")
         f.write("<top>\n<num> Number: 999999\n<title> vitamin D and bone density\n</top>\n")
     qrels = tmp_path / "qrels.txt"
     with open(qrels, "w") as f:
-        for q in (*chosen, extra):
-            for d, g in judged[q["_id"]].items():
+        for q in (*sample.queries, sample.extra):
+            for d, g in sample.judged[q["_id"]].items():
                 f.write(f"{q['_id']} 0 {d} {g}\n")
-    return [{"_id": str(d["_id"]), "title": d.get("title", ""), "text": d.get("text", "")} for d in docs], topics, qrels
+    return sample.docs, topics, qrels
 
 
 def _lines_of(path: Path, topics: set[str]) -> bytes:

@@ -11,7 +11,6 @@ from esbridge.engine.client import (
     Engine,
     EngineInfo,
     _HttpError,
-    _Transport,
     _Unreachable,
     parse_info,
 )
@@ -22,24 +21,7 @@ from esbridge.errors import (
     IndexNotFoundError,
     UnsupportedEngineError,
 )
-
-
-class ScriptedTransport(_Transport):
-    """Answers each call with the next scripted outcome (an exception or a body)."""
-
-    def __init__(self, outcomes: list[Any]) -> None:
-        self.outcomes = list(outcomes)
-        self.calls: list[tuple[str, str]] = []
-
-    def perform(self, method: str, path: str, params: Any, body: Any, headers: Any) -> Any:
-        self.calls.append((method, path))
-        outcome = self.outcomes.pop(0)
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-    def close(self) -> None:
-        pass
+from tests.unit.scripted import ScriptedTransport
 
 
 INFO = EngineInfo("opensearch", (3, 8, 0), "3.8.0", "c", "10.5.0")

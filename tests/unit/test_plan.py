@@ -20,35 +20,17 @@ from esbridge.engine.client import (
     Engine,
     EngineInfo,
     _HttpError,
-    _Transport,
     _short_reason,
     _Unreachable,
     identify_plan,
 )
 from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, gather, run, run_async
 from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, IndexNotFoundError
+from tests.unit.scripted import ScriptedTransport as Scripted
 
 INFO = EngineInfo("opensearch", (3, 8, 0), "3.8.0", "c", "10.5.0")
 ROOT = {"version": {"distribution": "opensearch", "number": "3.8.0", "lucene_version": "10.5.0"},
         "cluster_name": "c"}
-
-
-class Scripted(_Transport):
-    """Answers each call with the next scripted outcome (an exception or a body)."""
-
-    def __init__(self, outcomes: list[Any]) -> None:
-        self.outcomes = list(outcomes)
-        self.calls: list[tuple[str, str]] = []
-
-    def perform(self, method: str, path: str, params: Any, body: Any, headers: Any) -> Any:
-        self.calls.append((method, path))
-        outcome = self.outcomes.pop(0)
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-    def close(self) -> None:
-        pass
 
 
 class AsyncScripted(_AsyncTransport):
