@@ -593,8 +593,10 @@ class Reranker:
         scored_query = {ch: merged[ch] for ch in self.channels}
         stats_future = self._pool().submit(self.store.prefetch_stats, scored_query, fields=self._fields())
         lines: list[dict[str, Any]] = []
+        # _msearch takes the shard-copy preference per search, in each header
+        header = {"preference": self.engine.options.preference} if self.engine.options.preference else {}
         for body in sent:
-            lines += [{}, body]
+            lines += [header, body]
         try:
             resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_msearch",
                                        body=ndjson_lines(lines), ndjson=True, params=self._search_params(),

@@ -37,6 +37,7 @@ import numpy as np
 
 from esbridge.engine.client import Engine, path_segment
 from esbridge.engine.local import cache_dir
+from esbridge.errors import EngineError
 from esbridge.features.cache import index_state
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring.bmx import collection_entropy_from_histogram
@@ -156,6 +157,14 @@ class CollectionEntropy:
                 context=f"reading term vectors of {self.index!r} for collection entropy",
             )
             for doc in resp["docs"]:
+                if "error" in doc:
+                    err = doc["error"] if isinstance(doc["error"], dict) else {"reason": doc["error"]}
+                    raise EngineError(
+                        f"term vectors of document {doc.get('_id')!r} in {self.index!r} failed while computing "
+                        f"collection entropy ({err.get('type', 'error')}: "
+                        f"{' '.join(str(err.get('reason', '')).split())}); retry when every shard has an active copy",
+                        index=self.index, body=doc,
+                    )
                 terms = ((doc.get("term_vectors") or {}).get(subfield) or {}).get("terms") or {}
                 for term, info in terms.items():
                     row = hist.get(term)

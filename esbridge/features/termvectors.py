@@ -9,6 +9,15 @@ sends ``_mtermvectors`` requests holding
   hold the query's terms verbatim (``keyword`` analyzer), asking for term and
   field statistics of every channel sub-field.
 
+Where the engine connection has a shard-copy ``preference`` (the default,
+:attr:`esbridge.engine.client.ConnectionOptions.preference`), the artificial documents go
+instead as one ``_termvectors`` request per shard, sent together: ``_mtermvectors`` sends
+its documents to shard copies of the engine's choosing (its REST layer drops the
+``preference``), and a replica's statistics can differ from its primary's (deleted
+documents that one copy has merged away and the other still counts), so statistics read
+that way could come from other copies than the search's, and from other copies from one
+query to the next.
+
 Term-vector statistics are those of the shard that answers, so the per-shard
 answers are summed: ``df`` and ``N`` (``doc_count``) and ``sum_ttf`` over every
 shard are exactly the collection statistics the engine itself uses under
@@ -21,7 +30,9 @@ of live documents.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +173,32 @@ def _stats_docs(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: 
     } for routing in routings]
 
 
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _shard_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="esbridge-shard-stats")
+        return _pool
+
+
+def _shard_statistics(engine: Engine, index: str, stats_docs: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The answers to the artificial documents, one ``_termvectors`` request per shard (sent
+    together), so that each carries the connection's shard-copy ``preference``."""
+    def one(doc: Mapping[str, Any]) -> Any:
+        body = {k: v for k, v in doc.items() if k != "routing"}
+        return engine.request("POST", f"/{path_segment(index, patterns=True)}/_termvectors",
+                              params={"routing": doc["routing"]}, body=body,
+                              context=f"reading index-wide statistics of {index!r}")
+
+    if len(stats_docs) == 1:
+        return [one(stats_docs[0])]
+    return list(_shard_pool().map(one, stats_docs))
+
+
 def _candidate_doc(doc_id: str, subfields: Sequence[str]) -> dict[str, Any]:
     return {
         "_id": doc_id,
@@ -210,7 +247,8 @@ def fetch_raw(
     batch_size: int = DEFAULT_BATCH_SIZE,
     stats_query: Mapping[str, QueryChannel] | None = None,
 ) -> FetchResult:
-    """Candidate term vectors and summed per-shard statistics, in as few requests as possible.
+    """Candidate term vectors and summed per-shard statistics, in as few requests as possible
+    (with a shard-copy preference, the statistics take one request per shard, sent together).
 
     Args:
         fields: the (text or combined) fields whose channel sub-fields are read.
@@ -224,12 +262,16 @@ def fetch_raw(
     stat_fields = list(dict.fromkeys([*fields, layout.combined]))
     stats_query = query if stats_query is None else stats_query
     stats_docs = _stats_docs(layout, stats_query, stat_fields, routing.routings()) if stats_query else []
-    n_stats = len(stats_docs)
     vectors: list[dict[str, FieldVector]] = []
     found: list[bool] = []
     versions: list[tuple[int, int] | None] = []
     stats_answers: list[Mapping[str, Any]] = []
     requests = 0
+    if stats_docs and engine.options.preference is not None:
+        stats_answers = _shard_statistics(engine, index, stats_docs)
+        requests += len(stats_docs)
+        stats_docs = []
+    n_stats = len(stats_docs)
     chunks = [list(ids[i:i + batch_size]) for i in range(0, len(ids), batch_size)] or [[]]
     for n, chunk in enumerate(chunks):
         docs = [_candidate_doc(i, subfields) for i in chunk]
@@ -241,7 +283,7 @@ def fetch_raw(
                               context=f"fetching term vectors from {index!r}")
         requests += 1
         answers = resp["docs"]
-        if n == 0:
+        if n == 0 and n_stats:
             stats_answers = answers[:n_stats]
             answers = answers[n_stats:]
         if len(answers) != len(chunk):
@@ -261,6 +303,16 @@ def fetch_raw(
                 sf: FieldVector({t: int(v["term_freq"]) for t, v in (tv.get("terms") or {}).items()})
                 for sf, tv in tvs.items()
             })
+    for ans in stats_answers:
+        if "error" in ans:
+            # summing the other shards' statistics would score against part of the index
+            err = ans["error"] if isinstance(ans["error"], Mapping) else {"reason": ans["error"]}
+            raise EngineError(
+                f"index-wide statistics of {index!r} could not be read from every shard "
+                f"({err.get('type', 'error')}: {' '.join(str(err.get('reason', '')).split())}); "
+                "retry when every shard has an active copy (GET _cluster/health)",
+                index=index, body=ans,
+            )
     stats = {sf: _sum_stats(stats_answers, sf)
              for sf in (layout.subfield(f, ch) for f in stat_fields for ch in stats_query)}
     cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found),
