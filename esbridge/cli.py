@@ -72,11 +72,27 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     from esbridge.engine import local
     from esbridge.engine.provision import find_local_node
 
+    if args.nodes < 1:
+        raise EsbridgeError(f"--nodes must be >= 1, got {args.nodes}")
+    if args.action == "start" and args.nodes > 1:
+        if args.port is not None:
+            raise EsbridgeError("--port is for a single node; the nodes of a cluster take free ports in 9201-9299")
+        cluster = local.start_cluster(args.distribution, name=args.name, nodes=args.nodes,
+                                      heap=args.heap or local.CLUSTER_HEAP, timeout=args.wait)
+        for member in cluster.nodes:
+            print(f"{member.name}\t{member.url}\tpid {member.pid}")
+        print(f"{cluster.distribution} {cluster.version} cluster {cluster.name!r} of {len(cluster.nodes)} nodes "
+              f"running (every node answers for the cluster; stop it with: esbridge engine stop --name "
+              f"{cluster.name})")
+        print(f"export ESBRIDGE_URL={cluster.url}")
+        return 0
     # without --name (and, to start, without --port) the running node of the distribution is meant
     found = None
     if args.name is None and (args.action == "stop" or (args.action == "start" and args.port is None)):
         found = find_local_node(args.distribution)
     name = args.name or (found.name if found is not None else args.distribution)
+    if args.action == "stop" and found is not None and found.cluster is not None:
+        name = found.cluster  # a node of a cluster: the cluster is stopped
     if args.action == "install":
         path = local.install(args.distribution)
         print(f"{args.distribution} {local.runner_spec(args.distribution).version} installed in {path}")
@@ -84,7 +100,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         if found is not None:
             node, how = found, "already running"
         else:
-            node, how = local.start(args.distribution, name=name, port=args.port, heap=args.heap,
+            node, how = local.start(args.distribution, name=name, port=args.port, heap=args.heap or "1g",
                                     timeout=args.wait), "running"
         print(f"{node.distribution} {node.version} {how} at {node.url} (pid {node.pid}, node {node.name!r})")
         if node.username is not None:
@@ -94,15 +110,18 @@ def _cmd_engine(args: argparse.Namespace) -> int:
             print(f"export ESBRIDGE_CA_CERTS={node.ca_certs}")
         print(f"export ESBRIDGE_URL={node.url}")
     elif args.action == "stop":
+        members = local.cluster_members(name)
+        what = f"cluster {name!r} ({len(members)} nodes)" if members is not None else f"node {name!r}"
         stopped = local.stop(name)
-        print(f"node {name!r} stopped" if stopped else f"node {name!r} was not running")
+        print(f"{what} stopped" if stopped else f"{what} was not running")
     else:
         nodes = local.running_nodes()
         if not nodes:
             print("no local node is running (start one with: esbridge engine start)")
             return 3
         for node in nodes:
-            print(f"{node.name}\t{node.distribution} {node.version}\t{node.url}\tpid {node.pid}")
+            print(f"{node.name}\t{node.distribution} {node.version}\t{node.url}\tpid {node.pid}"
+                  + (f"\tcluster {node.cluster}" if node.cluster else ""))
     return 0
 
 
@@ -170,7 +189,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
         report = ingest(
             engine, index,
             read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes),
-            layout=layout, shards=args.shards, progress=not args.quiet, vector=vector,
+            layout=layout, shards=args.shards, replicas=args.replicas, progress=not args.quiet, vector=vector,
         )
     except IngestError as err:
         if err.report is not None:
@@ -216,13 +235,17 @@ def build_parser() -> argparse.ArgumentParser:
         "engine", help="manage esbridge's local engine node",
         description="Manage esbridge's local engine node: a single-node OpenSearch or Elasticsearch "
                     "cluster on 127.0.0.1, run from Maven Central artifacts, with its data under "
-                    "$ESBRIDGE_HOME. Other commands use a running node without --url.",
+                    "$ESBRIDGE_HOME; or with --nodes N, a cluster of N such nodes (each its own JVM) on "
+                    "127.0.0.1. Other commands use a running node without --url.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="actions:\n"
                "  install   download and verify the node's jars (start does it too)\n"
                "  start     start a node, or report the one of --distribution already running;\n"
-               "            prints its URL and an `export ESBRIDGE_URL=...` line\n"
-               "  stop      stop the node (--name, else the running node of --distribution)\n"
+               "            prints its URL and an `export ESBRIDGE_URL=...` line; with --nodes N\n"
+               "            (N >= 2) start the cluster --name (default DISTRIBUTION-cluster) of N\n"
+               "            nodes, or the nodes of it that are not running, and wait until it formed\n"
+               "  stop      stop the node or cluster (--name, else the running node of --distribution,\n"
+               "            with its whole cluster if it is a cluster's node)\n"
                "  status    list the running nodes with their URLs (exit code 3 if none)",
     )
     p.add_argument("action", choices=["install", "start", "stop", "status"],
@@ -232,10 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "the k-NN plugin: the engine keeps and searches document vectors), elasticsearch "
                         "(Elasticsearch 7.10) or elasticsearch8 (Elasticsearch 8.19, secured: HTTPS, a "
                         "superuser and an API key, recorded under $ESBRIDGE_HOME/nodes/NAME/); default opensearch")
-    p.add_argument("--name", help="node name, a directory under $ESBRIDGE_HOME/nodes (default: the running "
-                                  "node of --distribution, else the distribution's name)")
+    p.add_argument("--name", help="node (or cluster) name, a directory under $ESBRIDGE_HOME/nodes (default: the "
+                                  "running node of --distribution, else the distribution's name; for a cluster "
+                                  "DISTRIBUTION-cluster, its nodes NAME-1, NAME-2, ...)")
     p.add_argument("--port", type=int, help="HTTP port on 127.0.0.1 (default: a free one in 9201-9299)")
-    p.add_argument("--heap", default="1g", help="JVM heap (default 1g)")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="start a cluster of this many nodes (opensearch, opensearch-knn or elasticsearch; "
+                        "default 1: a single node)")
+    p.add_argument("--heap", help="JVM heap (default 1g; 512m for each node of a cluster)")
     p.add_argument("--wait", type=float, default=180.0,
                    help="seconds to wait for the node to be healthy (default 180)")
     p.set_defaults(func=_cmd_engine)
@@ -258,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--field", action="append", help="a text field to index (repeat; default title and text; with "
                                                     "--add-channels: every text field of the index)")
     p.add_argument("--shards", type=int, default=1, help="primary shards of a new index (default 1)")
+    p.add_argument("--replicas", type=int, default=0,
+                   help="replicas of each shard of a new index (default 0; on a cluster of several nodes, 1 "
+                        "keeps every document on two nodes)")
     p.add_argument("--recreate", action="store_true", help="delete the index first")
     p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024,
                    help="documents larger than this are reported, not indexed (default 8 MiB)")

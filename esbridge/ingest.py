@@ -260,6 +260,7 @@ def ingest(
     layout: IndexLayout | None = None,
     create: bool = True,
     shards: int = 1,
+    replicas: int = 0,
     bm25: tuple[float, float] | None = None,
     chunk_docs: int = 500,
     chunk_bytes: int = 8 * 1024 * 1024,
@@ -277,6 +278,9 @@ def ingest(
             with their line (or position), id and reason, never raised one by one.
         layout: the text fields; for an existing index it must match the index's own.
         create: create the index if it does not exist.
+        shards: primary shards of an index created here.
+        replicas: replicas of each shard of an index created here (on a cluster of several
+            nodes, 1 keeps every document on two nodes).
         strict: raise :class:`IngestError` at the end if any document failed
             (what was indexed stays indexed).
         vector: when the index is created here, give it this dense-vector field (the
@@ -300,7 +304,7 @@ def ingest(
                 f"the input asks for {list(layout.fields)} — use another index name or the same fields"
             )
     elif create:
-        create_index(engine, index, layout, shards=shards, bm25=bm25, vector=vector)
+        create_index(engine, index, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector)
         fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     else:
         raise ConfigurationError(f"index {index!r} does not exist (and create=False)")

@@ -496,8 +496,11 @@ class RerankerCore:
         merged = merge_queries([prepared.query for prepared, _ in queries])
         scored_query = {ch: merged[ch] for ch in self.channels}
         lines: list[dict[str, Any]] = []
+        # _msearch takes the shard-copy preference per search, in each header
+        preference = self.engine.options.preference
+        header = {"preference": preference} if preference else {}
         for body in sent:
-            lines += [{}, body]
+            lines += [header, body]
         _, resp = yield gather(self.store.prefetch_stats_plan(scored_query, fields=self._fields()),
                                self._msearch_plan(ndjson_lines(lines)))
         answers = resp.get("responses") if isinstance(resp, Mapping) else None

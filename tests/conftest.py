@@ -17,6 +17,8 @@ Which tests run on which engine is decided here, by parametrisation (never by a 
 * on ``elasticsearch8`` only the modules of :data:`ELASTICSEARCH8_MODULES` run, and on
   ``elasticsearch`` (7.10) every module but those of :data:`ELASTICSEARCH7_LEFT_OUT` (the
   suite's time budget; the README's compatibility table lists them).
+* the modules of :data:`OPENSEARCH_CLUSTER_MODULES` start their own three-node OpenSearch
+  cluster and run only when ``opensearch`` is under test.
 
 A test on a secured engine finds its credentials in ``ESBRIDGE_USERNAME``,
 ``ESBRIDGE_PASSWORD`` and ``ESBRIDGE_CA_CERTS``, the variables the README documents, so
@@ -69,6 +71,10 @@ ELASTICSEARCH7_LEFT_OUT = frozenset({
 })
 if os.environ.get("ESBRIDGE_TEST_ELASTICSEARCH_MODULES", "").strip() == "all":
     ELASTICSEARCH7_LEFT_OUT = frozenset()
+
+#: Modules that start their own OpenSearch cluster (no ``engine`` fixture): they run when
+#: ``opensearch`` is among the engines under test.
+OPENSEARCH_CLUSTER_MODULES = frozenset({"test_cluster"})
 
 _provisioned: dict[str, ProvisionedEngine] = {}
 _started_here: list[str] = []
@@ -136,6 +142,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     left out (deselected, as ``-k`` would), not skipped."""
     def engineless(item: pytest.Item) -> bool:
         callspec = getattr(item, "callspec", None)
+        module = getattr(item, "module", None)
+        if module is not None and module.__name__.rsplit(".", 1)[-1] in OPENSEARCH_CLUSTER_MODULES:
+            return "opensearch" not in ENGINES
         return callspec is not None and callspec.params.get("engine") == _NO_ENGINE
 
     left_out = [item for item in items if engineless(item)]

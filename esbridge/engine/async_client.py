@@ -42,6 +42,7 @@ from esbridge.engine.client import (
     log,
     probe_options,
     request_target,
+    usable_answer,
     require_client,
     search_plan,
     unavailable_error,
@@ -308,13 +309,16 @@ class AsyncEngine(EngineBase):
     ) -> Any:
         """Send one request; retry what is worth retrying; raise typed errors
         (:meth:`Engine.request <esbridge.engine.client.Engine.request>`'s arguments and errors)."""
-        path, headers = request_target(path, params, ndjson)
+        path, headers = request_target(path, params, ndjson, self.options.preference)
         attempts = 1 + (self.options.max_retries if retry else 0)
         delay = self.options.backoff
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                return await self._transport.perform(method, path, None, body, headers)
+                answer = await self._transport.perform(method, path, None, body, headers)
+                if usable_answer(path, answer, final=last or not retry, context=context):
+                    return answer
+                log.info("shards failed; retrying %s %s", method, path)
             except _Unreachable as err:
                 # the last attempt may probe the port with a TLS handshake: off the event loop
                 tls = (await asyncio.to_thread(_tls_problem, self.options, err, probe=True) if last

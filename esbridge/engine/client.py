@@ -72,8 +72,17 @@ class ConnectionOptions:
         ca_certs: path of a CA bundle to verify the server's certificate.
         verify_certs: verify TLS certificates (turn off only for local testing).
         timeout: seconds per request.
-        max_retries: retries for 429/5xx/connection errors (0 = no retry).
+        max_retries: retries for 429/5xx/connection errors and for searches some of whose
+            shards failed (0 = no retry).
         backoff: first retry delay in seconds (doubles each time, capped at 30 s).
+        preference: the ``preference`` sent with every read whose answer depends on which copy
+            of a shard serves it (searches, counts, term vectors, multi-gets): with the same
+            string the engine picks the same copy of each shard for every request (while the
+            cluster's shard copies stay the same), so a query's first stage, term vectors and
+            statistics come from one consistent view of the index, and a repeated query ranks
+            alike even where a replica's segments, hence its not-yet-merged deletions and the
+            statistics that count them, differ from its primary's.  ``None``: the engine
+            chooses a copy per request (adaptive replica selection).
     """
 
     url: str
@@ -85,6 +94,7 @@ class ConnectionOptions:
     timeout: float = 60.0
     max_retries: int = 5
     backoff: float = 0.5
+    preference: str | None = "esbridge"
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -102,6 +112,11 @@ class ConnectionOptions:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout}")
         if self.max_retries < 0:
             raise ConfigurationError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.preference is not None and (not self.preference or self.preference.startswith("_")):
+            raise ConfigurationError(
+                f"preference {self.preference!r} must be a custom string that does not start with '_' "
+                "(e.g. 'esbridge'), or None to let the engine choose shard copies"
+            )
 
     @classmethod
     def from_env(cls, url: str | None = None, **overrides: Any) -> ConnectionOptions:
@@ -588,14 +603,33 @@ def identify_plan(where: str, *, es7_client: bool = False) -> Plan[EngineInfo]:
             raise
 
 
-def request_target(path: str, params: Mapping[str, Any] | None, ndjson: bool) -> tuple[str, dict[str, str]]:
-    """The path with ``params`` in its query string, and the headers of a request."""
+def request_target(path: str, params: Mapping[str, Any] | None, ndjson: bool,
+                   preference: str | None = None) -> tuple[str, dict[str, str]]:
+    """The path with ``params`` in its query string, and the headers of a request; a read whose
+    answer depends on the shard copy serving it carries ``preference`` unless it names one."""
     headers = {"content-type": "application/x-ndjson"} if ndjson else {}
+    if preference is not None and _endpoint(path) in _COPY_READS and "preference" not in (params or {}):
+        params = {**(params or {}), "preference": preference}
     if params:
         # In the URL ourselves: the clients treat some names (``timeout``) as their own.
         query = urlencode({k: _param(v) for k, v in params.items() if v is not None})
         path = f"{path}{'&' if '?' in path else '?'}{query}"
     return path, headers
+
+
+def usable_answer(path: str, answer: Any, *, final: bool, context: str) -> bool:
+    """Whether ``answer`` to the request sent to ``path`` may be used: ``False`` when some of its
+    shards failed and the request is worth sending again; raises :class:`EngineError`
+    (``error_type`` ``"shard_failure"``, status 503) when they failed and ``final`` is set, or
+    the request is a scroll's next page (which cannot be repeated)."""
+    endpoint = _endpoint(path)
+    failed = _shard_failures(endpoint, answer)
+    if failed is None:
+        return True
+    if final or endpoint == "scroll" or "scroll=" in path:
+        where = f"{context}: " if context else ""
+        raise EngineError(f"{where}{failed}", status=503, error_type="shard_failure", reason=failed, body=answer)
+    return False
 
 
 def unavailable_error(options: ConnectionOptions, err: Exception, context: str, tls: str | None) -> EngineUnavailableError:
@@ -771,19 +805,30 @@ class Engine(EngineBase):
             body: a JSON-serialisable body, or for ``ndjson`` the NDJSON text.
             ndjson: send ``body`` as ``application/x-ndjson`` (bulk, msearch).
             context: what the call is for, put in front of error messages.
-            retry: retry 429/502/503/504 and connection errors.
+            retry: retry 429/502/503/504, connection errors, and searches and counts some of
+                whose shards failed.
+
+        Searches, counts and term-vector and multi-get reads carry
+        :attr:`ConnectionOptions.preference` unless ``params`` gives one.  An answer some of
+        whose shards failed (``_shards.failed``; for ``_msearch``, in any of its responses)
+        is never returned: it lacks those shards' documents, so a ranking made from it would
+        be wrong.
 
         Raises:
             EngineUnavailableError: the engine could not be reached after the retries.
-            EngineError: the engine answered with an error (typed, with its reason).
+            EngineError: the engine answered with an error (typed, with its reason), or
+                shards failed (``error_type`` ``"shard_failure"``, status 503).
         """
-        path, headers = request_target(path, params, ndjson)
+        path, headers = request_target(path, params, ndjson, self.options.preference)
         attempts = 1 + (self.options.max_retries if retry else 0)
         delay = self.options.backoff
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                return self._transport.perform(method, path, None, body, headers)
+                answer = self._transport.perform(method, path, None, body, headers)
+                if usable_answer(path, answer, final=last or not retry, context=context):
+                    return answer
+                log.info("shards failed; retrying %s %s", method, path)
             except _Unreachable as err:
                 tls = _tls_problem(self.options, err, probe=last)
                 if last or tls is not None:
@@ -893,6 +938,51 @@ def scroll_plan(index: str, body: Mapping[str, Any], *, page: int = 2000, contex
         if scroll_id:
             yield scroll_clear_call(scroll_id)
     return hits
+
+
+#: Endpoints whose answer depends on which copy of a shard serves it; they are sent with
+#: :attr:`ConnectionOptions.preference`.
+_COPY_READS = frozenset({"_search", "_count", "_mtermvectors", "_termvectors", "_mget", "_explain"})
+#: Endpoints whose answers report shard failures under ``_shards`` (``scroll``: a scroll's next page).
+_SHARDED_ANSWERS = frozenset({"_search", "_count", "_msearch", "scroll"})
+
+
+def _endpoint(path: str) -> str | None:
+    """The API a request path calls: its first segment starting with ``_`` (``"scroll"`` for
+    a scroll's next page, ``/_search/scroll``); index names never start with ``_``."""
+    segments = [s for s in path.split("?", 1)[0].split("/") if s]
+    for i, seg in enumerate(segments):
+        if seg.startswith("_"):
+            return "scroll" if seg == "_search" and segments[i + 1:i + 2] == ["scroll"] else seg
+    return None
+
+
+def _shard_failures(endpoint: str | None, answer: Any) -> str | None:
+    """For a search, count or multi-search answer some of whose shards failed: a one-line
+    account of it (the answer lacks those shards' documents, so it must not be used)."""
+    if endpoint not in _SHARDED_ANSWERS or not isinstance(answer, Mapping):
+        return None
+    parts = answer.get("responses") if endpoint == "_msearch" else [answer]
+    for part in parts if isinstance(parts, list) else []:
+        shards = part.get("_shards") if isinstance(part, Mapping) else None
+        if not isinstance(shards, Mapping) or not shards.get("failed"):
+            continue
+        why = ""
+        failures = shards.get("failures") or []
+        if failures and isinstance(failures[0], Mapping):
+            reason = failures[0].get("reason") or {}
+            if isinstance(reason, Mapping):
+                why = f"{reason.get('type', 'error')}: {reason.get('reason', '')}"
+            else:
+                why = str(reason)
+            where = [str(failures[0][k]) for k in ("index", "shard") if failures[0].get(k) is not None]
+            if where:
+                why = f"shard {'/'.join(where)}: {why}"
+        why = " ".join(why.split())[:300]
+        return (f"{shards.get('failed')} of {shards.get('total')} shards failed"
+                f"{f' ({why})' if why else ''}, so the answer lacks their documents and was not used; "
+                "retry when every shard has an active copy (GET _cluster/health)")
+    return None
 
 
 def _tls_problem(options: ConnectionOptions, err: Exception, *, probe: bool) -> str | None:

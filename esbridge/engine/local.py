@@ -6,6 +6,13 @@ own JVM, and waits until it is healthy.  The node runs with the
 analysis-common, lang-painless and mapper-extras modules, bound to 127.0.0.1,
 as a single-node cluster that joins no other.
 
+:func:`start_cluster` starts several such nodes, each in its own JVM, that form one
+cluster on loopback (each node finds the others at their transport ports; the first
+start bootstraps the cluster from all of them).  The runners fix a node's name and,
+for OpenSearch, make a lone node a single-node cluster; a small launcher
+(``launcher/EsbridgeNode.java``, compiled once with the JDK's ``javac`` and cached)
+gives each node its own name, HTTP port and discovery type instead.
+
 ``elasticsearch8`` is different: Elasticsearch 8.19's own distribution (a zip on
 Maven Central, pinned the same way), with esbridge's analysis plugins built from
 the sources in the package, run secured (TLS on HTTP, a superuser, an API key);
@@ -20,6 +27,10 @@ Layout under the cache directory (``$ESBRIDGE_HOME``, default
                                                   (and for a secured node its URL, CA
                                                   file and credentials; mode 0600)
     nodes/<name>/console.log                      the JVM's output
+    nodes/<cluster>/cluster.json                  a cluster's distribution and nodes
+                                                  (<cluster>-1, <cluster>-2, ..., each
+                                                  a node directory as above)
+    engines/launcher-<digest>/                    the compiled cluster-node launcher
 
 An ``elasticsearch8`` node keeps its downloaded zip and built plugins under
 ``engines/elasticsearch8-<version>/``, its credentials and CA under ``nodes/<name>/``,
@@ -43,8 +54,10 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -327,19 +340,8 @@ def find_java(min_version: int) -> str:
     Raises:
         ProvisioningError: with what to install when none qualifies.
     """
-    candidates: list[str] = []
-    if os.environ.get("ESBRIDGE_JAVA"):
-        candidates.append(os.environ["ESBRIDGE_JAVA"])
-    if os.environ.get("JAVA_HOME"):
-        candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
-    on_path = shutil.which("java")
-    if on_path:
-        candidates.append(on_path)
-    jvm_root = Path("/usr/lib/jvm")
-    if jvm_root.is_dir():
-        candidates.extend(str(p / "bin" / "java") for p in sorted(jvm_root.iterdir(), reverse=True))
     seen: list[str] = []
-    for cand in dict.fromkeys(candidates):
+    for cand in _java_candidates():
         version, full = java_probe(cand)
         if version is None:
             continue
@@ -352,6 +354,22 @@ def find_java(min_version: int) -> str:
         "(e.g. Debian's openjdk-17-jre-headless for Java 17, or Eclipse Temurin) and point "
         "ESBRIDGE_JAVA or JAVA_HOME at it"
     )
+
+
+def _java_candidates() -> list[str]:
+    """The Java runtimes :func:`find_java` tries, in its order, without repeats."""
+    candidates: list[str] = []
+    if os.environ.get("ESBRIDGE_JAVA"):
+        candidates.append(os.environ["ESBRIDGE_JAVA"])
+    if os.environ.get("JAVA_HOME"):
+        candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
+    on_path = shutil.which("java")
+    if on_path:
+        candidates.append(on_path)
+    jvm_root = Path("/usr/lib/jvm")
+    if jvm_root.is_dir():
+        candidates.extend(str(p / "bin" / "java") for p in sorted(jvm_root.iterdir(), reverse=True))
+    return list(dict.fromkeys(candidates))
 
 
 def java_probe(java: str) -> tuple[int | None, bool]:
@@ -396,6 +414,10 @@ class NodeInfo:
     password: str | None = field(default=None, repr=False)
     api_key: str | None = field(default=None, repr=False)
     ca_certs: str | None = None
+    #: for a node of a multi-node cluster (:func:`start_cluster`): the cluster's name and the
+    #: node's transport port (the other nodes find it there)
+    cluster: str | None = None
+    transport_port: int | None = None
 
     @property
     def url(self) -> str:
@@ -597,6 +619,19 @@ def _start_once(
     """One attempt of :func:`start` on ``port`` (``given``: the caller chose it)."""
     spec = runner_spec(distribution)
     name = name or distribution
+    members = cluster_members(name)
+    if members is not None:
+        raise ConfigurationError(
+            f"{name!r} is a cluster of {len(members)} nodes; start it with --nodes {len(members)} "
+            "(start_cluster), or choose another --name for a single node"
+        )
+    marker = node_dir(name) / "cluster"
+    if marker.exists():
+        cluster = marker.read_text().strip()
+        raise ConfigurationError(
+            f"node {name!r} belongs to cluster {cluster!r}; start the cluster (esbridge engine start --name "
+            f"{cluster} --nodes N), or choose another --name for a single node"
+        )
     running = status(name)
     if running is not None:
         if running.distribution != distribution:
@@ -753,7 +788,13 @@ def _finish_distribution(info: NodeInfo, record: Path) -> NodeInfo:
 
 
 def stop(name: str = "default", *, timeout: float = 30.0) -> bool:
-    """Stop the node ``name``; ``True`` if one was running."""
+    """Stop the node ``name``, or every node of the cluster ``name``; ``True`` if one was running.
+
+    A cluster's record and data stay, so :func:`start_cluster` brings it back as it was."""
+    members = cluster_members(name)
+    if members is not None:
+        with ThreadPoolExecutor(max_workers=len(members) or 1) as pool:
+            return any(list(pool.map(lambda m: stop(m, timeout=timeout), members)))
     meta = node_dir(name) / "node.json"
     if not meta.exists():
         return False
@@ -783,7 +824,15 @@ def stop(name: str = "default", *, timeout: float = 30.0) -> bool:
 
 
 def wipe(name: str) -> None:
-    """Stop the node and delete its data (for a distribution's node, also its own directory)."""
+    """Stop the node (or every node of the cluster ``name``) and delete its data (for a
+    distribution's node, also its own directory)."""
+    members = cluster_members(name)
+    if members is not None:
+        stop(name)
+        for member in members:
+            wipe(member)
+        shutil.rmtree(node_dir(name), ignore_errors=True)
+        return
     stop(name)
     account = es_distribution.service_account() if os.geteuid() == 0 else None
     run = es_distribution.runtime_root(account, cache_dir()) / "nodes" / name
@@ -798,3 +847,375 @@ def running_nodes() -> Sequence[NodeInfo]:
     if not root.exists():
         return []
     return [n for n in (status(p.name) for p in sorted(root.iterdir()) if p.is_dir()) if n is not None]
+
+
+# ---- multi-node clusters -----------------------------------------------------------------
+
+#: The cluster-node launcher's source in the package, and its class.
+LAUNCHER_SOURCE = "EsbridgeNode.java"
+LAUNCHER_CLASS = "EsbridgeNode"
+#: JVM heap of each node of a cluster: three nodes fit a small machine.
+CLUSTER_HEAP = "512m"
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A local multi-node cluster that esbridge started (:func:`start_cluster`): its nodes in
+    order (``<name>-1``, ``<name>-2``, ...), each a :class:`NodeInfo` of its own."""
+
+    name: str
+    distribution: str
+    version: str
+    nodes: tuple[NodeInfo, ...]
+
+    @property
+    def url(self) -> str:
+        """The first node's URL (every node answers for the whole cluster)."""
+        return self.nodes[0].url
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every node's URL."""
+        return tuple(n.url for n in self.nodes)
+
+
+def find_javac() -> str:
+    """The ``javac`` of a JDK among the Java installations :func:`find_java` tries (any
+    version from 11 on: the launcher is compiled for Java 11).
+
+    Raises:
+        ProvisioningError: with what to install when no JDK is found.
+    """
+    tried = []
+    for java in _java_candidates():
+        javac = Path(os.path.realpath(java)).parent / "javac"
+        if javac.is_file() and os.access(javac, os.X_OK):
+            return str(javac)
+        tried.append(java)
+    raise ProvisioningError(
+        "a multi-node cluster needs a JDK's javac (once, to compile esbridge's node launcher), but none of "
+        f"the Java installations found has one (tried: {', '.join(tried) or 'none found'}); install a full "
+        "JDK 11 or later (e.g. Debian's openjdk-17-jdk-headless) and point ESBRIDGE_JAVA or JAVA_HOME at its "
+        "bin/java"
+    )
+
+
+def launcher_classes() -> Path:
+    """The directory of the compiled cluster-node launcher, compiled on first use and cached
+    under ``$ESBRIDGE_HOME/engines/`` by a hash of its source."""
+    source = resources.files("esbridge.engine").joinpath("launcher", LAUNCHER_SOURCE).read_bytes()
+    target = cache_dir() / "engines" / f"launcher-{hashlib.sha256(source).hexdigest()[:16]}"
+    if (target / f"{LAUNCHER_CLASS}.class").is_file():
+        return target
+    javac = find_javac()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".launcher-", dir=target.parent))
+    try:
+        (tmp / LAUNCHER_SOURCE).write_bytes(source)
+        done = subprocess.run([javac, "--release", "11", "-encoding", "UTF-8", "-nowarn", "-d", str(tmp / "classes"),
+                               str(tmp / LAUNCHER_SOURCE)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ProvisioningError(f"compiling esbridge's node launcher with {javac} failed: "
+                                    f"{(done.stderr or done.stdout).strip()[-1500:]}")
+        try:
+            os.replace(tmp / "classes", target)
+        except OSError:
+            if not (target / f"{LAUNCHER_CLASS}.class").is_file():
+                raise
+            # another process compiled it at the same time
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _cluster_record(name: str) -> dict[str, Any] | None:
+    path = node_dir(name) / "cluster.json"
+    if not path.exists():
+        return None
+    try:
+        record: dict[str, Any] = json.loads(path.read_text())
+        [str(m) for m in record["members"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ProvisioningError(
+            f"the record of cluster {name!r} ({path}) is unreadable; delete the directory {path.parent} "
+            "and the node directories of its members, or choose another name"
+        ) from None
+    return record
+
+
+def cluster_members(name: str) -> list[str] | None:
+    """The node names of the cluster ``name`` in order, or ``None`` if ``name`` names no cluster."""
+    record = _cluster_record(name)
+    return None if record is None else [str(m) for m in record["members"]]
+
+
+def cluster_status(name: str) -> ClusterInfo | None:
+    """The cluster ``name`` if every one of its nodes is running and answering, else ``None``."""
+    record = _cluster_record(name)
+    if record is None:
+        return None
+    nodes = [status(str(m)) for m in record["members"]]
+    if any(n is None for n in nodes):
+        return None
+    return ClusterInfo(name=name, distribution=str(record["distribution"]), version=str(record["version"]),
+                       nodes=tuple(n for n in nodes if n is not None))
+
+
+def wait_for_health(url: str, *, status: str = "green", nodes: int | None = None, index: str | None = None,
+                    timeout: float = 60.0, node: NodeInfo | None = None) -> dict[str, Any]:
+    """Wait until the cluster at ``url`` (or only ``index`` in it) is at least ``status``
+    (``"yellow"``: every primary shard assigned; ``"green"``: every copy), with at least
+    ``nodes`` nodes if given; return its ``_cluster/health``.
+
+    Raises:
+        ProvisioningError: the status was not reached in ``timeout`` seconds (the message
+            gives the last health seen).
+    """
+    if status not in ("yellow", "green"):
+        raise ConfigurationError(f"status must be 'yellow' or 'green', got {status!r}")
+    path = f"/_cluster/health/{urllib.parse.quote(index, safe='')}" if index else "/_cluster/health"
+    deadline = time.monotonic() + timeout
+    last: Any = "no answer"
+    while True:
+        left = deadline - time.monotonic()
+        wait = max(1, min(10, int(left)))
+        params = {"wait_for_status": status, "timeout": f"{wait}s", **({"wait_for_nodes": f">={nodes}"} if nodes else {})}
+        query = urllib.parse.urlencode(params)
+        try:
+            health = _http_json(f"{url}{path}?{query}", timeout=wait + 10.0, node=node)
+            if not health.get("timed_out"):
+                return dict(health)
+            last = health
+        except urllib.error.HTTPError as err:  # 408: timed out waiting, with the health as its body
+            try:
+                last = json.loads(err.read().decode("utf-8"))
+            except (OSError, ValueError):
+                last = f"HTTP {err.code}"
+        except (OSError, ValueError) as err:
+            last = str(err)
+            time.sleep(1.0)
+        if time.monotonic() >= deadline:
+            seen = (f"status {last.get('status')}, {last.get('number_of_nodes')} node(s), "
+                    f"{last.get('unassigned_shards')} unassigned shard(s)") if isinstance(last, dict) else last
+            raise ProvisioningError(
+                f"{index or 'the cluster'} at {url} did not become {status}"
+                f"{f' with {nodes} nodes' if nodes else ''} within {timeout:.0f}s ({seen})"
+            )
+
+
+def start_cluster(
+    distribution: str = "opensearch",
+    *,
+    name: str | None = None,
+    nodes: int = 3,
+    heap: str = CLUSTER_HEAP,
+    timeout: float = 240.0,
+    progress: bool = True,
+    java_options: Sequence[str] = (),
+) -> ClusterInfo:
+    """Start a cluster of ``nodes`` local nodes on 127.0.0.1 and wait until it has formed.
+
+    Each node runs in its own JVM with its own name (``<name>-1``, ``<name>-2``, ...), data
+    directory, HTTP port (a free one in 9201-9299) and transport port; every node is
+    cluster-manager-eligible and holds data, and the first start bootstraps the cluster from
+    all of them.  Returns once every node answers as itself (the port and process checks of
+    :func:`status`) and the cluster has all its nodes and is at least yellow.
+
+    A cluster of that name that is running is returned as it is.  One whose nodes are partly
+    or all stopped (:func:`stop`, or a node that died) is brought back from its data: the
+    missing nodes start again (on their former transport port where it is free) and rejoin.
+
+    Args:
+        distribution: ``"opensearch"``, ``"opensearch-knn"`` or ``"elasticsearch"`` (not the
+            secured ``elasticsearch8``).
+        name: the cluster's name (default ``<distribution>-cluster``).
+        nodes: how many nodes (at least 2; 3 lets the cluster lose one and keep a quorum).
+        heap: each node's JVM heap.
+        timeout: seconds to wait for the cluster to form.
+        java_options: more JVM options for each node (e.g. ``-XX:TieredStopAtLevel=1``, which
+            starts nodes faster on a small machine at some cost in throughput).
+
+    Raises:
+        ConfigurationError: a bad ``nodes``, or ``name`` taken by a single node or by a
+            cluster of another size.
+        ProvisioningError: with a node's log tail when the cluster does not come up.
+    """
+    spec = runner_spec(distribution)
+    if spec.kind != "runner":
+        raise ConfigurationError(
+            f"a local multi-node cluster runs {', '.join(d for d, s in RUNNERS.items() if s.kind == 'runner')}; "
+            f"not {distribution}"
+        )
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2:
+        raise ConfigurationError(f"nodes must be an integer >= 2 for a cluster, got {nodes!r} (one node: start())")
+    name = name or f"{distribution}-cluster"
+    home = node_dir(name)
+    record = _cluster_record(name)
+    if record is None:
+        if (home / "node.json").exists() or (home / "node_1").exists():
+            raise ConfigurationError(f"{name!r} is a single node's name; choose another name for the cluster")
+        members = [f"{name}-{i}" for i in range(1, nodes + 1)]
+        for member in members:
+            if node_dir(member).exists():
+                raise ConfigurationError(
+                    f"a node directory named {member!r} exists ({node_dir(member)}), which cluster {name!r} would "
+                    "use for its node; choose another cluster name or delete that directory"
+                )
+        record = {"distribution": distribution, "version": spec.version, "members": members, "transport_ports": {}}
+    else:
+        members = [str(m) for m in record["members"]]
+        if record.get("distribution") != distribution:
+            raise ProvisioningError(
+                f"cluster {name!r} runs {record.get('distribution')}; stop it first "
+                f"(esbridge engine stop --name {name}) or choose another name"
+            )
+        if len(members) != nodes:
+            raise ConfigurationError(
+                f"cluster {name!r} has {len(members)} nodes; start it with {len(members)} nodes, or choose "
+                "another name for a cluster of another size"
+            )
+    lib = install(distribution, progress=progress)
+    java = find_java(spec.min_java)
+    launcher = launcher_classes()
+    home.mkdir(parents=True, exist_ok=True)
+    for attempt in range(3):
+        try:
+            return _start_members(spec, name, record, lib, launcher, java, heap, timeout, tuple(java_options))
+        except _PortTaken:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _start_members(spec: RunnerSpec, name: str, record: dict[str, Any], lib: Path, launcher: Path, java: str,
+                   heap: str, timeout: float, java_options: tuple[str, ...]) -> ClusterInfo:
+    """Start the nodes of the cluster ``name`` that are not running and wait for the cluster
+    (one attempt of :func:`start_cluster`; the nodes started here are stopped on failure)."""
+    members = [str(m) for m in record["members"]]
+    running = {m: status(m) for m in members}
+    missing = [m for m in members if running[m] is None]
+    ports: dict[str, int] = {m: int(p) for m, p in (record.get("transport_ports") or {}).items()}
+    for m, info in running.items():
+        if info is not None and info.transport_port:
+            ports[m] = info.transport_port
+    for m in missing:
+        if m not in ports or not _port_free(ports[m]) or list(ports.values()).count(ports[m]) > 1:
+            ports[m] = _free_port()
+            while list(ports.values()).count(ports[m]) > 1:
+                ports[m] = _free_port()
+    record = {**record, "transport_ports": {m: ports[m] for m in members}}
+    es_distribution.write_private(node_dir(name) / "cluster.json", json.dumps(record))
+    seeds = [f"127.0.0.1:{ports[m]}" for m in members]
+    taken = {info.port for info in running.values() if info is not None}
+    launched: dict[str, tuple[subprocess.Popen[bytes], NodeInfo]] = {}
+    try:
+        for m in missing:
+            http = _free_port([p for p in HTTP_PORTS if p not in taken])
+            taken.add(http)
+            launched[m] = _launch_member(spec, name, m, members, lib, launcher, java, http, ports[m], seeds, heap,
+                                         java_options)
+            _write_record(node_dir(m) / "node.json", launched[m][1])
+        answered: set[str] = set()
+        deadline = time.monotonic() + timeout
+        first = running[members[0]]
+        url = (first if first is not None else launched[members[0]][1]).url
+        while time.monotonic() < deadline:
+            for m, (proc, info) in launched.items():
+                if proc.poll() is not None:
+                    tail = log_tail(m, 1000)
+                    if "BindHttpException" in tail or "BindTransportException" in tail:
+                        raise _PortTaken(f"a port of node {m!r} was taken before it bound it")
+                    raise ProvisioningError(
+                        f"node {m!r} of cluster {name!r} exited with code {proc.returncode} while starting; "
+                        f"last lines of its log:\n{log_tail(m)}"
+                    )
+                if m not in answered:
+                    try:
+                        pids = _answering_pids(info.url)
+                    except (OSError, ValueError, KeyError, TypeError):
+                        continue
+                    if proc.pid not in pids:
+                        raise _PortTaken(f"another node (process {', '.join(map(str, sorted(pids)))}) answers on "
+                                         f"port {info.port}, which node {m!r} was to use")
+                    answered.add(m)
+            if len(answered) == len(launched):
+                try:
+                    query = urllib.parse.urlencode({"wait_for_nodes": f">={len(members)}", "wait_for_status": "yellow",
+                                                    "timeout": "2s"})
+                    health = _http_json(f"{url}/_cluster/health?{query}", timeout=15.0)
+                    if not health.get("timed_out") and int(health.get("number_of_nodes", 0)) >= len(members):
+                        break
+                except (OSError, ValueError, TypeError):
+                    pass
+            time.sleep(1.0)
+        else:
+            late = [m for m in launched if m not in answered]
+            which = late[0] if late else members[0]
+            raise ProvisioningError(
+                f"cluster {name!r} did not form within {timeout:.0f}s"
+                f"{f' (nodes not answering: {late})' if late else ''}; last lines of the log of {which!r}:\n"
+                f"{log_tail(which)}"
+            )
+    except BaseException:
+        for m in launched:
+            stop(m)
+        raise
+    infos = {**{m: i for m, i in running.items() if i is not None}, **{m: li[1] for m, li in launched.items()}}
+    return ClusterInfo(name=name, distribution=spec.distribution, version=spec.version,
+                       nodes=tuple(infos[m] for m in members))
+
+
+def _launch_member(spec: RunnerSpec, cluster: str, member: str, members: Sequence[str], lib: Path, launcher: Path,
+                   java: str, port: int, transport_port: int, seeds: Sequence[str], heap: str,
+                   java_options: Sequence[str]) -> tuple[subprocess.Popen[bytes], NodeInfo]:
+    """Start one node of a cluster in its own JVM, through the launcher."""
+    home = node_dir(member)
+    conf = home / "node_1" / "config"
+    conf.mkdir(parents=True, exist_ok=True)
+    (home / "cluster").write_text(cluster)
+    initial = ("cluster.initial_cluster_manager_nodes" if (spec.engine or spec.distribution) == "opensearch"
+               else "cluster.initial_master_nodes")
+    (conf / spec.config_name).write_text(
+        "\n".join(
+            [
+                f"cluster.name: esbridge-{cluster}",
+                "network.host: 127.0.0.1",
+                f"transport.port: {transport_port}",
+                f"discovery.seed_hosts: {json.dumps(list(seeds))}",
+                f"{initial}: {json.dumps(list(members))}",
+                "action.destructive_requires_name: true",
+                "cluster.routing.allocation.disk.threshold_enabled: false",
+                "",
+            ]
+        )
+    )
+    # given to the runner's settings builder: they override its defaults ("Node 1", the first
+    # free port, and for OpenSearch a single-node cluster)
+    settings = {"node.name": member, "http.port": str(port), "discovery.type": "zen"}
+    console = open(home / "console.log", "w")
+    cmd = [
+        java,
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        *java_options,
+        "-Djava.awt.headless=true",
+        "-Dfile.encoding=UTF-8",
+        "-Dlog4j2.formatMsgNoLookups=true",
+        "-cp",
+        os.pathsep.join([str(lib / "*"), str(launcher)]),
+        LAUNCHER_CLASS,
+        spec.main_class,
+        *(f"{k}={v}" for k, v in settings.items()),
+        "--",
+        "-basePath", str(home),
+        "-numOfNode", "1",
+        "-baseHttpPort", str(port - 1),
+        "-clusterName", f"esbridge-{cluster}",
+    ]
+    if spec.plugin_types:
+        cmd += ["-pluginTypes", ",".join(spec.plugin_types)]
+    proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, cwd=home)
+    console.close()
+    return proc, NodeInfo(name=member, distribution=spec.distribution, version=spec.version, pid=proc.pid,
+                          port=port, home=str(home), pgid=proc.pid, cluster=cluster, transport_port=transport_port)

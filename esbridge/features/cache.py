@@ -249,7 +249,8 @@ class FeatureStore:
         need = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         if need:
             got = yield from fetch_raw_plan(self.index, self.layout, need, [], fields=fields,
-                                            routing=self.routing, stats_query=need)
+                                            routing=self.routing, stats_query=need,
+                                            copy_preference=self.engine.options.preference is not None)
             self.requests += got.requests
             self.stats.store(got.stats, need, self.layout, stat_fields, gen)
 
@@ -290,6 +291,7 @@ class FeatureStore:
             fetched = yield from fetch_raw_plan(
                 self.index, self.layout, query, [ids[i] for i in todo],
                 fields=fields, routing=self.routing, batch_size=self.batch_size,
+                copy_preference=self.engine.options.preference is not None,
                 stats_query=need_stats,
             )
             self.requests += fetched.requests

@@ -38,6 +38,7 @@ import numpy as np
 from esbridge.engine.client import Engine, EngineBase, path_segment, scroll_plan, sync_engine
 from esbridge.engine.local import cache_dir
 from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, run
+from esbridge.errors import EngineError
 from esbridge.features.cache import index_identity_plan
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring.bmx import collection_entropy_from_histogram
@@ -176,6 +177,14 @@ class CollectionEntropy:
                 context=f"reading term vectors of {self.index!r} for collection entropy",
             )
             for doc in resp["docs"]:
+                if "error" in doc:
+                    err = doc["error"] if isinstance(doc["error"], dict) else {"reason": doc["error"]}
+                    raise EngineError(
+                        f"term vectors of document {doc.get('_id')!r} in {self.index!r} failed while computing "
+                        f"collection entropy ({err.get('type', 'error')}: "
+                        f"{' '.join(str(err.get('reason', '')).split())}); retry when every shard has an active copy",
+                        index=self.index, body=doc,
+                    )
                 vectors = doc.get("term_vectors") or {}
                 freqs: dict[str, int] = {}
                 for sf in subfields:

@@ -17,6 +17,15 @@ merged as Lucene's ``combined_fields`` query merges them (:func:`merge_stats`). 
 of fields whose analyzer may put several tokens at one position are counted in
 positions, as Lucene's length norm counts them.
 
+Where the engine connection has a shard-copy ``preference`` (the default,
+:attr:`esbridge.engine.client.ConnectionOptions.preference`), the artificial documents go
+instead as one ``_termvectors`` request per shard, sent together: ``_mtermvectors`` sends
+its documents to shard copies of the engine's choosing (its REST layer drops the
+``preference``), and a replica's statistics can differ from its primary's (deleted
+documents that one copy has merged away and the other still counts), so statistics read
+that way could come from other copies than the search's, and from other copies from one
+query to the next.
+
 Term-vector statistics are those of the shard that answers, so the per-shard
 answers are summed: ``df`` and ``N`` (``doc_count``) and ``sum_ttf`` over every
 shard are exactly the collection statistics the engine itself uses under
@@ -36,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from esbridge.engine.client import Engine, EngineBase, analyze_plan, path_segment, sync_engine
-from esbridge.engine.plan import Call, Plan, run
+from esbridge.engine.plan import Call, Plan, gather, run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring.arrays import ChannelArrays, FieldArrays, ScoringInput
@@ -173,6 +182,8 @@ class ShardRouting:
         self.engine = engine
         self.index = index
         self._routings: list[str] | None = None
+        #: whether some shard of the index has replicas (known once :meth:`routings_plan` ran)
+        self.replicated = False
 
     def routings(self) -> list[str]:
         return run(self.routings_plan(), sync_engine(self.engine))
@@ -180,11 +191,16 @@ class ShardRouting:
     def routings_plan(self) -> Plan[list[str]]:
         """:meth:`routings` as a plan (asked once, then remembered)."""
         if self._routings is None:
-            settings = yield Call("GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.number_of_shards",
-                                  context=f"reading the shard count of {self.index!r}")
+            settings = yield Call(
+                "GET", f"/{path_segment(self.index, patterns=True)}/_settings/"
+                       "index.number_of_shards,index.number_of_replicas,index.auto_expand_replicas",
+                context=f"reading the shard count of {self.index!r}")
             n_shards = 0
             for spec in settings.values():
-                n_shards += int(spec["settings"]["index"]["number_of_shards"])
+                conf = spec["settings"]["index"]
+                n_shards += int(conf["number_of_shards"])
+                expand = str(conf.get("auto_expand_replicas", "false")).lower()
+                self.replicated |= int(conf.get("number_of_replicas", 0)) > 0 or expand not in ("false", "0-0")
             by_shard: dict[tuple[str, int], str] = {}
             wanted = n_shards
             candidate = 0
@@ -229,6 +245,19 @@ def _stats_docs(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: 
         "offsets": False,
         "payloads": False,
     } for routing in routings]
+
+
+def _shard_statistics_plan(index: str, stats_docs: Sequence[Mapping[str, Any]]) -> Plan[list[Any]]:
+    """The answers to the artificial documents, one ``_termvectors`` request per shard (sent
+    together), so that each carries the connection's shard-copy ``preference``."""
+    def one(doc: Mapping[str, Any]) -> Plan[Any]:
+        body = {k: v for k, v in doc.items() if k != "routing"}
+        return (yield Call("POST", f"/{path_segment(index, patterns=True)}/_termvectors",
+                           params={"routing": doc["routing"]}, body=body,
+                           context=f"reading index-wide statistics of {index!r}"))
+
+    answers = yield gather(*(one(doc) for doc in stats_docs))
+    return list(answers)
 
 
 def _candidate_doc(doc_id: str, subfields: Sequence[str], positions: bool = False) -> dict[str, Any]:
@@ -279,7 +308,8 @@ def fetch_raw(
     batch_size: int = DEFAULT_BATCH_SIZE,
     stats_query: Mapping[str, QueryChannel] | None = None,
 ) -> FetchResult:
-    """Candidate term vectors and summed per-shard statistics, in as few requests as possible.
+    """Candidate term vectors and summed per-shard statistics, in as few requests as possible
+    (with a shard-copy preference, the statistics take one request per shard, sent together).
 
     Args:
         fields: the (text or combined) fields whose channel sub-fields are read.
@@ -287,7 +317,8 @@ def fetch_raw(
             ``query``; empty: none, e.g. when they are cached).
     """
     return run(fetch_raw_plan(index, layout, query, ids, fields=fields, routing=routing or ShardRouting(engine, index),
-                              batch_size=batch_size, stats_query=stats_query), engine)
+                              batch_size=batch_size, stats_query=stats_query,
+                              copy_preference=engine.options.preference is not None), engine)
 
 
 def fetch_raw_plan(
@@ -300,8 +331,15 @@ def fetch_raw_plan(
     routing: ShardRouting,
     batch_size: int = DEFAULT_BATCH_SIZE,
     stats_query: Mapping[str, QueryChannel] | None = None,
+    copy_preference: bool = False,
 ) -> Plan[FetchResult]:
-    """:func:`fetch_raw` as a plan (:mod:`esbridge.engine.plan`)."""
+    """:func:`fetch_raw` as a plan (:mod:`esbridge.engine.plan`).
+
+    Args:
+        copy_preference: the connection sends a shard-copy preference; for an index with
+            replicas the statistics then go as one ``_termvectors`` request per shard, so that
+            each carries it (see the module's notes).
+    """
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
     wanted = _engine_fields(layout, fields, query)
@@ -311,12 +349,16 @@ def fetch_raw_plan(
     stats_query = query if stats_query is None else stats_query
     stats_docs = _stats_docs(layout, stats_query, stat_fields, (yield from routing.routings_plan())) \
         if stats_query else []
-    n_stats = len(stats_docs)
     vectors: list[dict[str, FieldVector]] = []
     found: list[bool] = []
     versions: list[tuple[int, int] | None] = []
     stats_answers: list[Mapping[str, Any]] = []
     requests = 0
+    if stats_docs and copy_preference and routing.replicated:
+        stats_answers = yield from _shard_statistics_plan(index, stats_docs)
+        requests += len(stats_docs)
+        stats_docs = []
+    n_stats = len(stats_docs)
     chunks = [list(ids[i:i + batch_size]) for i in range(0, len(ids), batch_size)] or [[]]
     for n, chunk in enumerate(chunks):
         docs = [_candidate_doc(i, subfields, positions) for i in chunk]
@@ -328,7 +370,7 @@ def fetch_raw_plan(
                           context=f"fetching term vectors from {index!r}")
         requests += 1
         answers = resp["docs"]
-        if n == 0:
+        if n == 0 and n_stats:
             stats_answers = answers[:n_stats]
             answers = answers[n_stats:]
         if len(answers) != len(chunk):
@@ -347,6 +389,16 @@ def fetch_raw_plan(
             got = {sf: _field_vector(tv) for sf, tv in tvs.items()}
             vectors.append({key: sum_vectors([got.get(sf, EMPTY_VECTOR) for sf in sfs])
                             for key, sfs in wanted.items() if any(sf in got for sf in sfs)})
+    for ans in stats_answers:
+        if "error" in ans:
+            # summing the other shards' statistics would score against part of the index
+            err = ans["error"] if isinstance(ans["error"], Mapping) else {"reason": ans["error"]}
+            raise EngineError(
+                f"index-wide statistics of {index!r} could not be read from every shard "
+                f"({err.get('type', 'error')}: {' '.join(str(err.get('reason', '')).split())}); "
+                "retry when every shard has an active copy (GET _cluster/health)",
+                index=index, body=ans,
+            )
     stat_wanted = _engine_fields(layout, stat_fields, stats_query)
     summed = {sf: _sum_stats(stats_answers, sf) for sfs in stat_wanted.values() for sf in sfs}
     stats = {key: merge_stats([summed[sf] for sf in sfs]) for key, sfs in stat_wanted.items()}

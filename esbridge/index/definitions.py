@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,8 @@ from typing import Any
 from esbridge.engine.client import Engine, check_index_name, path_segment
 from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError, EngineError
+
+log = logging.getLogger(__name__)
 from esbridge.painless import (
     ScriptedSimilarity,
     SimilarityKind,
@@ -339,7 +342,36 @@ def create_index(
     engine.request("GET", "/_cluster/health/" + path_segment(index),
                    params={"wait_for_status": "yellow", "timeout": "60s"},
                    context=f"waiting for index {index!r}")
+    _wait_for_replicas(engine, index, body)
     return dict(body)
+
+
+def _wait_for_replicas(engine: Engine, index: str, body: Mapping[str, Any]) -> None:
+    """Where the cluster has a node for every copy, wait (up to 60 s) until the new index's
+    replicas are active: a document written before its shard's replica has started lives on
+    one node only, and losing that node would leave the shard without an in-sync copy (no
+    replica can take over), so writes fail until the node comes back."""
+    settings: Mapping[str, Any] = body.get("settings") or {}
+    nested: Mapping[str, Any] = settings.get("index") or {}
+    value = nested.get("number_of_replicas", settings.get("index.number_of_replicas", 0))
+    try:
+        replicas = int(value)
+    except (TypeError, ValueError):
+        return
+    if replicas < 1:
+        return
+    health = engine.request("GET", "/_cluster/health", context=f"waiting for the replicas of index {index!r}")
+    if int(health.get("number_of_data_nodes", 1)) <= replicas:
+        return  # not enough nodes for every copy: the index stays yellow
+    try:
+        engine.request("GET", "/_cluster/health/" + path_segment(index),
+                       params={"wait_for_status": "green", "timeout": "60s"},
+                       context=f"waiting for the replicas of index {index!r}")
+    except EngineError as err:
+        if err.status != 408:
+            raise
+        log.warning("the replicas of index %r did not all start within 60s; until they do, losing a node "
+                    "can make part of it unavailable (GET _cluster/allocation/explain says why)", index)
 
 
 def _setting_hint(err: EngineError) -> str:

@@ -175,3 +175,102 @@ def test_an_untrusted_certificate_is_not_retried() -> None:
     with pytest.raises(EngineUnavailableError, match="--ca-certs"):
         engine.request("GET", "/")
     assert len(transport.calls) == 1 and slept == []
+
+
+def _search_answer(failed: int = 0) -> dict[str, Any]:
+    shards: dict[str, Any] = {"total": 3, "successful": 3 - failed, "skipped": 0, "failed": failed}
+    if failed:
+        shards["failures"] = [{"shard": 1, "index": "i", "node": "n2",
+                               "reason": {"type": "node_not_connected_exception", "reason": "[n2]\nnot connected"}}]
+    return {"_shards": shards, "hits": {"hits": []}}
+
+
+def test_reads_that_depend_on_the_shard_copy_carry_the_preference() -> None:
+    engine, transport, _ = make([_search_answer(), {"count": 1, "_shards": {"failed": 0}}, {"docs": []},
+                                 {"docs": []}, _search_answer(), {"acknowledged": True}, {"tokens": []},
+                                 _search_answer()])
+    engine.search("i", {"query": {"match_all": {}}})
+    engine.count("i")
+    engine.request("POST", "/i/_mtermvectors", body={"docs": []})
+    engine.request("POST", "/i/_mget", body={"ids": []})
+    engine.request("POST", "/_search/scroll", body={"scroll_id": "x"})
+    engine.request("PUT", "/i/_settings", body={})
+    engine.request("POST", "/i/_analyze", body={"text": "x"})
+    engine.request("POST", "/i/_search", params={"preference": "mine"}, body={})
+    paths = [p for _, p in transport.calls]
+    assert all("preference=esbridge" in p for p in paths[:4]), paths
+    assert not any("preference" in p for p in paths[4:7]), paths  # a scroll's next page, writes, analysis
+    assert paths[7].endswith("?preference=mine")
+    other = Engine(ConnectionOptions("http://localhost:9200", preference=None), INFO, ScriptedTransport([_search_answer()]))
+    other.search("i", {})
+    assert "preference" not in other._transport.calls[0][1]  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match="preference '_local'"):
+        ConnectionOptions("http://localhost:9200", preference="_local")
+
+
+def test_an_answer_with_failed_shards_is_retried_then_refused_in_one_line() -> None:
+    engine, transport, sleeps = make([_search_answer(1), _search_answer()])
+    assert engine.search("i", {})["_shards"]["failed"] == 0
+    assert len(transport.calls) == 2 and len(sleeps) == 1
+    engine, transport, _ = make([_search_answer(1)] * 4)
+    with pytest.raises(EngineError) as info:
+        engine.search("i", {})
+    msg = str(info.value)
+    assert len(transport.calls) == 4 and "\n" not in msg
+    assert msg.startswith("searching 'i': 1 of 3 shards failed (shard i/1: node_not_connected_exception: [n2] not connected)")
+    assert info.value.error_type == "shard_failure" and info.value.status == 503
+    # a multi-search with one partial response, a count, a scroll's next page (never re-sent: it would skip a page)
+    engine, transport, _ = make([{"responses": [_search_answer(), _search_answer(1)]}] * 4)
+    with pytest.raises(EngineError, match="1 of 3 shards failed"):
+        engine.request("POST", "/i/_msearch", body="", ndjson=True)
+    engine, transport, _ = make([{"count": 2, "_shards": {"total": 3, "failed": 1}}] * 4)
+    with pytest.raises(EngineError, match="1 of 3 shards failed"):
+        engine.count("i")
+    engine, transport, _ = make([_search_answer(1)])
+    with pytest.raises(EngineError, match="1 of 3 shards failed"):
+        engine.request("POST", "/_search/scroll", body={})
+    assert len(transport.calls) == 1
+
+
+def test_statistics_are_read_shard_by_shard_with_the_preference_and_never_from_part_of_the_index() -> None:
+    """``_mtermvectors`` drops the preference, so with one the statistics take one ``_termvectors``
+    a shard; summing the statistics of the shards that answered would score against part of the
+    index, so a missing shard is an error."""
+    from esbridge.features.termvectors import QueryChannel, ShardRouting, fetch_raw
+    from esbridge.index import IndexLayout
+
+    layout = IndexLayout()
+    sub = layout.subfield(layout.combined, "base")
+    ok = {"found": True, "term_vectors": {sub: {"field_statistics": {"doc_count": 5, "sum_ttf": 50},
+                                                "terms": {"glucose": {"doc_freq": 2}}}}}
+    query = {"base": QueryChannel(("glucose",), (1,))}
+
+    def fetch(engine: Engine, replicated: bool = True) -> Any:
+        routing = ShardRouting(engine, "i")
+        routing._routings = ["0", "1", "2"]
+        routing.replicated = replicated
+        return fetch_raw(engine, "i", layout, query, [], fields=[layout.combined], routing=routing)
+
+    # an index without replicas has one copy of each shard: one _mtermvectors, preference or not
+    engine, transport, _ = make([{"docs": [ok, ok, ok]}])
+    assert fetch(engine, replicated=False).stats[sub].df == {"glucose": 6}
+    assert [p for _, p in transport.calls] == ["/i/_mtermvectors?preference=esbridge"]
+    engine, transport, _ = make([ok, ok, ok])
+    stats = fetch(engine).stats[sub]
+    assert (stats.doc_count, stats.sum_ttf, stats.df) == (15, 150, {"glucose": 6})
+    assert sorted(p for _, p in transport.calls) == [f"/i/_termvectors?routing={r}&preference=esbridge"
+                                                       for r in "012"]
+    unavailable = _HttpError(503, {"error": {"type": "no_shard_available_action_exception", "reason": "No shard"}})
+    engine, transport, _ = make([unavailable] * 6, retries=1)
+    with pytest.raises(EngineError) as info:
+        fetch(engine)
+    assert "reading index-wide statistics of 'i': no_shard_available_action_exception" in str(info.value)
+    # without a preference: one _mtermvectors, whose per-document error is refused too
+    lost = {"_index": "i", "error": {"type": "no_shard_available_action_exception", "reason": "No shard\navailable"}}
+    engine, transport, _ = make([{"docs": [ok, lost, ok]}])
+    engine.options = ConnectionOptions("http://localhost:9200", preference=None)
+    with pytest.raises(EngineError) as info:
+        fetch(engine)
+    assert [p for _, p in transport.calls] == ["/i/_mtermvectors"]
+    assert "could not be read from every shard (no_shard_available_action_exception: No shard available)" in str(info.value)
+    assert "\n" not in str(info.value)

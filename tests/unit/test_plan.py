@@ -317,3 +317,25 @@ def test_clients_of_the_wrong_kind_are_refused_clearly() -> None:
     asyncio.run(refuse_async())
     with pytest.raises(ConfigurationError, match="cannot use a builtins.dict as an asynchronous engine client"):
         asyncio.run(AsyncEngine.connect({"hosts": ["http://127.0.0.1:9"]}))
+
+
+def test_async_requests_carry_the_preference_and_refuse_answers_with_failed_shards() -> None:
+    """The asynchronous engine sends the same shard-copy preference and retries, then refuses,
+    an answer some of whose shards failed, word for word as the synchronous one."""
+    partial = {"_shards": {"total": 3, "successful": 2, "failed": 1,
+                           "failures": [{"shard": 1, "index": "i",
+                                         "reason": {"type": "node_not_connected_exception", "reason": "gone"}}]},
+               "hits": {"hits": []}}
+    whole = {"_shards": {"total": 3, "successful": 3, "failed": 0}, "hits": {"hits": [{"_id": "a"}]}}
+    engine, transport, sleeps = async_engine([partial, whole], retries=1)
+    got = asyncio.run(engine.search("i", {}))
+    assert got["hits"]["hits"] == [{"_id": "a"}] and len(sleeps) == 1
+    assert [p for _, p in transport.calls] == ["/i/_search?preference=esbridge"] * 2
+    engine, transport, _ = async_engine([partial, partial], retries=1)
+    with pytest.raises(EngineError) as err:
+        asyncio.run(engine.search("i", {}))
+    sync, _, _ = sync_engine([partial, partial], retries=1)
+    with pytest.raises(EngineError) as sync_err:
+        sync.search("i", {})
+    assert str(err.value) == str(sync_err.value) and "1 of 3 shards failed" in str(err.value)
+    assert err.value.error_type == "shard_failure"
