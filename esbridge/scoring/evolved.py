@@ -259,6 +259,70 @@ def mic_gate(idf: FloatArray, pi_l: float, mu_m: float) -> float:
     return sigmoid((float(idf.mean()) - pi_l) / mu_m)
 
 
+# --- the same over the matched cells only ----------------------------------------
+
+#: Below this many cells (candidates x terms) a channel is scored densely.
+SPARSE_MIN_CELLS = 4096
+#: Above this share of non-zero cells a channel is scored densely.
+SPARSE_MAX_DENSITY = 0.25
+
+
+@dataclass(frozen=True)
+class _Matches:
+    """A channel's non-zero ``tf`` cells, for computing the per-candidate sums and maxima
+    above over the matched terms only (first-stage candidates match a few of the terms).
+
+    Each piece equals its dense function's value (up to the order of floating-point sums)."""
+
+    rows: np.ndarray  # candidate of each matched cell
+    cols: np.ndarray  # query term of each matched cell
+    tf: FloatArray  # its tf (> 0)
+    n: int  # candidates
+
+    @staticmethod
+    def of(tf: FloatArray) -> _Matches | None:
+        """The matched cells of ``tf``, or ``None`` when too many are matched to gain."""
+        flat = np.flatnonzero(tf > 0.0)
+        if flat.size > SPARSE_MAX_DENSITY * tf.size:
+            return None
+        rows, cols = np.divmod(flat, tf.shape[1])
+        return _Matches(rows, cols, tf.reshape(-1)[flat], tf.shape[0])
+
+    def _sum(self, values: FloatArray) -> FloatArray:
+        out: FloatArray = np.bincount(self.rows, weights=values, minlength=self.n).astype(np.float64, copy=False)
+        return out
+
+    def pieces(self, w: FloatArray, idf: FloatArray, doc_len: FloatArray, df: FloatArray, n_docs: int,
+               params: EvolvedParams) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+        """``E``, ``Σ_M w``, ``|M|``, ``B_spec`` and ``B_anc`` per candidate."""
+        w_cell = w[self.cols]
+        e = self._sum(np.log1p(self.tf) * w_cell)
+        matched_w = self._sum(w_cell)
+        n_matched = np.bincount(self.rows, minlength=self.n).astype(np.float64)
+        total_w = float(np.sum(w))
+        if total_w <= 0.0 or params.beta_spec == 0.0:
+            spec = np.ones(self.n, dtype=np.float64)
+        else:
+            d_eff = np.maximum(np.asarray(doc_len, dtype=np.float64), params.floor)
+            inv_len = np.zeros_like(d_eff)
+            np.divide(1.0, d_eff, out=inv_len, where=d_eff > 0.0)
+            x = self.tf * (float(n_docs) / np.maximum(np.asarray(df, dtype=np.float64), 1.0))[self.cols]
+            x *= inv_len[self.rows]
+            np.clip(x, 1.0, math.exp(params.c_spec), out=x)
+            np.log(x, out=x)
+            spec = 1.0 + (params.beta_spec / total_w) * self._sum(x * w_cell)
+        idf = np.asarray(idf, dtype=np.float64)
+        anchored = idf > params.pi_anchor
+        if params.alpha_anc == 0.0 or not anchored.any():
+            anc = np.ones(self.n, dtype=np.float64)
+        else:
+            excess = np.where(anchored, (idf - params.pi_anchor) / np.where(anchored, idf, 1.0), 0.0)
+            best = np.zeros(self.n, dtype=np.float64)
+            np.maximum.at(best, self.rows, excess[self.cols])
+            anc = 1.0 + params.alpha_anc * np.log1p(best)
+        return e, matched_w, n_matched, spec, anc
+
+
 # --- one channel, all channels ---------------------------------------------------
 
 
@@ -281,24 +345,22 @@ def channel_relevance(
         beta_tf=params.beta_tf,
     )
     total_w = float(w.sum())
-    tf = arrays.tf
-    e = evidence(tf, w)
-    matched_w, n_matched = matched_mass(tf, w)
+    tf = np.asarray(arrays.tf, dtype=np.float64)
+    sparse = _Matches.of(tf) if tf.size >= SPARSE_MIN_CELLS else None
+    if sparse is not None:
+        e, matched_w, n_matched, spec, anc = sparse.pieces(w, idf, arrays.doc_len, arrays.df, arrays.n_docs, params)
+    else:
+        e = evidence(tf, w)
+        matched_w, n_matched = matched_mass(tf, w)
+        spec = specificity_multiplier(tf, arrays.doc_len, arrays.df, arrays.n_docs, w, beta_spec=params.beta_spec,
+                                      c_spec=params.c_spec, floor=params.floor)
+        anc = anchor_multiplier(tf, idf, params.pi_anchor, params.alpha_anc)
     parts = {
         "evidence": e,
         "B_cov": coverage_multiplier(matched_w, total_w, params.gamma_cov),
-        "B_spec": specificity_multiplier(
-            tf,
-            arrays.doc_len,
-            arrays.df,
-            arrays.n_docs,
-            w,
-            beta_spec=params.beta_spec,
-            c_spec=params.c_spec,
-            floor=params.floor,
-        ),
+        "B_spec": spec,
         "B_coord": coordination_multiplier(n_matched, arrays.n_terms, total_w, params.gamma_coord),
-        "B_anc": anchor_multiplier(tf, idf, params.pi_anchor, params.alpha_anc),
+        "B_anc": anc,
         "B_len": length_damper(arrays.doc_len, arrays.avgdl, params.alpha_len),
     }
     r = np.log1p(e)

@@ -392,3 +392,54 @@ def test_make_params_through_registry() -> None:
     assert isinstance(p, EvolvedParams) and p.w_bi == 0.3
     with pytest.raises(ValueError, match="w_bigram"):
         get_scorer("evolved").make_params(w_bigram=0.3)
+
+
+# --- the matched-cells path ---------------------------------------------------------
+
+
+def test_hand_worked_values_hold_over_the_matched_cells_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forced onto the sparse path (every channel, however small or dense), the hand-worked
+    relevance and the four-channel sum are unchanged."""
+    import esbridge.scoring.evolved as evolved
+
+    monkeypatch.setattr(evolved, "SPARSE_MIN_CELLS", 0)
+    monkeypatch.setattr(evolved, "SPARSE_MAX_DENSITY", 1.0)
+    assert evolved._Matches.of(toy_base().tf) is not None
+    test_relevance_and_score_of_base_channel()
+    test_four_channel_sum_with_default_weights()
+
+
+@pytest.mark.parametrize("density", [0.0, 0.02, 0.2])
+def test_matched_cells_path_equals_the_dense_functions(density: float) -> None:
+    """A large sparse channel (the sparse path) gives the per-piece dense functions' values,
+    with zero lengths, absent terms (df 0) and terms above and below the anchor threshold."""
+    import esbridge.scoring.evolved as evolved
+
+    rng = np.random.default_rng(7)
+    d, t = 600, 24
+    tf = np.where(rng.random((d, t)) < density, rng.geometric(0.4, (d, t)), 0).astype(np.float64)
+    df = rng.integers(0, 50_000, t).astype(np.float64)
+    df[:3] = [0.0, 1.0, 49_999.0]
+    doc_len = tf.sum(axis=1) + rng.integers(0, 300, d)
+    doc_len[:5] = 0.0
+    arrays = ChannelArrays(terms=tuple(f"t{i}" for i in range(t)), qtf=rng.integers(1, 3, t).astype(np.float64),
+                           df=df, n_docs=50_000, tf=tf, doc_len=doc_len, avgdl=120.0)
+    assert tf.size >= evolved.SPARSE_MIN_CELLS and evolved._Matches.of(tf) is not None
+    for params in (EvolvedParams(), start_params(), start_params(beta_spec=0.0, alpha_anc=0.0)):
+        r, parts = evolved.channel_relevance(arrays, params)
+        idf = params.idf.compute(df, 50_000)
+        w = term_weight(idf, arrays.qtf, alpha_qtf=params.alpha_qtf, gamma_e=params.gamma_e, gamma=params.gamma,
+                        beta_tf=params.beta_tf)
+        matched_w, n_matched = evolved.matched_mass(tf, w)
+        want = {
+            "evidence": evolved.evidence(tf, w),
+            "B_cov": evolved.coverage_multiplier(matched_w, float(w.sum()), params.gamma_cov),
+            "B_spec": specificity_multiplier(tf, doc_len, df, 50_000, w, beta_spec=params.beta_spec,
+                                             c_spec=params.c_spec, floor=params.floor),
+            "B_coord": coordination_multiplier(n_matched, t, float(w.sum()), params.gamma_coord),
+            "B_anc": anchor_multiplier(tf, idf, params.pi_anchor, params.alpha_anc),
+        }
+        for key, value in want.items():
+            np.testing.assert_allclose(parts[key], value, rtol=1e-12, atol=1e-15, err_msg=key)
+        np.testing.assert_allclose(r, np.log1p(want["evidence"]) * want["B_cov"] * want["B_spec"] * want["B_coord"]
+                                   * want["B_anc"] / parts["B_len"], rtol=1e-12, atol=1e-15)
