@@ -1,0 +1,244 @@
+"""How cost grows with the collection: indexing, latency and size at several corpus sizes.
+
+For each size ``N`` a synthetic corpus of ``N`` documents is drawn from the vocabulary and
+the length distribution of the test collections in ``DATA`` (every ``corpus.jsonl`` below
+it): each document takes the title and text lengths, in words, of a real document chosen at
+random, and its words are drawn from the pooled word frequencies of all of them.  Word
+order and co-occurrence are not kept, so the figures are about cost, not quality.  The
+queries are the collections' own judged queries.
+
+At each size, in the same run and against the same node:
+
+1. indexing throughput of a plain one-text-field mapping and of esbridge's mapping
+   (``esbridge.ingest``), and the size on disk of both indices (``_stats/store``);
+2. per-query latency (p50, p95) of the engine's BM25 at window 100 and of esbridge's rerank
+   at window 100, cold (no term vector cached) and warm (every candidate cached).
+
+Usage (one command; starts esbridge's local node when no --url is given):
+
+    python benchmarks/bench_scale.py --data DATA --sizes 5000,50000,500000
+
+Results go to ``benchmarks/results/scale-<distribution>.md`` and ``.json``, with a plot
+(``.svg``, needs matplotlib: ``pip install "esbridge[eval]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.client import Engine, ndjson_lines
+from esbridge.engine.provision import provision
+from esbridge.ingest import ingest, read_jsonl
+from esbridge.rerank import Reranker
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import judged_queries, machine, ms, write_report  # noqa: E402
+
+PLAIN_BODY = {"settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0}},
+              "mappings": {"dynamic": False, "properties": {"text": {"type": "text"}}}}
+
+
+class Vocabulary:
+    """Pooled word frequencies and (title, text) lengths of real collections."""
+
+    def __init__(self, corpora: list[Path]) -> None:
+        counts: Counter[str] = Counter()
+        lengths = []
+        for path in corpora:
+            for line in open(path, encoding="utf-8"):
+                if not line.strip():
+                    continue
+                doc = json.loads(line)
+                title, text = (doc.get("title") or "").split(), (doc.get("text") or "").split()
+                counts.update(title)
+                counts.update(text)
+                lengths.append((len(title), len(text)))
+        self.words = np.array(list(counts), dtype=object)
+        freq = np.array(list(counts.values()), dtype=np.float64)
+        self.cdf = np.cumsum(freq / freq.sum())
+        self.lengths = np.array(lengths, dtype=np.int64)
+
+    def write_corpus(self, n: int, dest: Path, seed: int = 0) -> None:
+        """``n`` synthetic documents as BEIR-style JSONL (``_id``, ``title``, ``text``)."""
+        rng = np.random.default_rng(seed)
+        with open(dest, "w", encoding="utf-8") as out:
+            for start in range(0, n, 10_000):
+                k = min(10_000, n - start)
+                pick = self.lengths[rng.integers(0, len(self.lengths), k)]
+                total = int(pick.sum())
+                words = self.words[np.searchsorted(self.cdf, rng.random(total), side="right").clip(0, len(self.words) - 1)]
+                at = 0
+                for i, (n_title, n_text) in enumerate(pick):
+                    title = " ".join(words[at:at + n_title])
+                    at += n_title
+                    text = " ".join(words[at:at + n_text])
+                    at += n_text
+                    out.write(json.dumps({"_id": f"s{start + i}", "title": title, "text": text}) + "\n")
+
+
+def store_bytes(engine: Engine, index: str) -> int:
+    stats = engine.request("GET", f"/{index}/_stats/store")
+    return int(stats["_all"]["primaries"]["store"]["size_in_bytes"])
+
+
+def index_plain(engine: Engine, name: str, corpus: Path) -> float:
+    engine.delete_index(name)
+    t0 = time.perf_counter()
+    engine.request("PUT", f"/{name}", body=PLAIN_BODY)
+    batch: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if batch:
+            resp = engine.request("POST", "/_bulk", body=ndjson_lines(batch), ndjson=True)
+            if resp.get("errors"):
+                raise RuntimeError(f"plain bulk into {name!r} reported errors")
+            batch.clear()
+
+    for line in open(corpus, encoding="utf-8"):
+        d = json.loads(line)
+        batch += [{"index": {"_index": name, "_id": d["_id"]}},
+                  {"text": f"{d.get('title') or ''} {d.get('text') or ''}"}]
+        if len(batch) >= 1000:
+            flush()
+    flush()
+    engine.refresh(name)
+    return time.perf_counter() - t0
+
+
+def index_esbridge(engine: Engine, name: str, corpus: Path) -> float:
+    engine.delete_index(name)
+    t0 = time.perf_counter()
+    ingest(engine, name, read_jsonl(corpus), progress=False, strict=True)
+    return time.perf_counter() - t0
+
+
+def latency(engine: Engine, index: str, plain: str, queries: list[str], window: int) -> dict[str, list[float]]:
+    rr = Reranker(engine, index, scorer="evolved", window=window)
+    out: dict[str, list[float]] = {"engine": [], "cold": [], "warm": []}
+    for q in queries:  # the engine's BM25 on the plain index, the same window
+        t0 = time.perf_counter()
+        engine.search(plain, {"size": window, "query": {"match": {"text": q}}})
+        out["engine"].append(time.perf_counter() - t0)
+    for q in queries:
+        rr.store.vectors.clear()
+        t0 = time.perf_counter()
+        rr.search(q, size=10)
+        out["cold"].append(time.perf_counter() - t0)
+    for q in queries:
+        t0 = time.perf_counter()
+        rr.search(q, size=10)
+        out["warm"].append(time.perf_counter() - t0)
+    rr.close()
+    return out
+
+
+def plot(rows: list[dict[str, Any]], dest: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    sizes = [r["docs"] for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for key, label in (("engine", "engine BM25"), ("cold", "esbridge evolved, cold"), ("warm", "esbridge evolved, warm")):
+        a.plot(sizes, [r["latency"][key]["p50"] for r in rows], marker="o", label=f"{label} p50")
+        a.plot(sizes, [r["latency"][key]["p95"] for r in rows], marker=".", linestyle="--", label=f"{label} p95")
+    a.set(xscale="log", yscale="log", xlabel="documents", ylabel="ms per query (window 100)")
+    a.legend(fontsize=7)
+    b.plot(sizes, [r["indexing"]["plain_docs_per_s"] for r in rows], marker="o", label="plain mapping")
+    b.plot(sizes, [r["indexing"]["esbridge_docs_per_s"] for r in rows], marker="o", label="esbridge mapping")
+    b.set(xscale="log", xlabel="documents", ylabel="documents indexed per second")
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(dest)
+    return True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="folder holding BEIR-layout collections")
+    ap.add_argument("--sizes", default="5000,50000", help="corpus sizes, comma-separated (default 5000,50000)")
+    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
+    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    ap.add_argument("--queries", type=int, default=200, help="queries to time at each size (default 200)")
+    ap.add_argument("--window", type=int, default=100)
+    ap.add_argument("--out", default=None, help="output stem (default benchmarks/results/scale-<distribution>)")
+    args = ap.parse_args()
+
+    data = Path(args.data)
+    corpora = sorted(data.glob("*/corpus.jsonl"))
+    if not corpora:
+        ap.error(f"--data {args.data}: no */corpus.jsonl below it")
+    vocab = Vocabulary(corpora)
+    per = max(1, args.queries // len(corpora))
+    queries = [q for c in corpora for q in judged_queries(c.parent, per)][:args.queries]
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+
+    prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
+    engine = Engine.connect(prov.url)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            corpus = Path(tmp) / f"synthetic-{n}.jsonl"
+            vocab.write_corpus(n, corpus)
+            plain, esb = f"bench-scale-plain-{n}", f"bench-scale-{n}"
+            t_plain = index_plain(engine, plain, corpus)
+            t_esb = index_esbridge(engine, esb, corpus)
+            lat = latency(engine, esb, plain, queries, args.window)
+            rows.append({
+                "docs": n,
+                "indexing": {"plain_s": t_plain, "esbridge_s": t_esb, "plain_docs_per_s": n / t_plain,
+                             "esbridge_docs_per_s": n / t_esb},
+                "bytes": {"plain": store_bytes(engine, plain), "esbridge": store_bytes(engine, esb)},
+                "latency": {k: {"p50": ms(v, 50), "p95": ms(v, 95)} for k, v in lat.items()},
+            })
+            print(json.dumps(rows[-1]), file=sys.stderr)
+            engine.delete_index(plain)
+            engine.delete_index(esb)
+            corpus.unlink()
+
+    stem = Path(args.out) if args.out else HERE / "results" / f"scale-{args.distribution}"
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".json").write_text(json.dumps({"machine": machine(), "engine": engine.info.label,
+                                                     "window": args.window, "rows": rows}, indent=1) + "\n")
+    has_plot = plot(rows, stem.with_suffix(".svg"))
+    names = ", ".join(c.parent.name for c in corpora)
+    out = [f"# Scale: {engine.info.label}", "",
+           f"Machine: {machine()}. Engine: {engine.info.label} (local node, same machine).", "",
+           f"Corpus: synthetic, drawn from the words and the document lengths of {names} "
+           f"({len(vocab.words)} distinct words, {len(vocab.lengths)} documents); {len(queries)} of their judged "
+           f"queries; window {args.window}, size 10.", "",
+           f"Command: `python benchmarks/bench_scale.py --data <folder of collections> --sizes {args.sizes} "
+           f"--distribution {args.distribution}`", "",
+           "| docs | plain docs/s | esbridge docs/s | esbridge / plain time | plain MB | esbridge MB | "
+           "engine p50 / p95 ms | cold p50 / p95 ms | warm p50 / p95 ms | cold / engine p50 | warm / engine p50 |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lat, ix = r["latency"], r["indexing"]
+        out.append(
+            f"| {r['docs']} | {ix['plain_docs_per_s']:.0f} | {ix['esbridge_docs_per_s']:.0f} | "
+            f"{ix['esbridge_s'] / ix['plain_s']:.2f}x | {r['bytes']['plain'] / 1e6:.1f} | "
+            f"{r['bytes']['esbridge'] / 1e6:.1f} | {lat['engine']['p50']:.1f} / {lat['engine']['p95']:.1f} | "
+            f"{lat['cold']['p50']:.1f} / {lat['cold']['p95']:.1f} | {lat['warm']['p50']:.1f} / "
+            f"{lat['warm']['p95']:.1f} | {lat['cold']['p50'] / lat['engine']['p50']:.2f}x | "
+            f"{lat['warm']['p50'] / lat['engine']['p50']:.2f}x |")
+    if has_plot:
+        out += ["", f"![cost against collection size]({stem.with_suffix('.svg').name})"]
+    write_report("\n".join(out), stem.with_suffix(".md"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
