@@ -9,12 +9,18 @@ of term frequencies, and turns it into a table ``{term: Ẽ(term)}``.  On a larg
 index this is a one-off cost proportional to the index size.
 
 The table is kept in memory and persisted for the next process under
-``$ESBRIDGE_HOME/entropy/<index UUID>/`` (one file per channel sub-field and
-index state), so it is computed once per index state, not once per process.
-The UUID key means a recreated index, or an alias now pointing elsewhere, never
-reuses another index's table; the state (:func:`esbridge.features.cache.index_state`:
-document counts and indexing and deletion totals) means any write makes the
-table stale.  Files are written to a temporary name and moved into place with
+``$ESBRIDGE_HOME/entropy/<index UUID>/`` (one file per channel sub-field), so it
+is computed once per index state, not once per process.  The UUID key means a
+recreated index, or an alias now pointing elsewhere, never reuses another index's
+table.  The state (:func:`esbridge.features.cache.index_state`: document counts and
+indexing and deletion totals) bounds how stale a table may be: it is reused while
+the documents written since it was computed (indexed, updated or deleted) are at
+most ``stale_writes`` (default 1%) of the documents it was computed over, and
+computed again beyond that, so a write or a few no longer cost a full scan each.
+Terms that appeared only since (not in the table) weigh as a term of entropy 0
+until then.  The engine's indexing totals restart when a shard is reopened (a node
+restart); the table is then computed again.  ``stale_writes=0`` recomputes after
+every write.  Files are written to a temporary name and moved into place with
 ``os.replace``, so concurrent processes each see a whole file or none; a table
 whose index changed while it was read is used but not persisted.
 """
@@ -28,7 +34,7 @@ import re
 import sys
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -38,7 +44,7 @@ import numpy as np
 from esbridge.engine.client import Engine, EngineBase, path_segment, scroll_plan, sync_engine
 from esbridge.engine.local import cache_dir
 from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, run
-from esbridge.errors import EngineError
+from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import index_identity_plan
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring.bmx import collection_entropy_from_histogram
@@ -46,6 +52,10 @@ from esbridge.scoring.bmx import collection_entropy_from_histogram
 #: Term frequencies above this share the last histogram bin; -σ(k) ln σ(k) < 1e-16 there,
 #: so the entropy is exact to float precision.
 MAX_TF_BIN = 40
+
+#: Share of an index's documents that may be written after a table was computed before it is
+#: computed again (:class:`CollectionEntropy`'s ``stale_writes``).
+DEFAULT_STALE_WRITES = 0.01
 
 #: Version of the persisted tables; raise it whenever the computation changes.
 FORMAT = 1
@@ -83,10 +93,18 @@ class CollectionEntropy:
         home: the cache directory (default ``$ESBRIDGE_HOME``, see
             :func:`esbridge.engine.local.cache_dir`).
         progress: a progress bar on stderr while a table is computed.
+        stale_writes: how many documents may have been written since a table was computed,
+            as a share of the documents it was computed over, before it is computed again
+            (default 0.01; 0: after every write).
     """
 
     def __init__(self, engine: EngineBase, index: str, layout: IndexLayout, *, batch_size: int = 500,
-                 progress: bool = True, persist: bool = True, home: Path | None = None) -> None:
+                 progress: bool = True, persist: bool = True, home: Path | None = None,
+                 stale_writes: float = DEFAULT_STALE_WRITES) -> None:
+        if not (isinstance(stale_writes, (int, float)) and not isinstance(stale_writes, bool)
+                and 0.0 <= stale_writes <= 1.0):
+            raise ConfigurationError(f"stale_writes must be a share between 0 and 1, got {stale_writes!r}")
+        self.stale_writes = float(stale_writes)
         self.engine = engine
         self.index = index
         self.layout = layout
@@ -116,13 +134,26 @@ class CollectionEntropy:
 
     def _table_plan(self, channel: str) -> Plan[dict[str, float]]:
         state = (yield from index_identity_plan(self.index))[1]
-        if state != self._state:
+        if state != self._state and not (self._tables and self.fresh_enough(self._state, state)):
             self._tables.clear()
             self._state = state
             self._key = None
         if channel not in self._tables:
             self._tables[channel] = yield from self._obtain_plan(channel, state)
         return self._tables[channel]
+
+    def fresh_enough(self, computed_at: object, now: tuple[int, ...]) -> bool:
+        """Whether a table computed at index state ``computed_at`` may serve the index at state
+        ``now``: the same state, or at most ``stale_writes`` of its documents written since
+        (never when the indexing totals went back, as on a shard's restart)."""
+        if computed_at == now:
+            return True
+        if not (isinstance(computed_at, tuple) and len(computed_at) == 4 and len(now) == 4):
+            return False
+        docs, indexed, deleted = int(computed_at[0]), int(computed_at[2]), int(computed_at[3])
+        if now[2] < indexed or now[3] < deleted:
+            return False
+        return (now[2] - indexed) + (now[3] - deleted) <= self.stale_writes * docs
 
     def for_terms(self, channel: str, terms: Sequence[str]) -> np.ndarray:
         table = self.table(channel)
@@ -147,10 +178,14 @@ class CollectionEntropy:
     def _obtain_plan(self, channel: str, state: tuple[int, ...]) -> Plan[dict[str, float]]:
         path = (yield from self._path_plan(channel, state)) if self.persist else None
         if path is not None:
-            loaded: dict[str, float] | None = yield Offload(partial(_load, path, self._key, state))
-            if loaded is not None:
-                self.loaded += 1
-                return loaded
+            # this state's table, else the channel's table of an earlier state still fresh enough
+            candidates = [path, *sorted(set(path.parent.glob(f"{self._stem(channel)}.v{FORMAT}.*.json")) - {path})]
+            for candidate in candidates:
+                loaded: dict[str, float] | None = yield Offload(
+                    partial(_load, candidate, self._key, lambda at: self.fresh_enough(at, state)))
+                if loaded is not None:
+                    self.loaded += 1
+                    return loaded
         table = yield from self._compute_plan(channel)
         self.computed += 1
         if path is not None and (yield from index_identity_plan(self.index))[1] == state:
@@ -204,15 +239,22 @@ class CollectionEntropy:
         return dict(zip(terms, (float(v) for v in values)))
 
 
-def _load(path: Path, key: str | None, state: tuple[int, ...]) -> dict[str, float] | None:
-    """The persisted table at ``path``, or ``None`` if there is none or it is unreadable."""
+def _load(path: Path, key: str | None, accept: Callable[[tuple[int, ...]], bool]) -> dict[str, float] | None:
+    """The persisted table at ``path`` if its index state is one ``accept`` takes, or ``None``
+    if there is none, it is unreadable or of another state."""
     try:
         with open(path, encoding="utf-8") as f:
             doc: Any = json.load(f)
     except (OSError, ValueError):
         return None
     if not (isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("uuid") == key
-            and doc.get("state") == list(state) and isinstance(doc.get("entropy"), dict)):
+            and isinstance(doc.get("state"), list) and isinstance(doc.get("entropy"), dict)):
+        return None
+    try:
+        at = tuple(int(v) for v in doc["state"])
+    except (TypeError, ValueError):
+        return None
+    if not accept(at):
         return None
     return {str(t): float(v) for t, v in doc["entropy"].items()}
 

@@ -13,6 +13,7 @@ import pytest
 from esbridge.cli import main
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import Plan
+from esbridge.errors import ConfigurationError
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.index.definitions import IndexLayout
 from esbridge.ingest import ingest
@@ -165,3 +166,29 @@ def test_cli_search_with_bmx_reads_term_vectors_of_the_collection_once(
     assert len(persisted(home)) == 1
     # each search fetches its candidates' vectors; only the first also reads the collection's
     assert reads[0] == reads[1] + 1
+
+
+def test_a_few_writes_reuse_the_table_within_the_staleness_bound(engine: Engine, index_name: str,
+                                                                  tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within ``stale_writes`` of the documents, a write costs no scan (in this object or a new
+    one, from the persisted table); past it, the table is computed again and has the new terms."""
+    docs = [{"_id": f"d{i}", "title": f"bone {i}", "text": f"bone density case {i} vitamin"} for i in range(40)]
+    ingest(engine, index_name, docs, progress=False, strict=True)
+    requests = Requests(engine, monkeypatch)
+    ce = entropy(engine, index_name, tmp_path, progress=False, stale_writes=0.05)  # 2 writes of 40
+    before = ce.table("base")
+    ingest(engine, index_name, [{"_id": "new1", "title": "zebrafish", "text": "zebrafish heart"}],
+           progress=False, strict=True)
+    assert ce.table("base") is before and ce.computed == 1 and requests.term_vector_reads() == 1
+    again = entropy(engine, index_name, tmp_path, progress=False, stale_writes=0.05)  # as in a new process
+    assert again.table("base") == before and (again.loaded, again.computed) == (1, 0)
+    ingest(engine, index_name, [{"_id": f"new{i}", "title": "axolotl", "text": "axolotl"} for i in (2, 3)],
+           progress=False, strict=True)  # 3 writes since the table: past the bound
+    after = ce.table("base")
+    assert ce.computed == 2 and "axolotl" in after and "zebrafish" in after
+    ingest(engine, index_name, [{"_id": "new4", "title": "okapi", "text": "okapi"}], progress=False, strict=True)
+    strict = entropy(engine, index_name, tmp_path, progress=False, stale_writes=0.0)
+    assert "okapi" in strict.table("base") and (strict.loaded, strict.computed) == (0, 1)
+    with pytest.raises(ConfigurationError, match="stale_writes must be a share between 0 and 1"):
+        entropy(engine, index_name, tmp_path, stale_writes=2)
