@@ -1,0 +1,114 @@
+"""Queries per second with several client threads: the engine's BM25 against esbridge's rerank.
+
+The same judged queries are sent by ``--threads`` client threads for ``--seconds`` each run,
+first as the engine's own BM25 query at the window, then through one :class:`Reranker`
+shared by the threads (evolved, window 100), its term vectors warm (every candidate fetched
+once before) and cold (the vector cache cleared before each query).  Target (issue-level):
+esbridge's warm rerank at least 0.8x the engine's queries per second.
+
+Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
+folder that holds the BEIR-layout collections):
+
+    python benchmarks/bench_throughput.py --dataset DATA/scifact --distribution opensearch
+
+Results go to ``benchmarks/results/throughput-<distribution>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from esbridge.engine.client import Engine
+from esbridge.engine.provision import provision
+from esbridge.rerank import Reranker
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import bench_index, judged_queries, machine, write_report  # noqa: E402
+
+
+def qps(threads: int, seconds: float, queries: list[str], one: Callable[[str], object]) -> tuple[float, int]:
+    """Queries per second of ``threads`` threads each running ``one`` over ``queries`` in turn."""
+    done = [0] * threads
+    errors: list[BaseException] = []
+    stop = time.perf_counter() + seconds
+
+    def work(k: int) -> None:
+        i = k
+        try:
+            while time.perf_counter() < stop:
+                one(queries[i % len(queries)])
+                i += threads
+                done[k] += 1
+        except BaseException as err:  # reported below, never swallowed
+            errors.append(err)
+
+    start = time.perf_counter()
+    pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if errors:
+        raise errors[0]
+    return sum(done) / (time.perf_counter() - start), sum(done)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True, help="BEIR-layout folder")
+    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
+    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    ap.add_argument("--threads", default="1,4", help="client thread counts (default 1,4)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="seconds per run (default 20)")
+    ap.add_argument("--window", type=int, default=100)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+
+    prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
+    engine = Engine.connect(prov.url)
+    folder = Path(args.dataset)
+    queries = judged_queries(folder, args.queries)
+    index, expected = bench_index(engine, folder / "corpus.jsonl")
+    rr = Reranker(engine, index, scorer="evolved", window=args.window)
+    field = f"{rr.layout.combined}.base"  # type: ignore[union-attr]
+
+    def engine_query(q: str) -> object:
+        return engine.search(index, {"size": args.window, "query": {"match": {field: q}}})
+
+    def warm(q: str) -> object:
+        return rr.search(q, size=10)
+
+    def cold(q: str) -> object:
+        rr.store.vectors.clear()
+        return rr.search(q, size=10)
+
+    lines = [f"# Throughput: {engine.info.label}", "",
+             f"Machine: {machine()}. Engine: {engine.info.label} (local node, same machine). Collection: "
+             f"{folder.resolve().name} ({expected} documents, {len(queries)} queries), window {args.window}, "
+             f"{args.seconds:.0f} s a run.", "",
+             f"Command: `python benchmarks/bench_throughput.py --dataset <path to {folder.resolve().name}> "
+             f"--distribution {args.distribution}`", "",
+             "| client threads | engine BM25 q/s | esbridge warm q/s | warm / engine | esbridge cold q/s | "
+             "cold / engine |", "|---:|---:|---:|---:|---:|---:|"]
+    for n in (int(t) for t in args.threads.split(",")):
+        e, _ = qps(n, args.seconds, queries, engine_query)
+        for q in queries:  # every candidate's vectors fetched once: the warm run reads them from memory
+            warm(q)
+        w, _ = qps(n, args.seconds, queries, warm)
+        c, _ = qps(n, args.seconds, queries, cold)
+        lines.append(f"| {n} | {e:.1f} | {w:.1f} | {w / e:.2f}x | {c:.1f} | {c / e:.2f}x |")
+        print(lines[-1], file=sys.stderr)
+    rr.close()
+    write_report("\n".join(lines), Path(args.out) if args.out else HERE / "results" / f"throughput-{args.distribution}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
