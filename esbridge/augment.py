@@ -46,7 +46,7 @@ from esbridge.scoring.bmx import weighted_query_augmentation
 from esbridge.scoring.registry import Scorer
 
 if TYPE_CHECKING:
-    from esbridge.rerank import Reranker
+    from esbridge.rerank.reranker import Reranker
 
 __all__ = [
     "AUGMENTERS",
@@ -294,7 +294,7 @@ class FeedbackAugmenter:
     def expansion(self, query_text: str) -> dict[str, float]:
         """The expansion terms and their weights, best first (empty when there are none)."""
         from esbridge.hybrid.keyword import KeywordParams, expansion_candidates, expansion_terms
-        from esbridge.rerank import hit_version
+        from esbridge.rerank.candidates import hit_version
 
         rr = self.reranker
         p = self.params

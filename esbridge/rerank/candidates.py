@@ -1,0 +1,141 @@
+"""Candidates: the analysed query, the first stage's hits, and the hits reordered by scores.
+
+Pure data and functions (no engine calls): the types the pipeline passes along
+(:class:`AnalyzedQuery`, :class:`CandidateUnion`, :class:`RerankStats`), how a hit's
+version is read for the feature caches (:func:`hit_version`), how the candidates of a query
+and of its variants are united (:func:`union_of`), which fields the scorer's input is built
+from (:func:`fields_to_read`), and how scores reorder hits (:func:`reorder_hits`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from esbridge.errors import ConfigurationError
+from esbridge.features.termvectors import QueryChannel
+from esbridge.index.definitions import IndexLayout
+from esbridge.scoring import ScoreResult
+from esbridge.scoring.registry import Scorer
+
+
+@dataclass(frozen=True)
+class RerankStats:
+    """Timings and cache figures of the last call (seconds); ``augment`` is the time an
+    augmenter took to make the query's variants."""
+
+    analyze: float = 0.0
+    first_stage: float = 0.0
+    features: float = 0.0
+    scoring: float = 0.0
+    fetch_source: float = 0.0
+    candidates: int = 0
+    dropped_terms: int = 0
+    augment: float = 0.0
+
+
+def check_count(name: str, value: Any, *, allow_none: bool = False) -> None:
+    """``value`` is an integer >= 1 (or ``None`` where allowed); the error names the parameter."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def hit_version(hit: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(_seq_no, _primary_term)`` of a hit, ``None`` when it has none."""
+    if "_seq_no" not in hit or "_primary_term" not in hit:
+        return None
+    try:
+        return int(hit["_seq_no"]), int(hit["_primary_term"])
+    except (TypeError, ValueError):
+        raise ConfigurationError(
+            f"hit {hit.get('_id')!r} has a _seq_no/_primary_term that is not an integer "
+            f"({hit['_seq_no']!r}, {hit['_primary_term']!r}); pass the engine's response unchanged"
+        ) from None
+
+
+@dataclass
+class AnalyzedQuery:
+    """A query text as the index's analysers see it.
+
+    Attributes:
+        query: per channel, the distinct terms and their counts.
+        dropped: terms left out of the first stage (above
+            :data:`esbridge.rerank.first_stage.MAX_FIRST_STAGE_TERMS`); the scorer still reads them.
+    """
+
+    query: dict[str, QueryChannel]
+    dropped: int
+
+
+@dataclass
+class CandidateUnion:
+    """The first-stage candidates of a query and of its variants, found with one ``_msearch``.
+
+    Attributes:
+        responses: each query's engine response (0: the original query, then the variants
+            in order); queries with the same first-stage request share one response.
+        hits: the union: the original query's hits in its order, then each variant's hits
+            not seen before, in that variant's order.
+        ranks: per query, ``{id: rank}`` (from 1) of its hits.
+    """
+
+    responses: list[dict[str, Any]]
+    hits: list[dict[str, Any]]
+    ranks: list[dict[str, int]]
+
+
+def union_of(responses: list[dict[str, Any]]) -> CandidateUnion:
+    """The union of several queries' first-stage responses (see :class:`CandidateUnion`)."""
+    hits: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    ranks = []
+    for r in responses:
+        ranks.append({str(h["_id"]): n for n, h in enumerate(r["hits"]["hits"], start=1)})
+        for h in r["hits"]["hits"]:
+            if str(h["_id"]) not in seen:
+                seen.add(str(h["_id"]))
+                hits.append(h)
+    return CandidateUnion(responses=responses, hits=hits, ranks=ranks)
+
+
+def fields_to_read(scorer: Scorer[Any], layout: IndexLayout,
+                   field_weights: Mapping[str, float] | None) -> tuple[str, ...]:
+    """The fields whose channel sub-fields the scorer's input is built from: every text field
+    for a scorer that weighs fields itself (BM25F) or where field weights are not all 1, else
+    the combined field."""
+    weights = field_weights or {}
+    if scorer.needs_fields or any(w != 1.0 for w in weights.values()):
+        return tuple(layout.fields)
+    return (layout.combined,)
+
+
+def reorder_hits(hits: Sequence[Mapping[str, Any]], result: ScoreResult, *, explain: bool = False,
+                 ranks: Sequence[Mapping[str, int]] | None = None) -> list[dict[str, Any]]:
+    """``hits`` sorted by ``result``'s scores (ties keep the first-stage order), each with its
+    new ``_score`` and, under ``_esbridge``, its first-stage score and rank (with ``ranks``
+    of a :class:`CandidateUnion`: the original query's, and each variant's rank) and with
+    ``explain`` the score's parts."""
+    ids = [str(h["_id"]) for h in hits]
+    order = np.lexsort((np.arange(len(hits)), -result.scores))
+    out = []
+    for rank in order:
+        h = dict(hits[rank])
+        meta: dict[str, Any] = {"first_stage_score": h.get("_score"), "first_stage_rank": int(rank) + 1}
+        if ranks is not None:
+            # the original query's first-stage score and rank (None: found by a variant only)
+            own = ranks[0].get(ids[rank])
+            meta = {"first_stage_score": h.get("_score") if own is not None else None, "first_stage_rank": own,
+                    "variant_ranks": {str(i): r[ids[rank]] for i, r in enumerate(ranks[1:], start=1)
+                                      if ids[rank] in r}}
+        if explain:
+            meta["parts"] = {k: float(v[rank]) for k, v in result.parts.items()
+                             if np.ndim(v) == 1 and len(v) == len(hits)}
+        h["_score"] = float(result.scores[rank])
+        h["_esbridge"] = meta
+        out.append(h)
+    return out

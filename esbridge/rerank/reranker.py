@@ -1,0 +1,227 @@
+"""The synchronous reranker: :meth:`Reranker.search` and :meth:`Reranker.rescore`.
+
+* :meth:`Reranker.search` runs the first stage (built from the engine's own ``_analyze`` of
+  the query text, per channel), fetches term vectors and index-wide statistics for the top
+  ``window`` hits, rescores them exactly and returns an engine-shaped response whose
+  ``_score`` is esbridge's and whose first-stage score is kept under ``_esbridge``.
+* :meth:`Reranker.rescore` does the same to any Elasticsearch or OpenSearch search
+  response: the top ``window_size`` hits are reordered, the hits beyond the window keep
+  their order and scores below them, as the engine's own rescore API does.
+* Both take ``augmentations``: weighted variants of the query (or an
+  :class:`~esbridge.augment.Augmenter` that makes them), scored with the same scorer over the
+  same candidates and added with their weights (weighted query augmentation,
+  docs/scoring.md §4.6).  ``search`` then finds the candidates of the query and of every
+  variant with one ``_msearch`` and reranks their union.
+
+The pipeline's steps are :class:`~esbridge.rerank.pipeline.RerankerCore`'s plans; the
+methods here run them with blocking requests (concurrent steps on the reranker's worker
+threads, stopped by :meth:`Reranker.close`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from esbridge.augment import Augmentation
+from esbridge.engine.client import Engine
+from esbridge.engine.plan import Plan, run
+from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion
+from esbridge.rerank.pipeline import RerankerCore
+from esbridge.scoring import ScoreResult, ScoringInput
+
+T = TypeVar("T")
+
+
+@dataclass
+class Reranker(RerankerCore):
+    """Exact rescoring of an engine's candidates with one of esbridge's scorers.
+
+    Args:
+        engine: the connected engine.
+        index: an index created by esbridge (its layout is read from the mapping), or any
+            other index with text fields (a plain index, see :func:`esbridge.index.open_layout`:
+            scorers that read only the ``base`` channel work on it; the others name the
+            channels it lacks and how to add them).
+        scorer: a registered scorer name (see :func:`esbridge.scoring.available_scorers`).
+        params: the scorer's parameter object (default: its defaults).
+        window: how many first-stage hits are rescored.
+        first_stage: how candidates are found (:class:`FirstStage`) or a query dict.
+        field_weights: BM25F-style weights per text field (``{"title": 2.0}``); fields
+            not named weigh 1.  With all weights 1 the combined field is read.
+        dfs: use ``dfs_query_then_fetch`` in the first stage (index-wide statistics
+            there too); default on for indices with more than one shard.
+        vector_cache: a shared :class:`TermVectorCache` (default: a new one).
+        layout: the index's layout (default: :func:`esbridge.index.open_layout`'s).
+        fields: the text fields to read (default: every text field of an esbridge index,
+            the text fields found in a plain index's mapping); a plain index's fields must
+            share one analyzer.
+
+    :class:`esbridge.aio.AsyncReranker` is the same over an asynchronous engine.
+    """
+
+    engine: Engine
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._executor: ThreadPoolExecutor | None = None
+        self._run(self._setup_plan())
+
+    def _run(self, plan: Plan[T]) -> T:
+        """Run a plan of the pipeline against the engine (concurrent steps on the worker threads)."""
+        return run(plan, self.engine, self._pool)
+
+    def close(self) -> None:
+        """Stop the reranker's worker threads (the engine connection stays open)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def __enter__(self) -> Reranker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="esbridge-analyze")
+        return self._executor
+
+    # ---- the pieces ------------------------------------------------------------------
+
+    def max_result_window(self) -> int:
+        """The index's ``index.max_result_window`` (asked once)."""
+        return self._run(self._max_result_window_plan())
+
+    def analyze(self, text: str) -> AnalyzedQuery:
+        """The query's tokens per channel from the index's analyzers."""
+        return self._run(self._analyze_plan(text))
+
+    def first_stage_query(self, prepared: AnalyzedQuery, text: str) -> dict[str, Any]:
+        """The first-stage query (a ``bool`` of ``term`` clauses on analysed tokens)."""
+        return self._run(self._first_stage_query_plan(prepared, text))
+
+    def scoring_input(self, prepared: AnalyzedQuery, ids: Sequence[str],
+                      versions: Sequence[tuple[int, int] | None], *,
+                      stats_validated: bool = False) -> tuple[ScoringInput, list[bool]]:
+        """The scorer's input for candidates ``ids`` of an analysed query (input order), and
+        which of them the engine still holds: the one place where candidates become features
+        (term vectors, index-wide statistics, collection entropies where the scorer reads them).
+
+        ``stats_validated``: the statistics cache was validated (and filled) for this
+        query moments ago by :meth:`FeatureStore.prefetch_stats`.
+        """
+        return self._run(self._scoring_input_plan(prepared, ids, versions, stats_validated=stats_validated))
+
+    def score_hits(self, prepared: AnalyzedQuery, ids: Sequence[str],
+                   versions: Sequence[tuple[int, int] | None], *,
+                   stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
+        """Scores of candidates ``ids`` for an analysed query (input order), and which of
+        them were found (see :meth:`scoring_input`)."""
+        return self._run(self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated))
+
+    # ---- public API --------------------------------------------------------------------
+
+    def search(self, query_text: str, size: int = 10, *, filter: Any = None,
+               fields: Sequence[str] | None = None, explain: bool = False,
+               window: int | None = None, augmentations: Any = None,
+               original_weight: float = 1.0) -> dict[str, Any]:
+        """Search ``query_text`` and return the top ``size`` hits, reranked.
+
+        Args:
+            filter: a query clause (or list) restricting the candidates, as in a ``bool``
+                filter; it does not score.
+            fields: ``_source`` fields to return (default: all).
+            explain: add each hit's score parts under ``_esbridge.parts``.
+            window: hits to rescore (default: the reranker's window; at least ``size``).
+            augmentations: weighted variants of the query, ``[(variant_text, weight), ...]``,
+                or an :class:`~esbridge.augment.Augmenter` called with ``query_text``.  Each
+                variant is analysed by the index's analyzers; the candidates are the union of
+                the top ``window`` of the query and of every variant (one ``_msearch``); the
+                features of all of them are fetched once; a candidate's score is
+                ``original_weight · score(query) + Σ_i w_i · score(variant_i)`` with the
+                reranker's scorer (weighted query augmentation, docs/scoring.md §4.6).
+            original_weight: the original query's weight ``w_0`` (1, as in the paper).
+
+        Returns:
+            An engine-shaped search response.
+
+        Raises:
+            ConfigurationError: a bad size or window, or a malformed augmentation (a weight
+                that is not a finite number >= 0, a text that is not a string).
+        """
+        return self._run(self._search_plan(query_text, size, filter=filter, fields=fields, explain=explain,
+                                           window=window, augmentations=augmentations,
+                                           original_weight=original_weight))
+
+    def fetch_candidates(self, prepared: AnalyzedQuery, query_text: str, *, window: int | None = None,
+                         filter: Any = None, source: Any = False) -> dict[str, Any]:
+        """The engine's first-stage response for an analysed query: the top ``window`` hits
+        with ``_seq_no``/``_primary_term``.  The index state and the statistics the scorer
+        will need are fetched meanwhile, so :meth:`score_hits` can follow with
+        ``stats_validated=True``."""
+        return self._run(self._fetch_candidates_plan(prepared, query_text, window=window, filter=filter,
+                                                     source=source))
+
+    def fetch_union(self, queries: Sequence[tuple[AnalyzedQuery, str]], *, window: int | None = None,
+                    filter: Any = None, source: Any = False) -> CandidateUnion:
+        """The first-stage candidates of several analysed queries (the original and its
+        variants), each query's top ``window``, found with **one** ``_msearch`` request.
+
+        ``_msearch`` rather than one ``bool`` over every query: each query keeps exactly the
+        candidates it would find alone (a combined query ranks by the summed scores, so a
+        document in one variant's top ``window`` could fall out), and the original query's
+        candidates are those of a search without variants, so augmentation only adds
+        candidates.  The union has up to ``(1 + variants) · window`` documents.  Queries whose
+        first-stage request is the same (e.g. a custom first-stage query dict) are sent once.
+        The statistics of every query's terms are fetched meanwhile, as in
+        :meth:`fetch_candidates`.
+        """
+        return self._run(self._fetch_union_plan(queries, window=window, filter=filter, source=source))
+
+    def analyze_variants(self, variants: Sequence[Augmentation]) -> list[tuple[AnalyzedQuery, float]]:
+        """Each checked variant analysed by the index's analyzers, with its weight."""
+        return self._run(self._analyze_variants_plan(variants))
+
+    def augmented_inputs(self, queries: Sequence[AnalyzedQuery], ids: Sequence[str],
+                         versions: Sequence[tuple[int, int] | None], *,
+                         stats_validated: bool = False) -> tuple[list[ScoringInput], list[bool]]:
+        """Each query's scoring input over the same candidates ``ids``, from **one** fetch of
+        the features of their merged terms (:meth:`scoring_input`), and which candidates the
+        engine still holds."""
+        return self._run(self._augmented_inputs_plan(queries, ids, versions, stats_validated=stats_validated))
+
+    def score_augmented(self, prepared: AnalyzedQuery, variants: Sequence[tuple[AnalyzedQuery, float]],
+                        ids: Sequence[str], versions: Sequence[tuple[int, int] | None], *,
+                        original_weight: float = 1.0,
+                        stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
+        """``w_0 · score(Q) + Σ_i w_i · score(Q_i)`` of candidates ``ids`` (input order) with the
+        reranker's scorer (:func:`esbridge.augment.score_augmented`); the features of every
+        query are fetched once (:meth:`scoring_input` of their merged terms)."""
+        return self._run(self._score_augmented_plan(prepared, variants, ids, versions,
+                                                    original_weight=original_weight,
+                                                    stats_validated=stats_validated))
+
+    def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
+                explain: bool = False, augmentations: Any = None,
+                original_weight: float = 1.0) -> dict[str, Any]:
+        """Rerank the top ``window_size`` hits of an engine search response.
+
+        Hits beyond the window keep their order and scores, below the window, as the
+        engine's rescore API does.  The response is not modified; a copy is returned.
+
+        ``augmentations`` and ``original_weight`` are those of :meth:`search`; the variants
+        are scored over the response's own hits (rescore has no first stage to widen).
+
+        Raises:
+            ConfigurationError: the response is not a search response, or an augmentation
+                is malformed.
+        """
+        return self._run(self._rescore_plan(response, query_text, window_size=window_size, explain=explain,
+                                            augmentations=augmentations, original_weight=original_weight))
+
+    def _attach_sources(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> None:
+        self._run(self._attach_sources_plan(hits, fields))
