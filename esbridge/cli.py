@@ -173,6 +173,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if args.recreate:
         engine.delete_index(index)
     layout = IndexLayout(fields=fields)
+    if args.per_field_channels:
+        layout = IndexLayout(fields=fields, field_channels=layout.channels)
     encoder = vector = None
     if not args.no_semantic:
         from esbridge.semantic.encoder import available
@@ -288,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replicas", type=int, default=0,
                    help="replicas of each shard of a new index (default 0; on a cluster of several nodes, 1 "
                         "keeps every document on two nodes)")
+    p.add_argument("--per-field-channels", action="store_true",
+                   help="give every text field all four channel sub-fields (default: base only; the combined "
+                        "field always has all four). Only a multi-channel scorer with --field-weight reads them; "
+                        "each costs an analysis of the field at every write")
     p.add_argument("--recreate", action="store_true", help="delete the index first")
     p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024,
                    help="documents larger than this are reported, not indexed (default 8 MiB)")

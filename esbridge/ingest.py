@@ -298,7 +298,8 @@ def ingest(
     if engine.index_exists(index):
         existing = read_layout(engine, index)
         fields, id_field = existing.fields, existing.id_field
-        if layout is not None and layout != existing:
+        if layout is not None and (layout.fields, layout.combined, layout.id_field) != \
+                (existing.fields, existing.combined, existing.id_field):
             raise ConfigurationError(
                 f"index {index!r} exists with fields {list(existing.fields)}; "
                 f"the input asks for {list(layout.fields)} — use another index name or the same fields"

@@ -1,10 +1,12 @@
 """Index bodies built from the JSON files in ``mappings/``.
 
 An esbridge index has, for every text field ``f`` (default ``title`` and
-``text``), the channel sub-fields ``f.base``, ``f.prefix``, ``f.bigram`` and
-``f.micro`` with stored term vectors, plus ``f.length`` (the exact base-channel
-token count); the fields are also copied into a combined all-fields field with
-the same sub-fields.  The layout is recorded in the mapping's ``_meta`` so that
+``text``), the channel sub-field ``f.base`` with stored term vectors, plus ``f.length``
+(the exact base-channel token count); the fields are also copied into a combined
+all-fields field with every channel sub-field: ``.base``, ``.prefix``, ``.bigram`` and
+``.micro``.  The other channels of each text field (``f.prefix``, ...), which only
+per-field scoring of those channels reads, are added with ``field_channels`` (indices
+created before this choice existed have them all).  The layout is recorded in the mapping's ``_meta`` so that
 any later session can read it back with :func:`read_layout`.
 """
 
@@ -82,6 +84,11 @@ class IndexLayout:
         positions: for a plain index, the fields whose analyzer may put several tokens at
             one position (a custom analyzer): their lengths are counted in positions, as
             Lucene's length norm counts them.
+        field_channels: the channels each text field has a sub-field of (the combined field
+            has every channel); ``base`` always.  Default ``("base",)``: the other channels
+            of a text field are read only by per-field scoring of those channels (a
+            multi-channel scorer with field weights), and each costs an analysis of the field
+            at every write.
     """
 
     fields: tuple[str, ...] = ("title", "text")
@@ -92,8 +99,14 @@ class IndexLayout:
     search_analyzer: str | None = None
     doc_paths: tuple[tuple[str, str], ...] = ()
     positions: tuple[str, ...] = ()
+    field_channels: tuple[str, ...] = ("base",)
 
     def __post_init__(self) -> None:
+        unknown = [ch for ch in self.field_channels if ch not in self.channels]
+        if unknown or "base" not in self.field_channels:
+            raise ConfigurationError(
+                f"field_channels must include 'base' and name only the layout's channels {list(self.channels)}, "
+                f"got {list(self.field_channels)}")
         if not self.fields:
             raise ConfigurationError("an esbridge index needs at least one text field")
         if self.plain:
@@ -133,6 +146,13 @@ class IndexLayout:
             return f"{self.combined}({','.join(self.fields)})"
         return field
 
+    def lacks(self, fields: Sequence[str], channels: Sequence[str]) -> list[str]:
+        """The channels of ``channels`` that some text field of ``fields`` has no sub-field of
+        (the combined field has every channel)."""
+        if self.plain or all(f == self.combined for f in fields):
+            return []
+        return [ch for ch in channels if ch not in self.field_channels]
+
     def members(self, field: str) -> tuple[str, ...]:
         """The text fields behind ``field``: the text fields for a plain index's virtual
         combined field, else ``field`` itself."""
@@ -165,11 +185,13 @@ class IndexLayout:
         plain index: the text fields)."""
         if self.plain:
             return list(self.fields)
-        return [self.subfield(f, ch) for f in (*self.fields, self.combined) for ch in self.channels]
+        return [self.subfield(f, ch) for f in self.fields for ch in self.field_channels] + \
+            [self.subfield(self.combined, ch) for ch in self.channels]
 
     def to_meta(self) -> dict[str, Any]:
         return {"fields": list(self.fields), "combined": self.combined,
-                "channels": list(self.channels), "id_field": self.id_field}
+                "channels": list(self.channels), "id_field": self.id_field,
+                "field_channels": list(self.field_channels)}
 
 
 #: The field holding a document's embedding where the engine searches vectors itself.
@@ -269,6 +291,9 @@ def build_index_body(
     props: dict[str, Any] = {}
     for name in layout.fields:
         spec = copy.deepcopy(field_template)
+        for ch in layout.channels:
+            if ch not in layout.field_channels:
+                del spec["fields"][ch]
         spec["copy_to"] = [layout.combined]
         props[name] = spec
     props[layout.combined] = copy.deepcopy(field_template)
@@ -403,11 +428,14 @@ def read_layout_plan(index: str) -> Plan[IndexLayout]:
 
 def layout_from_meta(meta: Mapping[str, Any]) -> IndexLayout:
     """The layout an index's ``_meta.esbridge`` entries record."""
+    channels = tuple(meta["channels"])
     return IndexLayout(
         fields=tuple(meta["fields"]),
         combined=meta["combined"],
-        channels=tuple(meta["channels"]),
+        channels=channels,
         id_field=meta.get("id_field", "_id"),
+        # indices created before field_channels existed have every channel in every field
+        field_channels=tuple(meta.get("field_channels") or channels),
     )
 
 

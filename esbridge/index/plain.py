@@ -597,7 +597,8 @@ def add_channels(engine: Engine, index: str, fields: str | Sequence[str] | None 
             raise ConfigurationError(f"index {index!r} has no text field to add esbridge's channels to")
     else:
         names = sequence_of_fields(fields)
-    layout = IndexLayout(fields=names)  # validates the names
+    # validates the names; every channel goes on every field (the sub-fields mapped below)
+    layout = IndexLayout(fields=names, field_channels=IndexLayout().channels)
     body = channel_mapping_update(index, mapping, layout.fields, layout.combined)
     add = _analysis_update(index, spec.analysis)
     if add:

@@ -150,6 +150,13 @@ class RerankerCore:
                     self.params = replace(self.params, field_weights=tuple(sorted(merged.items())))
                 except ValueError as err:
                     raise ConfigurationError(f"field_weights: {err}") from err
+        lacking = self.layout.lacks(self._fields(), self.channels)
+        if lacking:
+            raise ConfigurationError(
+                f"scorer {self.scorer!r} with field weights reads the {', '.join(lacking)} channel(s) of each text "
+                f"field, and {self.index!r} has them only in its combined field; drop the field weights, or "
+                "re-create the index with every channel in every field (esbridge index --per-field-channels; "
+                "in Python IndexLayout(field_channels=...))")
         self.store = FeatureStore(self.engine, self.index, self.layout, vector_cache=self.vector_cache)
 
     # ---- the pieces ------------------------------------------------------------------

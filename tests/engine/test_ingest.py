@@ -103,10 +103,21 @@ def test_mapping_is_accepted_and_channels_analyse_as_documented(engine: Engine, 
     text = "The O(n log n) HbA1c Protein's running cells"
     base = engine.analyze(index_name, text, field="text.base")
     assert base == ["o", "n", "log", "n", "hba1c", "protein", "run", "cell"]
-    assert engine.analyze(index_name, text, field="text.prefix")[-3:] == ["prote", "runni", "cells"]
+    assert engine.analyze(index_name, text, field="esb_all.prefix")[-3:] == ["prote", "runni", "cells"]
     assert "log n" in engine.analyze(index_name, text, field="esb_all.bigram")
-    micro = engine.analyze(index_name, "HbA1c O(n log n)", field="title.micro")
+    micro = engine.analyze(index_name, "HbA1c O(n log n)", field="esb_all.micro")
     assert micro == ["hb", "a", "1", "c", "o", "n", "log", "n"]
+    # a text field has only its base channel (and length) unless every channel is asked for
+    props = next(iter(engine.request("GET", f"/{index_name}/_mapping").values()))["mappings"]["properties"]
+    assert set(props["text"]["fields"]) == {"base", "length"}
+    assert set(props["esb_all"]["fields"]) == {"base", "prefix", "bigram", "micro", "length"}
+    full = f"{index_name}-full"
+    create_index(engine, full, IndexLayout(field_channels=("base", "prefix", "bigram", "micro")))
+    try:
+        assert engine.analyze(full, text, field="text.prefix")[-3:] == ["prote", "runni", "cells"]
+        assert engine.analyze(full, "HbA1c O(n log n)", field="title.micro") == micro
+    finally:
+        engine.delete_index(full)
 
 
 def test_rejected_index_says_which_setting(engine: Engine, index_name: str) -> None:

@@ -164,6 +164,33 @@ def test_field_weights_use_per_field_vectors(engine: Engine, small_index: str) -
     assert resp["hits"]["hits"]
 
 
+def test_per_field_channels_only_where_asked_for(engine: Engine, index_name: str) -> None:
+    """A multi-channel scorer with field weights reads each text field's channels: on an index
+    with them only in the combined field that is a one-line error naming the option; with every
+    channel in every field it scores, and equal weights score as the combined field does."""
+    small = create_small_index(engine, index_name)
+    with pytest.raises(ConfigurationError) as err:
+        Reranker(engine, small, scorer="evolved", field_weights={"title": 2.0})
+    assert "--per-field-channels" in str(err.value) and "prefix, bigram, micro" in str(err.value)
+    assert "\n" not in str(err.value)
+    full = f"{index_name}-full"
+    create_index(engine, full, IndexLayout(field_channels=("base", "prefix", "bigram", "micro")))
+    try:
+        for doc_id, src in DOCS.items():
+            engine.request("PUT", f"/{full}/_doc/{doc_id}", body=dict(src))
+        engine.refresh(full)
+        weighted = Reranker(engine, full, scorer="evolved", window=10, field_weights={"title": 2.0})
+        hits = weighted.search("diabetes heart", size=5)["hits"]["hits"]
+        assert hits and all(h["_score"] > 0 for h in hits)
+        same = {h["_id"]: h["_score"] for h in Reranker(engine, full, scorer="evolved", window=10)
+                .search("diabetes heart", size=5)["hits"]["hits"]}
+        default = {h["_id"]: h["_score"] for h in Reranker(engine, small, scorer="evolved", window=10)
+                   .search("diabetes heart", size=5)["hits"]["hits"]}
+        assert same == pytest.approx(default, rel=1e-9)  # the combined field is the same in both
+    finally:
+        engine.delete_index(full)
+
+
 @pytest.mark.parametrize("scorer", ["bm25f_robertson", "bm25f_pubmed"])
 def test_field_weights_reach_the_bm25f_scorers(engine: Engine, small_index: str, scorer: str) -> None:
     def ratio(title_weight: float) -> float:

@@ -200,3 +200,24 @@ def test_fields_option() -> None:
     assert fields_option(["title,text", " body "]) == ("title", "text", "body")
     with pytest.raises(ConfigurationError, match="--fields names no field"):
         fields_option([" , "])
+
+
+def test_layout_records_which_channels_each_text_field_has() -> None:
+    """New layouts give text fields the base channel only and record it; an index created before
+    the choice existed (no ``field_channels`` in its ``_meta``) has every channel everywhere."""
+    from esbridge.index.definitions import build_index_body, layout_from_meta
+
+    layout = IndexLayout()
+    assert layout.field_channels == ("base",)
+    assert layout_from_meta(layout.to_meta()) == layout
+    old = {"fields": ["title", "text"], "combined": "esb_all", "channels": ["base", "prefix", "bigram", "micro"]}
+    assert layout_from_meta(old).field_channels == ("base", "prefix", "bigram", "micro")
+    assert layout.lacks(("title", "text"), ("base", "prefix")) == ["prefix"]
+    assert layout.lacks((layout.combined,), ("base", "prefix")) == []
+    assert "title.prefix" not in layout.all_subfields() and "esb_all.prefix" in layout.all_subfields()
+    full = IndexLayout(field_channels=("base", "prefix", "bigram", "micro"))
+    props = build_index_body(full)["mappings"]["properties"]
+    assert set(props["title"]["fields"]) == {"base", "prefix", "bigram", "micro", "length"}
+    for bad in (("prefix",), ("base", "nope")):
+        with pytest.raises(ConfigurationError, match="field_channels must include 'base'"):
+            IndexLayout(field_channels=bad)

@@ -128,8 +128,10 @@ def test_index_body_without_similarity_is_unchanged() -> None:
     body = build_index_body()
     assert "similarity" not in body["settings"]
     assert "similarities" not in body["mappings"]["_meta"]["esbridge"]
-    for spec in body["mappings"]["properties"].values():
-        assert set(spec["fields"]) == {"base", "prefix", "bigram", "micro", "length"}
+    props = body["mappings"]["properties"]
+    assert set(props["esb_all"]["fields"]) == {"base", "prefix", "bigram", "micro", "length"}
+    for name in ("title", "text"):  # the other channels of a text field only when asked for
+        assert set(props[name]["fields"]) == {"base", "length"}
 
 
 def test_index_body_with_similarities() -> None:
