@@ -100,7 +100,7 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str) -
         for q in queries:
             rr0 = Reranker(engine, index, scorer=scorer, window=window)
             prepared = rr0.analyze(q)
-            body = {"size": window, "query": {"match": {f"{rr0.layout.combined}.base": q}}}  # type: ignore[union-attr]
+            body = {"size": window, "query": {"match": {rr0.layout.subfield(rr0.layout.combined, "base"): q}}}  # type: ignore[union-attr]
             t0 = time.perf_counter()
             engine.search(index, body)
             engine_times.append(time.perf_counter() - t0)

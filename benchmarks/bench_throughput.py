@@ -77,7 +77,7 @@ def main() -> int:
     queries = judged_queries(folder, args.queries)
     index, expected = bench_index(engine, folder / "corpus.jsonl")
     rr = Reranker(engine, index, scorer="evolved", window=args.window)
-    field = f"{rr.layout.combined}.base"  # type: ignore[union-attr]
+    field = rr.layout.subfield(rr.layout.combined, "base")  # type: ignore[union-attr]
 
     def engine_query(q: str) -> object:
         return engine.search(index, {"size": args.window, "query": {"match": {field: q}}})

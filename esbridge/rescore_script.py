@@ -159,6 +159,7 @@ class QueryStatistics:
     df: tuple[int, ...]
     n_docs: int
     avgdl: float
+    indexed: str = ""
 
     def __post_init__(self) -> None:
         if not (len(self.terms) == len(self.qtf) == len(self.df)):
@@ -169,7 +170,8 @@ class QueryStatistics:
 
     @property
     def subfield(self) -> str:
-        return f"{self.field}.{self.channel}"
+        """The field of the index the channel is read from (``indexed``, else ``<field>.<channel>``)."""
+        return self.indexed or f"{self.field}.{self.channel}"
 
 
 def query_statistics(
@@ -205,7 +207,7 @@ def query_statistics(
     return QueryStatistics(
         field=field, channel=channel, terms=qc.terms, qtf=qc.qtf,
         df=tuple(int(stats.df.get(t, 0)) for t in qc.terms),
-        n_docs=stats.doc_count, avgdl=stats.avgdl,
+        n_docs=stats.doc_count, avgdl=stats.avgdl, indexed=layout.subfield(field, channel),
     )
 
 
@@ -372,7 +374,8 @@ class EvolvedRescorer:
         stats = self.statistics(query) if isinstance(query, str) else query
         if stats.field != self.field or stats.channel != "base":
             raise ConfigurationError(
-                f"statistics are for {stats.subfield!r}; this rescorer scores {self.field}.base"
+                f"statistics are for {stats.subfield!r}; this rescorer scores "
+                f"{self.layout.subfield(self.field, 'base')!r}"
             )
         if self.mode is RescoreMode.TERM_FREQ:
             return [self._term_freq_clause(stats)]

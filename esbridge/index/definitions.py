@@ -1,10 +1,11 @@
 """Index bodies built from the JSON files in ``mappings/``.
 
 An esbridge index has, for every text field ``f`` (default ``title`` and
-``text``), the channel sub-field ``f.base`` with stored term vectors, plus ``f.length``
-(the exact base-channel token count); the fields are also copied into a combined
-all-fields field with every channel sub-field: ``.base``, ``.prefix``, ``.bigram`` and
-``.micro``.  The other channels of each text field (``f.prefix``, ...), which only
+``text``), the base channel in ``f`` itself (analysed by the base analyzer, with stored term
+vectors) and ``f.length`` (the exact base-channel token count); the fields are also copied
+into a combined all-fields field, which has the base channel itself and the other channels
+as sub-fields ``.prefix``, ``.bigram`` and ``.micro``.  Indices created before the base
+channel moved into the field itself have it as a sub-field ``.base`` (their layout says so).  The other channels of each text field (``f.prefix``, ...), which only
 per-field scoring of those channels reads, are added with ``field_channels`` (indices
 created before this choice existed have them all).  The layout is recorded in the mapping's ``_meta`` so that
 any later session can read it back with :func:`read_layout`.
@@ -89,6 +90,9 @@ class IndexLayout:
             of a text field are read only by per-field scoring of those channels (a
             multi-channel scorer with field weights), and each costs an analysis of the field
             at every write.
+        base_subfield: the base channel is the sub-field ``<field>.base`` (indices created
+            before it moved into the field itself, and existing indices given esbridge's
+            channels, whose fields keep their own analyzer); default ``False``: the field itself.
     """
 
     fields: tuple[str, ...] = ("title", "text")
@@ -100,6 +104,7 @@ class IndexLayout:
     doc_paths: tuple[tuple[str, str], ...] = ()
     positions: tuple[str, ...] = ()
     field_channels: tuple[str, ...] = ("base",)
+    base_subfield: bool = False
 
     def __post_init__(self) -> None:
         unknown = [ch for ch in self.field_channels if ch not in self.channels]
@@ -139,6 +144,8 @@ class IndexLayout:
         statistics; :meth:`indexed` says which fields it stands for).
         """
         if not self.plain:
+            if channel == "base" and not self.base_subfield:
+                return field
             return f"{field}.{channel}"
         if channel not in self.channels:
             raise ConfigurationError(f"a plain index has no {channel!r} channel, only base")
@@ -191,7 +198,7 @@ class IndexLayout:
     def to_meta(self) -> dict[str, Any]:
         return {"fields": list(self.fields), "combined": self.combined,
                 "channels": list(self.channels), "id_field": self.id_field,
-                "field_channels": list(self.field_channels)}
+                "field_channels": list(self.field_channels), "base_subfield": self.base_subfield}
 
 
 #: The field holding a document's embedding where the engine searches vectors itself.
@@ -297,6 +304,9 @@ def build_index_body(
         spec["copy_to"] = [layout.combined]
         props[name] = spec
     props[layout.combined] = copy.deepcopy(field_template)
+    if not layout.base_subfield:  # the field itself is the base channel (same analyzer, term vectors)
+        for spec in props.values():
+            spec["fields"].pop("base", None)
     if layout.id_field != "_id":
         props[layout.id_field] = {"type": "keyword"}
     if vector is not None:
@@ -436,6 +446,8 @@ def layout_from_meta(meta: Mapping[str, Any]) -> IndexLayout:
         id_field=meta.get("id_field", "_id"),
         # indices created before field_channels existed have every channel in every field
         field_channels=tuple(meta.get("field_channels") or channels),
+        # ... and their base channel in a sub-field <field>.base
+        base_subfield=bool(meta.get("base_subfield", True)),
     )
 
 

@@ -598,7 +598,7 @@ def add_channels(engine: Engine, index: str, fields: str | Sequence[str] | None 
     else:
         names = sequence_of_fields(fields)
     # validates the names; every channel goes on every field (the sub-fields mapped below)
-    layout = IndexLayout(fields=names, field_channels=IndexLayout().channels)
+    layout = IndexLayout(fields=names, field_channels=IndexLayout().channels, base_subfield=True)
     body = channel_mapping_update(index, mapping, layout.fields, layout.combined)
     add = _analysis_update(index, spec.analysis)
     if add:

@@ -148,7 +148,7 @@ def test_a_document_only_a_variant_finds_is_scored(engine: Engine, small_index: 
 
 
 def test_rescore_with_augmentations(engine: Engine, small_index: str) -> None:
-    raw = engine.search(small_index, {"size": 10, "query": {"match": {"esb_all.base": "glucose"}}})
+    raw = engine.search(small_index, {"size": 10, "query": {"match": {"esb_all": "glucose"}}})
     ids = [h["_id"] for h in raw["hits"]["hits"]]
     assert len(ids) == 4
     rr = Reranker(engine, small_index, scorer="bm25")

@@ -29,7 +29,7 @@ def test_search_json_and_rescore(engine: Engine, med_index: str, capsys: pytest.
     assert code == 0
     resp = json.loads(out)
     assert len(resp["hits"]["hits"]) == 5 and resp["_esbridge"]["scorer"] == "bmx"
-    raw = engine.search(med_index, {"size": 20, "query": {"match": {"esb_all.base": "blood glucose"}}})
+    raw = engine.search(med_index, {"size": 20, "query": {"match": {"esb_all": "blood glucose"}}})
     code, out, _ = run(capsys, "rescore", med_index, "blood glucose", "--window", "10", "--url", url,
                        stdin=json.dumps(raw))
     assert code == 0

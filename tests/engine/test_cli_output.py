@@ -88,7 +88,7 @@ def test_explain_without_json_prints_the_parts(engine: Engine, med_index: str,
 def test_rescore_reads_a_file_or_dash_and_hints_in_a_terminal(engine: Engine, med_index: str, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     url = engine.options.url
-    raw = engine.search(med_index, {"size": 20, "query": {"match": {"esb_all.base": "blood glucose"}}})
+    raw = engine.search(med_index, {"size": 20, "query": {"match": {"esb_all": "blood glucose"}}})
     path = tmp_path / "response.json"
     path.write_text(json.dumps(raw))
     code, from_file, _ = run(capsys, "rescore", med_index, "blood glucose", str(path), "--window", "10", "--url", url)

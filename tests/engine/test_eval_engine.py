@@ -78,7 +78,7 @@ def test_rankings_are_the_rerankers_and_the_engines(engine: Engine) -> None:
         np.testing.assert_allclose([h["_score"] for h in resp["hits"]["hits"]], got, rtol=1e-12)
         if len(set(got)) == len(got):
             assert [h["_id"] for h in resp["hits"]["hits"]] == result.systems["bmx"].ranking[q.id][:10]
-        body = {"size": 10, "query": {"match": {"esb_all.base": q.text}}}
+        body = {"size": 10, "query": {"match": {"esb_all": q.text}}}
         hits = engine.search(index, body)["hits"]["hits"]
         np.testing.assert_allclose([h["_score"] for h in hits],
                                    result.systems[BASELINE_PYSERINI].scores[q.id][:10], rtol=1e-6)

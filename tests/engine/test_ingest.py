@@ -92,7 +92,7 @@ def test_custom_fields_and_id_field(engine: Engine, index_name: str, tmp_path: P
     report = ingest(engine, index_name, read_jsonl(src, id_field="pmid", fields=("headline", "body")),
                     layout=layout, progress=False)
     assert report.indexed == 1
-    hit = engine.search(index_name, {"query": {"match": {"esb_all.base": "cardiac"}}})["hits"]["hits"][0]
+    hit = engine.search(index_name, {"query": {"match": {"esb_all": "cardiac"}}})["hits"]["hits"][0]
     assert hit["_id"] == "p1" and hit["_source"]["pmid"] == "p1"
     with pytest.raises(ConfigurationError, match="exists with fields"):
         ingest(engine, index_name, read_jsonl(src), layout=IndexLayout(), progress=False)
@@ -101,7 +101,7 @@ def test_custom_fields_and_id_field(engine: Engine, index_name: str, tmp_path: P
 def test_mapping_is_accepted_and_channels_analyse_as_documented(engine: Engine, index_name: str) -> None:
     create_index(engine, index_name, IndexLayout(), shards=2)
     text = "The O(n log n) HbA1c Protein's running cells"
-    base = engine.analyze(index_name, text, field="text.base")
+    base = engine.analyze(index_name, text, field="text")
     assert base == ["o", "n", "log", "n", "hba1c", "protein", "run", "cell"]
     assert engine.analyze(index_name, text, field="esb_all.prefix")[-3:] == ["prote", "runni", "cells"]
     assert "log n" in engine.analyze(index_name, text, field="esb_all.bigram")
@@ -109,8 +109,8 @@ def test_mapping_is_accepted_and_channels_analyse_as_documented(engine: Engine, 
     assert micro == ["hb", "a", "1", "c", "o", "n", "log", "n"]
     # a text field has only its base channel (and length) unless every channel is asked for
     props = next(iter(engine.request("GET", f"/{index_name}/_mapping").values()))["mappings"]["properties"]
-    assert set(props["text"]["fields"]) == {"base", "length"}
-    assert set(props["esb_all"]["fields"]) == {"base", "prefix", "bigram", "micro", "length"}
+    assert set(props["text"]["fields"]) == {"length"}  # the field itself is the base channel
+    assert set(props["esb_all"]["fields"]) == {"prefix", "bigram", "micro", "length"}
     full = f"{index_name}-full"
     create_index(engine, full, IndexLayout(field_channels=("base", "prefix", "bigram", "micro")))
     try:

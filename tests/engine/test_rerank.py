@@ -11,6 +11,7 @@ from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
 from esbridge.features import analyze_query, build_input, fetch_raw
 from esbridge.index import IndexLayout, create_index, read_layout
+from esbridge.index.definitions import build_index_body
 from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
 from tests.smallindex import DOCS, create_small_index
@@ -50,7 +51,7 @@ def test_rescore_keeps_hits_beyond_the_window(engine: Engine, scifact_indices: d
     index = scifact_indices[1]
     q = judged_queries("scifact", limit=2)[1]["text"]
     layout = read_layout(engine, index)
-    response = engine.search(index, {"size": 30, "query": {"match": {"esb_all.base": q}}})
+    response = engine.search(index, {"size": 30, "query": {"match": {"esb_all": q}}})
     rr = Reranker(engine, index, scorer="bmx")
     out = rr.rescore(response, q, window_size=10)
     before = response["hits"]["hits"]
@@ -191,6 +192,30 @@ def test_per_field_channels_only_where_asked_for(engine: Engine, index_name: str
         engine.delete_index(full)
 
 
+def test_an_index_of_the_earlier_layout_scores_the_same(engine: Engine, index_name: str) -> None:
+    """An index built when the base channel was the ``.base`` sub-field and every text field had
+    every channel (its ``_meta`` has neither entry) is read as such and scores as a new one."""
+    new = create_small_index(engine, index_name)
+    old = f"{index_name}-old"
+    earlier = IndexLayout(field_channels=("base", "prefix", "bigram", "micro"), base_subfield=True)
+    body = build_index_body(earlier)
+    for key in ("field_channels", "base_subfield"):
+        del body["mappings"]["_meta"]["esbridge"][key]
+    engine.request("PUT", f"/{old}", body=body)
+    try:
+        for doc_id, src in DOCS.items():
+            engine.request("PUT", f"/{old}/_doc/{doc_id}", body=dict(src))
+        engine.refresh(old)
+        assert read_layout(engine, old) == earlier
+        for scorer, weights in (("evolved", None), ("bm25", None), ("bm25f_robertson", {"title": 2.0})):
+            got = [{h["_id"]: h["_score"] for h in Reranker(engine, name, scorer=scorer, window=10,
+                                                               field_weights=weights)
+                    .search("diabetes heart glucose", size=5)["hits"]["hits"]} for name in (new, old)]
+            assert got[0] and got[0] == pytest.approx(got[1], rel=1e-9), scorer
+    finally:
+        engine.delete_index(old)
+
+
 @pytest.mark.parametrize("scorer", ["bm25f_robertson", "bm25f_pubmed"])
 def test_field_weights_reach_the_bm25f_scorers(engine: Engine, small_index: str, scorer: str) -> None:
     def ratio(title_weight: float) -> float:
@@ -234,7 +259,7 @@ def test_scripted_similarity_first_stage(engine: Engine, index_name: str) -> Non
     assert {"a", "b", "d"} <= {h["_id"] for h in resp["hits"]["hits"]}
     first = {h["_id"]: h["_esbridge"]["first_stage_score"] for h in resp["hits"]["hits"]}
     plain = {h["_id"]: h["_score"] for h in engine.search(
-        index_name, {"query": {"match": {"esb_all.base": "glucose diabetes"}}})["hits"]["hits"]}
+        index_name, {"query": {"match": {"esb_all": "glucose diabetes"}}})["hits"]["hits"]}
     assert first != pytest.approx(plain)  # ranked by the scripted similarity, not BM25
     with pytest.raises(ConfigurationError, match="similarity='bmx'"):
         Reranker(engine, index_name, first_stage="similarity:bmx")

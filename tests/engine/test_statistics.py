@@ -38,8 +38,8 @@ def test_statistics_are_index_wide_on_three_shards(engine: Engine, index_name: s
     assert abs(base.avgdl - total / 30) < 1e-12
     # one shard alone would see only part of the collection
     per_shard = [engine.request("POST", f"/{index_name}/_termvectors", params={"routing": r},
-                                body={"doc": {"text": ["x"]}, "fields": ["text.base"],
-                                      "field_statistics": True})["term_vectors"]["text.base"]["field_statistics"]["doc_count"]
+                                body={"doc": {"text": ["x"]}, "fields": ["text"],
+                                      "field_statistics": True})["term_vectors"]["text"]["field_statistics"]["doc_count"]
                  for r in routing.routings()]
     assert sum(per_shard) == 30 and max(per_shard) < 30
 
@@ -47,7 +47,7 @@ def test_statistics_are_index_wide_on_three_shards(engine: Engine, index_name: s
 def _explained_counts(engine: Engine, index: str, doc_id: str, term: str) -> tuple[int, int]:
     """(n, N) from the engine's own BM25 explanation of ``term`` for ``doc_id``."""
     resp = engine.request("POST", f"/{index}/_explain/{doc_id}",
-                          body={"query": {"term": {"text.base": term}}})
+                          body={"query": {"term": {"text": term}}})
     found: dict[str, int] = {}
 
     def walk(node: dict) -> None:

@@ -106,7 +106,8 @@ def test_the_virtual_combined_field() -> None:
         layout.subfield("title", "prefix")
     own = IndexLayout()
     assert own.indexed(own.combined, "micro") == ("esb_all.micro",)
-    assert own.analysis("base") == {"field": "esb_all.base"}
+    assert own.analysis("base") == {"field": "esb_all"}  # the base channel is the field itself
+    assert IndexLayout(base_subfield=True).analysis("base") == {"field": "esb_all.base"}
     with pytest.raises(ConfigurationError, match="only the base channel"):
         IndexLayout(fields=("a",), plain=True, search_analyzer="standard")
     with pytest.raises(ConfigurationError, match="search analyzer"):
@@ -212,12 +213,15 @@ def test_layout_records_which_channels_each_text_field_has() -> None:
     assert layout_from_meta(layout.to_meta()) == layout
     old = {"fields": ["title", "text"], "combined": "esb_all", "channels": ["base", "prefix", "bigram", "micro"]}
     assert layout_from_meta(old).field_channels == ("base", "prefix", "bigram", "micro")
+    assert layout_from_meta(old).subfield("title", "base") == "title.base"  # as those indices were built
+    assert layout.subfield("title", "base") == "title" and layout.subfield("title", "micro") == "title.micro"
     assert layout.lacks(("title", "text"), ("base", "prefix")) == ["prefix"]
     assert layout.lacks((layout.combined,), ("base", "prefix")) == []
     assert "title.prefix" not in layout.all_subfields() and "esb_all.prefix" in layout.all_subfields()
     full = IndexLayout(field_channels=("base", "prefix", "bigram", "micro"))
     props = build_index_body(full)["mappings"]["properties"]
-    assert set(props["title"]["fields"]) == {"base", "prefix", "bigram", "micro", "length"}
+    assert set(props["title"]["fields"]) == {"prefix", "bigram", "micro", "length"}
+    assert props["title"]["analyzer"] == "esb_base" and props["title"]["term_vector"] == "yes"
     for bad in (("prefix",), ("base", "nope")):
         with pytest.raises(ConfigurationError, match="field_channels must include 'base'"):
             IndexLayout(field_channels=bad)

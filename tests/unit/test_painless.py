@@ -129,9 +129,9 @@ def test_index_body_without_similarity_is_unchanged() -> None:
     assert "similarity" not in body["settings"]
     assert "similarities" not in body["mappings"]["_meta"]["esbridge"]
     props = body["mappings"]["properties"]
-    assert set(props["esb_all"]["fields"]) == {"base", "prefix", "bigram", "micro", "length"}
+    assert set(props["esb_all"]["fields"]) == {"prefix", "bigram", "micro", "length"}
     for name in ("title", "text"):  # the other channels of a text field only when asked for
-        assert set(props[name]["fields"]) == {"base", "length"}
+        assert set(props[name]["fields"]) == {"length"}
 
 
 def test_index_body_with_similarities() -> None:
@@ -146,7 +146,7 @@ def test_index_body_with_similarities() -> None:
         assert spec["fields"]["base_evolved"] == {"type": "text", "analyzer": "esb_base",
                                                   "similarity": "esb_evolved"}, name
         assert spec["fields"]["base_bmx_a1"]["similarity"] == "esb_bmx_a1"
-        assert spec["fields"]["base"] == {"type": "text", "analyzer": "esb_base", "term_vector": "yes"}
+        assert "base" not in spec["fields"] and spec["analyzer"] == "esb_base" and spec["term_vector"] == "yes"
     meta = body["mappings"]["_meta"]["esbridge"]["similarities"]
     assert meta["evolved"]["subfield"] == "base_evolved"
     assert meta["bmx_a1"]["constants"] == {"alpha": 1.0, "mean_entropy": 1.0}
