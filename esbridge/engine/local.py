@@ -64,7 +64,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from esbridge.engine import es_distribution
 from esbridge.errors import ConfigurationError, ProvisioningError
@@ -696,6 +696,22 @@ def _start_once(
     )
 
 
+def _runner_args(spec: RunnerSpec, home: Path, port: int, cluster_name: str) -> list[str]:
+    """The embedded-node runner's own arguments: one node under ``home`` answering HTTP on ``port``."""
+    args = ["-basePath", str(home), "-numOfNode", "1", "-baseHttpPort", str(port - 1), "-clusterName", cluster_name]
+    if spec.plugin_types:
+        args += ["-pluginTypes", ",".join(spec.plugin_types)]
+    return args
+
+
+def _spawn(cmd: list[str], console: IO[str], home: Path) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in its own session under ``home``, its output into ``console`` (closed here)."""
+    proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, cwd=home)
+    console.close()
+    return proc
+
+
 def _launch_runner(spec: RunnerSpec, name: str, lib: Path, java: str, port: int, transport_port: int,
                    heap: str) -> tuple[subprocess.Popen[bytes], NodeInfo]:
     """Start an embedded-node runner's JVM on ``port``."""
@@ -726,16 +742,9 @@ def _launch_runner(spec: RunnerSpec, name: str, lib: Path, java: str, port: int,
         "-cp",
         str(lib / "*"),
         spec.main_class,
-        "-basePath", str(home),
-        "-numOfNode", "1",
-        "-baseHttpPort", str(port - 1),
-        "-clusterName", f"esbridge-{name}",
+        *_runner_args(spec, home, port, f"esbridge-{name}"),
     ]
-    if spec.plugin_types:
-        cmd += ["-pluginTypes", ",".join(spec.plugin_types)]
-    proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=home)
-    console.close()
+    proc = _spawn(cmd, console, home)
     return proc, NodeInfo(name=name, distribution=spec.distribution, version=spec.version, pid=proc.pid,
                           port=port, home=str(home), pgid=proc.pid)
 
@@ -1207,15 +1216,8 @@ def _launch_member(spec: RunnerSpec, cluster: str, member: str, members: Sequenc
         spec.main_class,
         *(f"{k}={v}" for k, v in settings.items()),
         "--",
-        "-basePath", str(home),
-        "-numOfNode", "1",
-        "-baseHttpPort", str(port - 1),
-        "-clusterName", f"esbridge-{cluster}",
+        *_runner_args(spec, home, port, f"esbridge-{cluster}"),
     ]
-    if spec.plugin_types:
-        cmd += ["-pluginTypes", ",".join(spec.plugin_types)]
-    proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=home)
-    console.close()
+    proc = _spawn(cmd, console, home)
     return proc, NodeInfo(name=member, distribution=spec.distribution, version=spec.version, pid=proc.pid,
                           port=port, home=str(home), pgid=proc.pid, cluster=cluster, transport_port=transport_port)
