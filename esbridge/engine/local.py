@@ -696,6 +696,12 @@ def _start_once(
     )
 
 
+def _jvm(java: str, heap: str, *options: str) -> list[str]:
+    """The JVM and its options for an embedded-node runner (heap, ``options``, headless, UTF-8)."""
+    return [java, f"-Xms{heap}", f"-Xmx{heap}", *options, "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8",
+            "-Dlog4j2.formatMsgNoLookups=true"]
+
+
 def _runner_args(spec: RunnerSpec, home: Path, port: int, cluster_name: str) -> list[str]:
     """The embedded-node runner's own arguments: one node under ``home`` answering HTTP on ``port``."""
     args = ["-basePath", str(home), "-numOfNode", "1", "-baseHttpPort", str(port - 1), "-clusterName", cluster_name]
@@ -733,12 +739,7 @@ def _launch_runner(spec: RunnerSpec, name: str, lib: Path, java: str, port: int,
     )
     console = open(home / "console.log", "w")
     cmd = [
-        java,
-        f"-Xms{heap}",
-        f"-Xmx{heap}",
-        "-Djava.awt.headless=true",
-        "-Dfile.encoding=UTF-8",
-        "-Dlog4j2.formatMsgNoLookups=true",
+        *_jvm(java, heap),
         "-cp",
         str(lib / "*"),
         spec.main_class,
@@ -1203,13 +1204,7 @@ def _launch_member(spec: RunnerSpec, cluster: str, member: str, members: Sequenc
     settings = {"node.name": member, "http.port": str(port), "discovery.type": "zen"}
     console = open(home / "console.log", "w")
     cmd = [
-        java,
-        f"-Xms{heap}",
-        f"-Xmx{heap}",
-        *java_options,
-        "-Djava.awt.headless=true",
-        "-Dfile.encoding=UTF-8",
-        "-Dlog4j2.formatMsgNoLookups=true",
+        *_jvm(java, heap, *java_options),
         "-cp",
         os.pathsep.join([str(lib / "*"), str(launcher)]),
         LAUNCHER_CLASS,
