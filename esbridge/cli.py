@@ -209,6 +209,13 @@ def _cmd_index(args: argparse.Namespace) -> int:
         else:
             print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
                   "for hybrid search", file=sys.stderr)
+    if not args.no_store and report.indexed:
+        from esbridge.features.build import build_store
+        from esbridge.features.diskstore import DiskVectorStore
+
+        engine.refresh(index)
+        built = build_store(engine, index, DiskVectorStore(args.store), progress=not args.quiet)
+        print(built.summary())
     _print_failures(report, args.show_failures)
     print(report.summary())
     return 0 if report.ok else 4
@@ -301,6 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-semantic", action="store_true",
                    help="do not embed the documents for semantic search (the hybrid pipeline embeds them "
                         "on its first query instead)")
+    p.add_argument("--store", metavar="DIR",
+                   help="the on-disk feature store to fill with the documents' term vectors after indexing "
+                        "(default: $ESBRIDGE_HOME/features or ~/.cache/esbridge/features)")
+    p.add_argument("--no-store", action="store_true",
+                   help="do not fill the feature store (the reranker fetches term vectors as queries need "
+                        "them; `esbridge features build` fills it later)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _connection_args(p)
     p.set_defaults(func=_cmd_index)

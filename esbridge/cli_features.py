@@ -1,6 +1,8 @@
-"""``esbridge features export``: learning-to-rank features of every topic's candidates.
+"""``esbridge features``: ``build`` fills the on-disk feature store with an index's term vectors;
+``export`` writes learning-to-rank features of every topic's candidates.
 
-The work is :func:`esbridge.evaluation.ltr.export_features`, imported only when the command runs.
+The work is :func:`esbridge.features.build.build_store` and
+:func:`esbridge.evaluation.ltr.export_features`, imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -52,12 +54,47 @@ def _cmd_export(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
     return 0
 
 
+def _cmd_build(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
+    from esbridge.errors import IndexNotFoundError
+    from esbridge.features.build import build_store
+    from esbridge.features.diskstore import DiskVectorStore
+
+    engine = connect(args)
+    if not engine.index_exists(args.index):
+        raise IndexNotFoundError(f"index {args.index!r} does not exist at {engine.options.display_url}",
+                                 index=args.index)
+    fields = [f.strip() for v in (args.fields or []) for f in v.split(",") if f.strip()] or None
+    report = build_store(engine, args.index, DiskVectorStore(args.store) if args.store else None,
+                         fields=fields, page=args.page, progress=not args.quiet)
+    print(report.summary())
+    return 0
+
+
 def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], None],
                  connect: Callable[[argparse.Namespace], Any]) -> None:
     """Register ``features`` on the ``esbridge`` parser."""
-    p = sub.add_parser("features", help="export learning-to-rank features (export)",
-                       description="Features of the engine's candidates for learning to rank.")
-    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION", help="export: write the features")
+    p = sub.add_parser("features", help="fill the feature store (build); export learning-to-rank features (export)",
+                       description="esbridge's on-disk feature store, and features of the engine's candidates "
+                                   "for learning to rank.")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION",
+                               help="build: fill the feature store; export: write the features")
+    b = actions.add_parser(
+        "build", help="read the term vectors of every document of an index into the on-disk feature store",
+        description=textwrap.fill(
+            "Read every document's term vectors (per channel and field: term frequencies and length) into "
+            "esbridge's feature store, so the reranker reads them from disk instead of asking the engine. "
+            "One scroll page at a time (bounded memory); documents already stored at their current "
+            "_seq_no/_primary_term are skipped, so an interrupted build resumes and a second one reads only "
+            "what changed. The store is keyed by the index's UUID: a recreated index starts a new one.", 79))
+    b.add_argument("index", help="the index (or alias) to read; any index, esbridge's or not")
+    b.add_argument("--fields", action="append", metavar="FIELD[,FIELD]",
+                   help="fields to store (default: the combined field in every channel and each text field)")
+    b.add_argument("--page", type=int, default=500, help="documents per page and per _mtermvectors (default 500)")
+    b.add_argument("--store", metavar="DIR",
+                   help="the feature store's folder (default: $ESBRIDGE_HOME/features, ~/.cache/esbridge/features)")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    connection_args(b)
+    b.set_defaults(func=lambda a: _cmd_build(a, connect))
     e = actions.add_parser(
         "export", help="write every topic's candidates with their features in SVMrank or LightGBM format",
         description=textwrap.fill(

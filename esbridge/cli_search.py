@@ -50,7 +50,26 @@ def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
             raise ConfigurationError(f"--field-weight {pair!r} must be FIELD=NUMBER") from None
     return Reranker(engine, args.index, scorer=args.scorer, params=_scorer_params(args.scorer, args.param),
                     window=args.window, first_stage=getattr(args, "first_stage", "bm25"),
-                    field_weights=weights or None, fields=fields_option(args.fields))
+                    field_weights=weights or None, fields=fields_option(args.fields),
+                    feature_store=store_option(args))
+
+
+def store_args(p: argparse.ArgumentParser) -> None:
+    """``--store DIR`` and ``--no-store``: the on-disk feature store of a command."""
+    p.add_argument("--store", metavar="DIR",
+                   help="the on-disk feature store's folder (default: $ESBRIDGE_HOME/features or "
+                        "~/.cache/esbridge/features); term vectors read from the engine are kept there")
+    p.add_argument("--no-store", action="store_true",
+                   help="keep term vectors in memory only (nothing written to disk)")
+
+
+def store_option(args: argparse.Namespace) -> Any:
+    """The :class:`~esbridge.features.diskstore.DiskVectorStore` ``--store``/``--no-store`` ask for."""
+    from esbridge.features.diskstore import DiskVectorStore
+
+    if getattr(args, "no_store", False):
+        return None
+    return DiskVectorStore(getattr(args, "store", None))
 
 
 def fields_option(values: list[str] | None) -> tuple[str, ...] | None:
@@ -360,6 +379,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
         p.add_argument("--field-weight", action="append", metavar="FIELD=W",
                        help="BM25F-style weight of a text field (repeat)")
         p.add_argument("--explain", action="store_true", help=explain)
+        store_args(p)
         fields_args(p)
         augmentation_args(p, keyed_by="the query text")
         connection_args(p)

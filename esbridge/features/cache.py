@@ -23,10 +23,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from esbridge.engine.client import Engine, EngineBase, path_segment, sync_engine
 from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError
+from esbridge.features.diskstore import DiskVectorStore, VersionedId
 from esbridge.features.termvectors import (
     EMPTY_VECTOR,
     CandidateVectors,
@@ -71,6 +73,7 @@ class CacheCounts:
     hits: int
     misses: int
     size: int
+    disk_hits: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -79,28 +82,70 @@ class CacheCounts:
 
 
 class TermVectorCache:
-    """LRU cache of candidates' term vectors, keyed on sequence number and primary term."""
+    """LRU cache of candidates' term vectors, keyed on sequence number and primary term.
 
-    def __init__(self, max_entries: int = 50_000) -> None:
+    Args:
+        max_entries: documents kept in memory.
+        disk: a :class:`~esbridge.features.diskstore.DiskVectorStore` (or its folder) behind
+            the memory: a miss in memory is looked up there, and what is fetched from the
+            engine is written there too, so vectors outlive the process and are shared
+            with other processes using the same folder.
+    """
+
+    def __init__(self, max_entries: int = 50_000, disk: DiskVectorStore | str | Path | None = None) -> None:
         if max_entries < 0:
             raise ValueError(f"max_entries must be >= 0, got {max_entries}")
         self.max_entries = max_entries
+        self.disk = disk if disk is None or isinstance(disk, DiskVectorStore) else DiskVectorStore(disk)
         self._data: OrderedDict[DocKey, dict[str, FieldVector]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        #: the misses in memory found on disk (counted in ``hits`` too)
+        self.disk_hits = 0
 
-    def get(self, key: DocKey, subfields: Sequence[str]) -> dict[str, FieldVector] | None:
+    def get_many(self, keys: Sequence[DocKey], subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
+        """:meth:`get` for several keys: memory first, then the disk store for the rest."""
+        out: list[dict[str, FieldVector] | None] = []
         with self._lock:
-            entry = self._data.get(key)
-            if entry is None or any(sf not in entry for sf in subfields):
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return entry
+            for key in keys:
+                entry = self._data.get(key)
+                if entry is None or any(sf not in entry for sf in subfields):
+                    out.append(None)
+                else:
+                    self._data.move_to_end(key)
+                    out.append(entry)
+        todo = [i for i, e in enumerate(out) if e is None]
+        if todo and self.disk is not None:
+            by_identity: dict[str, list[int]] = {}
+            for i in todo:
+                by_identity.setdefault(keys[i][0], []).append(i)
+            for identity, rows in by_identity.items():
+                got = self.disk.get_many(identity, [keys[i][1:] for i in rows], subfields)
+                for i, entry in zip(rows, got, strict=True):
+                    if entry is not None:
+                        out[i] = entry
+                        self._remember(keys[i], entry, subfields)
+                        self.disk_hits += 1
+        misses = sum(e is None for e in out)
+        with self._lock:
+            self.misses += misses
+            self.hits += len(out) - misses
+        return out
 
-    def put(self, key: DocKey, vectors: Mapping[str, FieldVector], subfields: Sequence[str]) -> None:
+    def put_many(self, items: Sequence[tuple[DocKey, Mapping[str, FieldVector]]], subfields: Sequence[str]) -> None:
+        """:meth:`put` for several documents, written to the disk store in one transaction."""
+        for key, vectors in items:
+            self._remember(key, vectors, subfields)
+        if self.disk is not None and items:
+            by_identity: dict[str, list[tuple[VersionedId, dict[str, FieldVector]]]] = {}
+            for key, vectors in items:
+                by_identity.setdefault(key[0], []).append(
+                    (key[1:], {sf: vectors.get(sf, EMPTY_VECTOR) for sf in subfields}))
+            for identity, entries in by_identity.items():
+                self.disk.put_many(identity, entries)
+
+    def _remember(self, key: DocKey, vectors: Mapping[str, FieldVector], subfields: Sequence[str]) -> None:
         if self.max_entries == 0:
             return
         with self._lock:
@@ -112,12 +157,20 @@ class TermVectorCache:
             while len(self._data) > self.max_entries:
                 self._data.popitem(last=False)
 
+    def get(self, key: DocKey, subfields: Sequence[str]) -> dict[str, FieldVector] | None:
+        """The vectors of ``subfields`` of one document version, or ``None``."""
+        return self.get_many([key], subfields)[0]
+
+    def put(self, key: DocKey, vectors: Mapping[str, FieldVector], subfields: Sequence[str]) -> None:
+        self.put_many([(key, vectors)], subfields)
+
     def clear(self) -> None:
+        """Forget what is in memory (the disk store keeps its vectors)."""
         with self._lock:
             self._data.clear()
 
     def counts(self) -> CacheCounts:
-        return CacheCounts(self.hits, self.misses, len(self._data))
+        return CacheCounts(self.hits, self.misses, len(self._data), self.disk_hits)
 
 
 @dataclass
@@ -279,12 +332,12 @@ class FeatureStore:
         if len(ids) != len(versions):
             raise ConfigurationError(f"{len(ids)} ids but {len(versions)} versions: give one version "
                                      "(or None) per id")
-        for i, (doc_id, ver) in enumerate(zip(ids, versions, strict=True)):
-            entry = self.vectors.get((uuid, doc_id, *ver), subfields) if ver else None
-            if entry is None:
-                todo.append(i)
-            else:
+        versioned = [i for i, ver in enumerate(versions) if ver]
+        got = self.vectors.get_many([(uuid, ids[i], *versions[i]) for i in versioned], subfields)  # type: ignore[misc]
+        for i, entry in zip(versioned, got, strict=True):
+            if entry is not None:
                 cached[i] = entry
+        todo = [i for i in range(len(ids)) if i not in cached]
         need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         fetched: FetchResult | None = None
         if todo or need_stats:
@@ -302,12 +355,14 @@ class FeatureStore:
         for i, entry in cached.items():
             vectors[i] = entry
         if fetched is not None:
+            fresh: list[tuple[DocKey, dict[str, FieldVector]]] = []
             for j, i in enumerate(todo):
                 vectors[i] = fetched.candidates.vectors[j]
                 found[i] = fetched.candidates.found[j]
                 ver = versions[i]
                 if ver and found[i]:
-                    self.vectors.put((uuid, ids[i], *ver), vectors[i], subfields)
+                    fresh.append(((uuid, ids[i], *ver), vectors[i]))
+            self.vectors.put_many(fresh, subfields)
         stats = {
             self.layout.subfield(f, ch): self.stats.get(self.layout.subfield(f, ch), qc.terms, gen)
             for f in stat_fields for ch, qc in query.items()

@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,7 @@ from esbridge.engine.client import (
 from esbridge.engine.plan import Call, Offload, Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import FeatureStore, TermVectorCache
+from esbridge.features.diskstore import DiskVectorStore
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
 from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
@@ -96,6 +98,7 @@ class RerankerCore:
     vector_cache: TermVectorCache | None = None
     layout: IndexLayout | None = None
     fields: str | Sequence[str] | None = None
+    feature_store: DiskVectorStore | str | Path | None = None
     last: RerankStats = field(default_factory=RerankStats)
 
     def __post_init__(self) -> None:
@@ -157,6 +160,8 @@ class RerankerCore:
                 f"field, and {self.index!r} has them only in its combined field; drop the field weights, or "
                 "re-create the index with every channel in every field (esbridge index --per-field-channels; "
                 "in Python IndexLayout(field_channels=...))")
+        if self.vector_cache is None and self.feature_store is not None:
+            self.vector_cache = TermVectorCache(disk=self.feature_store)
         self.store = FeatureStore(self.engine, self.index, self.layout, vector_cache=self.vector_cache)
 
     # ---- the pieces ------------------------------------------------------------------

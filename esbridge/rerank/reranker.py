@@ -58,6 +58,10 @@ class Reranker(RerankerCore):
         fields: the text fields to read (default: every text field of an esbridge index,
             the text fields found in a plain index's mapping); a plain index's fields must
             share one analyzer.
+        feature_store: a :class:`~esbridge.features.diskstore.DiskVectorStore` (or its
+            folder) that keeps candidates' term vectors on disk across processes and
+            restarts (``esbridge features build`` fills it for a whole index); ignored when
+            ``vector_cache`` is given (give it ``TermVectorCache(disk=...)`` instead).
 
     :class:`esbridge.aio.AsyncReranker` is the same over an asynchronous engine.
     """

@@ -1,0 +1,144 @@
+"""The on-disk feature store: round trips, versions, restarts, threads and processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import threading
+from pathlib import Path
+
+import pytest
+
+from esbridge.errors import ConfigurationError
+from esbridge.features.cache import TermVectorCache
+from esbridge.features.diskstore import DiskVectorStore
+from esbridge.features.termvectors import FieldVector
+
+ID = "docs:9f2c"
+
+
+def _doc(seed: int) -> dict[str, FieldVector]:
+    rng = random.Random(seed)
+    words = [f"w{rng.randrange(400)}" for _ in range(rng.randrange(0, 40))]
+    base: dict[str, int] = {}
+    for w in words:
+        base[w] = base.get(w, 0) + 1
+    prefix = {w[:2]: tf for w, tf in base.items()}
+    # a length that is not the sum of the tfs (tokens stacked at one position)
+    return {"all.base": FieldVector(base, length=len(words) + seed % 3), "all.prefix": FieldVector(prefix)}
+
+
+def test_round_trip_keeps_terms_tfs_and_lengths(tmp_path: Path) -> None:
+    store = DiskVectorStore(tmp_path)
+    docs = {f"d{i}": _doc(i) for i in range(50)}
+    store.put_many(ID, [((d, i, 1), v) for i, (d, v) in enumerate(docs.items())])
+    got = store.get_many(ID, [(d, i, 1) for i, d in enumerate(docs)], ["all.base", "all.prefix"])
+    for (d, want), entry in zip(docs.items(), got, strict=True):
+        assert entry is not None
+        for sf in ("all.base", "all.prefix"):
+            assert dict(entry[sf]) == dict(want[sf])
+            assert entry[sf].length == want[sf].length
+
+
+def test_other_version_or_missing_subfield_is_a_miss(tmp_path: Path) -> None:
+    store = DiskVectorStore(tmp_path)
+    store.put_many(ID, [(("a", 5, 1), {"all.base": FieldVector({"x": 2})})])
+    assert store.get_many(ID, [("a", 5, 1)], ["all.base"])[0] == {"all.base": {"x": 2}}
+    assert store.get_many(ID, [("a", 6, 1)], ["all.base"]) == [None]  # updated since
+    assert store.get_many(ID, [("a", 5, 2)], ["all.base"]) == [None]  # another primary term
+    assert store.get_many(ID, [("a", 5, 1)], ["all.base", "all.prefix"]) == [None]
+    assert store.get_many("docs:other-uuid", [("a", 5, 1)], ["all.base"]) == [None]
+    # the refetched version replaces the row
+    store.put_many(ID, [(("a", 6, 1), {"all.base": FieldVector({"y": 1})})])
+    assert store.get_many(ID, [("a", 6, 1)], ["all.base"])[0] == {"all.base": {"y": 1}}
+    assert store.get_many(ID, [("a", 5, 1)], ["all.base"]) == [None]
+
+
+def test_survives_a_restart(tmp_path: Path) -> None:
+    first = DiskVectorStore(tmp_path)
+    first.put_many(ID, [(("a", 1, 1), _doc(1)), (("b", 2, 1), _doc(2))])
+    first.close()
+    again = DiskVectorStore(tmp_path)
+    got = again.get_many(ID, [("b", 2, 1), ("a", 1, 1)], ["all.base"])
+    assert got[0] is not None and dict(got[0]["all.base"]) == dict(_doc(2)["all.base"])
+    assert got[1] is not None and dict(got[1]["all.base"]) == dict(_doc(1)["all.base"])
+    size = again.part(ID).size()
+    assert size.documents == 2 and size.rows == 4 and size.bytes > 0
+
+
+def test_cache_reads_through_to_disk_and_writes_back(tmp_path: Path) -> None:
+    cache = TermVectorCache(max_entries=10, disk=tmp_path)
+    key = (ID, "a", 3, 1)
+    assert cache.get(key, ["all.base"]) is None
+    cache.put(key, _doc(3), ["all.base", "all.prefix"])
+    fresh = TermVectorCache(max_entries=10, disk=DiskVectorStore(tmp_path))  # another process, say
+    entry = fresh.get(key, ["all.prefix"])
+    assert entry is not None and dict(entry["all.prefix"]) == dict(_doc(3)["all.prefix"])
+    assert fresh.counts().disk_hits == 1
+    assert fresh.get(key, ["all.prefix"]) is not None  # now from memory
+    assert fresh.counts().disk_hits == 1 and fresh.counts().hits == 2
+
+
+def test_concurrent_readers_and_writer_see_whole_documents(tmp_path: Path) -> None:
+    store = DiskVectorStore(tmp_path)
+    store.put_many(ID, [((f"d{i}", 1, 1), _doc(i)) for i in range(100)])
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        try:
+            for round_ in range(2, 30):
+                store.put_many(ID, [((f"d{i}", round_, 1), _doc(i + 1000 * round_)) for i in range(0, 100, 7)])
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+        finally:
+            stop.set()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                keys = [(f"d{i}", 1, 1) for i in range(100) if i % 7]
+                for (d, _, _), entry in zip(keys, store.get_many(ID, keys, ["all.base", "all.prefix"]), strict=True):
+                    i = int(d[1:])
+                    assert entry is not None
+                    assert dict(entry["all.base"]) == dict(_doc(i)["all.base"])
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)] + [threading.Thread(target=writer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    last = store.get_many(ID, [("d7", 29, 1)], ["all.base"])[0]
+    assert last is not None and dict(last["all.base"]) == dict(_doc(7 + 29000)["all.base"])
+
+
+def _write_range(root: str, start: int, stop: int) -> None:
+    store = DiskVectorStore(root)
+    for i in range(start, stop, 5):
+        store.put_many(ID, [((f"d{j}", 1, 1), _doc(j)) for j in range(i, min(i + 5, stop))])
+
+
+def test_several_processes_write_one_store(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_write_range, args=(str(tmp_path), k * 60, (k + 1) * 60)) for k in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    store = DiskVectorStore(tmp_path)
+    got = store.get_many(ID, [(f"d{j}", 1, 1) for j in range(180)], ["all.base", "all.prefix"])
+    for j, entry in enumerate(got):
+        assert entry is not None, j
+        assert dict(entry["all.base"]) == dict(_doc(j)["all.base"])
+        assert dict(entry["all.prefix"]) == dict(_doc(j)["all.prefix"])
+
+
+def test_unwritable_folder_is_named(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigurationError, match="feature store folder"):
+        DiskVectorStore(blocker).part(ID)
