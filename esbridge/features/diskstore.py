@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import mmap
 import os
 import sqlite3
 import threading
@@ -135,7 +136,10 @@ class _IdentityStore:
         self._lock = threading.Lock()  # the term table and the memory map of this process
         self._write_lock = threading.Lock()  # one writing thread per process (flock is per open file)
         self._terms: list[str] = [""]  # term id -> term (ids start at 1)
+        self._term_array = np.empty(1024, dtype=object)  # the same, for vectorised look-ups
+        self._term_array[0] = ""
         self._ids: dict[str, int] = {}
+        self._mmap: mmap.mmap | None = None
         self._map: np.ndarray = np.zeros((0, 2), dtype=np.int32)
         with self._write_locked():
             con = self._con()
@@ -172,11 +176,23 @@ class _IdentityStore:
         with self._lock:
             known = len(self._terms) - 1
         rows = con.execute("SELECT id, term FROM terms WHERE id > ? ORDER BY id", (known,)).fetchall()
-        if not rows:
-            return
+        if rows:
+            self._add_terms(rows)
+
+    def _add_terms(self, rows: Sequence[tuple[int, str]]) -> None:
+        """Remember committed terms (ids in increasing order; those already known are skipped)."""
         with self._lock:
-            for tid, term in rows:
+            fresh = [(tid, term) for tid, term in rows if tid >= len(self._terms)]
+            if not fresh:
+                return
+            need = len(self._terms) + len(fresh)
+            if need > len(self._term_array):
+                grown = np.empty(max(need, 2 * len(self._term_array)), dtype=object)
+                grown[:len(self._terms)] = self._term_array[:len(self._terms)]
+                self._term_array = grown
+            for tid, term in fresh:
                 if tid == len(self._terms):
+                    self._term_array[tid] = term
                     self._terms.append(term)
                     self._ids[term] = tid
 
@@ -185,8 +201,11 @@ class _IdentityStore:
         with self._lock:
             if len(self._map) < end:
                 size = self.data_path.stat().st_size // _PAIR
-                self._map = np.memmap(self.data_path, dtype=np.int32, mode="r", shape=(size, 2)) \
-                    if size else np.zeros((0, 2), dtype=np.int32)
+                if size:
+                    with open(self.data_path, "rb") as data:
+                        self._mmap = mmap.mmap(data.fileno(), size * _PAIR, access=mmap.ACCESS_READ)
+                    # a plain array over the map (slicing a numpy.memmap costs far more)
+                    self._map = np.frombuffer(self._mmap, dtype=np.int32).reshape(size, 2)
             return self._map
 
     def close(self) -> None:
@@ -196,6 +215,7 @@ class _IdentityStore:
             self._local.con = None
         with self._lock:
             self._map = np.zeros((0, 2), dtype=np.int32)
+            self._mmap = None  # closed once no array still views it
 
     # ---- reading and writing ------------------------------------------------------------
 
@@ -220,28 +240,43 @@ class _IdentityStore:
         pairs = self._pairs(end)
         if len(pairs) < end:  # rows committed after pairs written: cannot happen unless the file was cut
             return [None] * len(keys)
-        found: list[list[tuple[str, list[int], list[int], int]] | None] = []
-        top = 0
-        for doc, seq_no, primary in keys:
-            parts: list[tuple[str, list[int], list[int], int]] = []
-            for sf in subfields:
-                row = rows.get((doc, sf))
-                if row is None or row[0] != seq_no or row[1] != primary:
-                    break
-                _, _, start, n, length = row
-                block = pairs[start:start + n]
-                tids = block[:, 0].tolist()
-                if tids:
-                    top = max(top, max(tids))
-                parts.append((sf, tids, block[:, 1].tolist(), length))
-            found.append(parts if len(parts) == len(subfields) else None)
-        if top >= len(self._terms):
+        # every wanted block of every key that has them all at its version, read in one gather
+        hits: list[int] = []
+        starts: list[int] = []
+        counts: list[int] = []
+        lengths: list[int] = []
+        for k, (doc, seq_no, primary) in enumerate(keys):
+            got = [rows.get((doc, sf)) for sf in subfields]
+            if all(r is not None and r[0] == seq_no and r[1] == primary for r in got):
+                hits.append(k)
+                for r in got:
+                    assert r is not None
+                    starts.append(r[2])
+                    counts.append(r[3])
+                    lengths.append(r[4])
+        out: list[dict[str, FieldVector] | None] = [None] * len(keys)
+        if not hits:
+            return out
+        n = np.asarray(counts, dtype=np.int64)
+        offsets = np.zeros(len(n) + 1, dtype=np.int64)
+        np.cumsum(n, out=offsets[1:])
+        where = np.repeat(np.asarray(starts, dtype=np.int64) - offsets[:-1], n) + np.arange(offsets[-1])
+        picked = pairs[where]
+        tids = picked[:, 0]
+        if len(tids) and int(tids.max()) >= len(self._terms):
             self._sync_terms(con)
-        terms = self._terms
-        return [None if parts is None else
-                {sf: FieldVector(dict(zip([terms[t] for t in tids], tfs, strict=True)), length=length)
-                 for sf, tids, tfs, length in parts}
-                for parts in found]
+        words = self._term_array[tids].tolist()
+        tfs = picked[:, 1].tolist()
+        bounds = offsets.tolist()
+        b = 0
+        for k in hits:
+            entry = {}
+            for sf in subfields:
+                lo, hi = bounds[b], bounds[b + 1]
+                entry[sf] = FieldVector(dict(zip(words[lo:hi], tfs[lo:hi])), length=lengths[b])
+                b += 1
+            out[k] = entry
+        return out
 
     def put_many(self, entries: Sequence[tuple[VersionedId, Mapping[str, FieldVector]]]) -> None:
         if not entries:
@@ -288,11 +323,7 @@ class _IdentityStore:
             except BaseException:
                 con.rollback()
                 raise
-            with self._lock:
-                for tid, term in new_terms:
-                    if tid == len(self._terms):
-                        self._terms.append(term)
-                        self._ids[term] = tid
+            self._add_terms(new_terms)
 
     def versions(self, ids: Sequence[str], subfields: Sequence[str]) -> dict[str, tuple[int, int]]:
         """``{_id: (_seq_no, _primary_term)}`` of the documents stored with every one of ``subfields``."""
