@@ -152,7 +152,8 @@ def test_cli_search_with_bmx_reads_term_vectors_of_the_collection_once(
         capsys: pytest.CaptureFixture[str]) -> None:
     requests = Requests(engine, monkeypatch)
     monkeypatch.setattr(Engine, "connect", classmethod(lambda cls, opts: engine))
-    argv = ["search", small_index, "bone density", "--scorer", "bmx", "--url", engine.options.url]
+    # without the feature store, so that each search fetches its candidates' vectors from the engine
+    argv = ["search", small_index, "bone density", "--scorer", "bmx", "--no-store", "--url", engine.options.url]
     outputs, reads = [], []
     for _ in range(2):
         before = requests.term_vector_reads()
