@@ -213,7 +213,6 @@ def _cmd_index(args: argparse.Namespace) -> int:
         from esbridge.features.build import build_store
         from esbridge.features.diskstore import DiskVectorStore
 
-        engine.refresh(index)
         built = build_store(engine, index, DiskVectorStore(args.store), progress=not args.quiet)
         print(built.summary())
     _print_failures(report, args.show_failures)

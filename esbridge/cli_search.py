@@ -67,9 +67,7 @@ def store_option(args: argparse.Namespace) -> Any:
     """The :class:`~esbridge.features.diskstore.DiskVectorStore` ``--store``/``--no-store`` ask for."""
     from esbridge.features.diskstore import DiskVectorStore
 
-    if getattr(args, "no_store", False):
-        return None
-    return DiskVectorStore(getattr(args, "store", None))
+    return None if args.no_store else DiskVectorStore(args.store)
 
 
 def fields_option(values: list[str] | None) -> tuple[str, ...] | None:

@@ -18,7 +18,7 @@ from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
 from esbridge.features.cache import index_identity
 from esbridge.features.diskstore import DiskVectorStore, StoreSize
-from esbridge.features.termvectors import FieldVector, QueryChannel, ShardRouting, fetch_raw
+from esbridge.features.termvectors import EMPTY_VECTOR, ShardRouting, fetch_raw
 from esbridge.index.definitions import IndexLayout
 from esbridge.index.plain import open_layout
 
@@ -44,21 +44,15 @@ class BuildReport:
                 f"{self.size.terms} terms, {self.size.bytes / 1e6:.1f} MB")
 
 
-def store_groups(layout: IndexLayout, fields: Sequence[str] | None = None) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-    """``[(fields, channels), ...]``: what a build reads, in groups one ``_mtermvectors`` can
-    fetch: the combined field in every channel, each text field in its own channels."""
+def store_channels(layout: IndexLayout, fields: Sequence[str] | None = None) -> dict[str, tuple[str, ...]]:
+    """``{field: channels}`` a build reads: the combined field in every channel, each text field
+    in its own (:attr:`IndexLayout.field_channels`)."""
     chosen = tuple(fields) if fields else (layout.combined, *layout.fields)
     unknown = [f for f in chosen if f != layout.combined and f not in layout.fields]
     if unknown:
         raise ConfigurationError(f"--fields names {', '.join(map(repr, unknown))}, not a text field of the index "
                                  f"({', '.join([layout.combined, *layout.fields])})")
-    groups: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-    if layout.combined in chosen:
-        groups.append(((layout.combined,), tuple(layout.channels)))
-    text = tuple(f for f in chosen if f != layout.combined)
-    if text:
-        groups.append((text, tuple(layout.field_channels)))
-    return groups
+    return {f: tuple(layout.channels if f == layout.combined else layout.field_channels) for f in chosen}
 
 
 def build_store(engine: Engine, index: str, store: DiskVectorStore | None = None, *,
@@ -80,8 +74,8 @@ def build_store(engine: Engine, index: str, store: DiskVectorStore | None = None
     identity = index_identity(engine, index)[0]
     part = store.part(identity)
     routing = ShardRouting(engine, index)
-    groups = store_groups(layout, fields)
-    subfields = [layout.subfield(f, ch) for fs, chs in groups for f in fs for ch in chs]
+    channels = store_channels(layout, fields)
+    subfields = [layout.subfield(f, ch) for f, chs in channels.items() for ch in chs]
     total = engine.count(index)
     read = fetched = already = gone = 0
     bar = tqdm(total=total, desc=f"feature store {index}", unit="doc", disable=not progress, file=sys.stderr)
@@ -89,20 +83,13 @@ def build_store(engine: Engine, index: str, store: DiskVectorStore | None = None
 
     def flush() -> None:
         nonlocal fetched, already, gone
-        held = part.versions([d for d, _, _ in buffer], subfields)
-        todo = [(d, s, t) for d, s, t in buffer if held.get(d) != (s, t)]
+        todo = [key for key, held in zip(buffer, part.holds(buffer, subfields), strict=True) if not held]
         already += len(buffer) - len(todo)
         if todo:
-            vectors: list[dict[str, FieldVector]] = [{} for _ in todo]
-            found = [True] * len(todo)
-            for fs, chs in groups:
-                got = fetch_raw(engine, index, layout, {ch: QueryChannel((), ()) for ch in chs},
-                                [d for d, _, _ in todo], fields=fs, routing=routing, batch_size=page, stats_query={})
-                for i, vec in enumerate(got.candidates.vectors):
-                    vectors[i].update(vec)
-                    found[i] = found[i] and got.candidates.found[i]
-            entries = [((d, s, t), {sf: vectors[i].get(sf, FieldVector({})) for sf in subfields})
-                       for i, (d, s, t) in enumerate(todo) if found[i]]
+            got = fetch_raw(engine, index, layout, {}, [d for d, _, _ in todo], fields=list(channels),
+                            routing=routing, batch_size=page, stats_query={}, field_channels=channels)
+            entries = [(key, {sf: vec.get(sf, EMPTY_VECTOR) for sf in subfields})
+                       for key, vec, ok in zip(todo, got.candidates.vectors, got.candidates.found, strict=True) if ok]
             part.put_many(entries)
             fetched += len(entries)
             gone += len(todo) - len(entries)

@@ -116,6 +116,7 @@ class TermVectorCache:
                     self._data.move_to_end(key)
                     out.append(entry)
         todo = [i for i, e in enumerate(out) if e is None]
+        from_disk = 0
         if todo and self.disk is not None:
             by_identity: dict[str, list[int]] = {}
             for i in todo:
@@ -126,9 +127,10 @@ class TermVectorCache:
                     if entry is not None:
                         out[i] = entry
                         self._remember(keys[i], entry, subfields)
-                        self.disk_hits += 1
+                        from_disk += 1
         misses = sum(e is None for e in out)
         with self._lock:
+            self.disk_hits += from_disk
             self.misses += misses
             self.hits += len(out) - misses
         return out

@@ -63,8 +63,9 @@ _SQL_VARS = 500  # ids per SELECT (well under SQLite's bound-parameter limit)
 
 def default_store_root() -> Path:
     """``<esbridge's cache>/features`` (``$ESBRIDGE_HOME/features`` or ``~/.cache/esbridge/features``)."""
-    root = os.environ.get("ESBRIDGE_HOME")
-    return (Path(root) if root else Path.home() / ".cache" / "esbridge") / "features"
+    from esbridge.engine.local import cache_dir
+
+    return cache_dir() / "features"
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,8 @@ class _IdentityStore:
         self.db_path = folder / "vectors.sqlite"
         self.lock_path = folder / "write.lock"
         self._local = threading.local()
+        self._cons: list[sqlite3.Connection] = []
+        self._generation = 0
         self._lock = threading.Lock()  # the term table and the memory map of this process
         self._write_lock = threading.Lock()  # one writing thread per process (flock is per open file)
         self._terms: list[str] = [""]  # term id -> term (ids start at 1)
@@ -154,12 +157,15 @@ class _IdentityStore:
     # ---- plumbing ---------------------------------------------------------------------
 
     def _con(self) -> sqlite3.Connection:
+        """This thread's connection (one per thread; :meth:`close` closes them all)."""
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
-        if con is None:
-            con = sqlite3.connect(self.db_path, timeout=60.0, isolation_level="DEFERRED")
+        if con is None or getattr(self._local, "generation", -1) != self._generation:
+            con = sqlite3.connect(self.db_path, timeout=60.0, isolation_level="DEFERRED", check_same_thread=False)
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")
-            self._local.con = con
+            self._local.con, self._local.generation = con, self._generation
+            with self._lock:
+                self._cons.append(con)
         return con
 
     @contextmanager
@@ -209,17 +215,19 @@ class _IdentityStore:
             return self._map
 
     def close(self) -> None:
-        con = getattr(self._local, "con", None)
-        if con is not None:
-            con.close()
-            self._local.con = None
         with self._lock:
+            for con in self._cons:
+                con.close()
+            self._cons.clear()
+            self._generation += 1
             self._map = np.zeros((0, 2), dtype=np.int32)
             self._mmap = None  # closed once no array still views it
 
     # ---- reading and writing ------------------------------------------------------------
 
-    def get_many(self, keys: Sequence[VersionedId], subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
+    def _locate(self, keys: Sequence[VersionedId], subfields: Sequence[str]) -> list[list[tuple[int, int, int]] | None]:
+        """Per key, ``(start, count, length)`` of each of ``subfields`` in the pair array, or
+        ``None`` unless every one is stored at the key's ``_seq_no`` and ``_primary_term``."""
         if not keys or not subfields:
             return [None] * len(keys)
         con = self._con()
@@ -234,46 +242,45 @@ class _IdentityStore:
                     chunk):
                 if sf in wanted:
                     rows[(doc, sf)] = (seq, term, start, n, length)
-        if not rows:
-            return [None] * len(keys)
-        end = max(start + n for _, _, start, n, _ in rows.values())
-        pairs = self._pairs(end)
-        if len(pairs) < end:  # rows committed after pairs written: cannot happen unless the file was cut
-            return [None] * len(keys)
-        # every wanted block of every key that has them all at its version, read in one gather
-        hits: list[int] = []
-        starts: list[int] = []
-        counts: list[int] = []
-        lengths: list[int] = []
-        for k, (doc, seq_no, primary) in enumerate(keys):
+        out: list[list[tuple[int, int, int]] | None] = []
+        for doc, seq_no, primary in keys:
             got = [rows.get((doc, sf)) for sf in subfields]
-            if all(r is not None and r[0] == seq_no and r[1] == primary for r in got):
-                hits.append(k)
-                for r in got:
-                    assert r is not None
-                    starts.append(r[2])
-                    counts.append(r[3])
-                    lengths.append(r[4])
+            out.append([(r[2], r[3], r[4]) for r in got if r is not None]
+                       if all(r is not None and r[0] == seq_no and r[1] == primary for r in got) else None)
+        return out
+
+    def holds(self, keys: Sequence[VersionedId], subfields: Sequence[str]) -> list[bool]:
+        """Whether each key is stored, at its version, with every one of ``subfields``."""
+        return [blocks is not None for blocks in self._locate(keys, subfields)]
+
+    def get_many(self, keys: Sequence[VersionedId], subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
+        located = self._locate(keys, subfields)
+        hits = [k for k, blocks in enumerate(located) if blocks is not None]
         out: list[dict[str, FieldVector] | None] = [None] * len(keys)
         if not hits:
             return out
-        n = np.asarray(counts, dtype=np.int64)
-        offsets = np.zeros(len(n) + 1, dtype=np.int64)
-        np.cumsum(n, out=offsets[1:])
-        where = np.repeat(np.asarray(starts, dtype=np.int64) - offsets[:-1], n) + np.arange(offsets[-1])
-        picked = pairs[where]
+        blocks = [blk for k in hits for blk in located[k] or ()]
+        starts, counts, lengths = np.array(blocks, dtype=np.int64).reshape(-1, 3).T
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        pairs = self._pairs(int((starts + counts).max()))
+        if len(pairs) < int((starts + counts).max()):  # only if the array file was cut
+            return out
+        # every block of every hit in one gather
+        picked = pairs[np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])]
         tids = picked[:, 0]
         if len(tids) and int(tids.max()) >= len(self._terms):
-            self._sync_terms(con)
+            self._sync_terms(self._con())
         words = self._term_array[tids].tolist()
         tfs = picked[:, 1].tolist()
         bounds = offsets.tolist()
+        sizes = lengths.tolist()
         b = 0
         for k in hits:
             entry = {}
             for sf in subfields:
                 lo, hi = bounds[b], bounds[b + 1]
-                entry[sf] = FieldVector(dict(zip(words[lo:hi], tfs[lo:hi])), length=lengths[b])
+                entry[sf] = FieldVector(dict(zip(words[lo:hi], tfs[lo:hi])), length=sizes[b])
                 b += 1
             out[k] = entry
         return out
@@ -285,11 +292,11 @@ class _IdentityStore:
             con = self._con()
             try:
                 self._sync_terms(con)
-                new_terms: list[tuple[int, str]] = []
                 known = self._ids  # the committed terms
-                ids: dict[str, int] = {}  # the terms this write adds
+                added: dict[str, int] = {}  # the terms this write adds
                 next_id = len(self._terms)
-                blocks: list[np.ndarray] = []
+                tids: list[int] = []
+                tfs: list[int] = []
                 rows: list[tuple[str, str, int, int, int, int, int]] = []
                 with open(self.data_path, "ab") as data:
                     size = data.tell()
@@ -299,24 +306,19 @@ class _IdentityStore:
                     start = size // _PAIR
                     for (doc, seq_no, primary), vectors in entries:
                         for sf, vec in vectors.items():
-                            tids = []
                             for term in vec:
-                                tid = known.get(term) or ids.get(term)
-                                if tid is None:
-                                    tid = ids[term] = next_id
-                                    new_terms.append((next_id, term))
+                                if term not in known and term not in added:
+                                    added[term] = next_id
                                     next_id += 1
-                                tids.append(tid)
-                            block = np.empty((len(tids), 2), dtype=np.int32)
-                            block[:, 0] = tids
-                            block[:, 1] = list(vec.values())
-                            blocks.append(block)
-                            rows.append((doc, sf, seq_no, primary, start, len(tids), int(vec.length)))
-                            start += len(tids)
-                    if blocks:
-                        data.write(np.concatenate(blocks).tobytes())
+                            tids += [known.get(t) or added[t] for t in vec]
+                            tfs += vec.values()
+                            rows.append((doc, sf, seq_no, primary, start, len(vec), int(vec.length)))
+                            start += len(vec)
+                    data.write(np.column_stack([np.asarray(tids, dtype=np.int32),
+                                                np.asarray(tfs, dtype=np.int32)]).tobytes())
                     data.flush()
                     os.fsync(data.fileno())
+                new_terms = [(tid, term) for term, tid in added.items()]
                 con.executemany("INSERT INTO terms VALUES (?, ?)", new_terms)
                 con.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
                 con.commit()
@@ -324,22 +326,6 @@ class _IdentityStore:
                 con.rollback()
                 raise
             self._add_terms(new_terms)
-
-    def versions(self, ids: Sequence[str], subfields: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """``{_id: (_seq_no, _primary_term)}`` of the documents stored with every one of ``subfields``."""
-        con = self._con()
-        seen: dict[str, set[tuple[int, int]]] = {}
-        count: dict[str, int] = {}
-        wanted = set(subfields)
-        for i in range(0, len(ids), _SQL_VARS):
-            chunk = list(ids[i:i + _SQL_VARS])
-            marks = ",".join("?" * len(chunk))
-            for doc, sf, seq, term in con.execute(
-                    f"SELECT doc, subfield, seq_no, primary_term FROM vectors WHERE doc IN ({marks})", chunk):
-                if sf in wanted:
-                    seen.setdefault(doc, set()).add((seq, term))
-                    count[doc] = count.get(doc, 0) + 1
-        return {doc: next(iter(v)) for doc, v in seen.items() if len(v) == 1 and count[doc] == len(wanted)}
 
     def size(self) -> StoreSize:
         con = self._con()

@@ -307,6 +307,7 @@ def fetch_raw(
     routing: ShardRouting | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     stats_query: Mapping[str, QueryChannel] | None = None,
+    field_channels: Mapping[str, Sequence[str]] | None = None,
 ) -> FetchResult:
     """Candidate term vectors and summed per-shard statistics, in as few requests as possible
     (with a shard-copy preference, the statistics take one request per shard, sent together).
@@ -315,9 +316,12 @@ def fetch_raw(
         fields: the (text or combined) fields whose channel sub-fields are read.
         stats_query: the channels and terms to fetch statistics for (default: all of
             ``query``; empty: none, e.g. when they are cached).
+        field_channels: the channels of the candidates' vectors per field (default: every
+            channel of ``query`` in each of ``fields``), for reading fields in different
+            channels with one request.
     """
     return run(fetch_raw_plan(index, layout, query, ids, fields=fields, routing=routing or ShardRouting(engine, index),
-                              batch_size=batch_size, stats_query=stats_query,
+                              batch_size=batch_size, stats_query=stats_query, field_channels=field_channels,
                               copy_preference=engine.options.preference is not None), engine)
 
 
@@ -332,6 +336,7 @@ def fetch_raw_plan(
     batch_size: int = DEFAULT_BATCH_SIZE,
     stats_query: Mapping[str, QueryChannel] | None = None,
     copy_preference: bool = False,
+    field_channels: Mapping[str, Sequence[str]] | None = None,
 ) -> Plan[FetchResult]:
     """:func:`fetch_raw` as a plan (:mod:`esbridge.engine.plan`).
 
@@ -342,7 +347,10 @@ def fetch_raw_plan(
     """
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
-    wanted = _engine_fields(layout, fields, query)
+    if field_channels is None:
+        wanted = _engine_fields(layout, fields, query)
+    else:
+        wanted = {k: v for f, chs in field_channels.items() for k, v in _engine_fields(layout, [f], chs).items()}
     subfields = list(dict.fromkeys(sf for sfs in wanted.values() for sf in sfs))
     positions = any(sf in layout.positions for sf in subfields)
     stat_fields = list(dict.fromkeys([*fields, layout.combined]))

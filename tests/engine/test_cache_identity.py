@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-
 from esbridge.engine.client import Engine
 from esbridge.index import IndexLayout, create_index
 from esbridge.rerank import Reranker
+from tests.engine.concurrency import race
 
 DOCS = {f"d{i}": {"title": f"glucose {i}", "text": f"insulin glucose control number {i} " + "word " * (i % 7)}
         for i in range(30)}
@@ -35,31 +34,14 @@ def test_a_recreated_index_is_never_scored_from_the_old_ones_vectors(engine: Eng
 def test_threads_share_a_reranker_while_the_index_changes(engine: Engine, index_name: str) -> None:
     _fill(engine, index_name, DOCS)
     rr = Reranker(engine, index_name, scorer="bmx", window=30)
-    errors: list[BaseException] = []
-    stop = threading.Event()
 
-    def search() -> None:
-        try:
-            for i in range(25):
-                rr.search(["insulin glucose", "glucose control", "number word"][i % 3], size=5)
-        except BaseException as err:  # noqa: BLE001 - every failure is a finding
-            errors.append(err)
+    def search(i: int) -> None:
+        rr.search(["insulin glucose", "glucose control", "number word"][i % 3], size=5)
 
-    def write() -> None:
-        i = 0
-        while not stop.is_set():
-            engine.request("PUT", f"/{index_name}/_doc/d{i % 30}", body={"title": "glucose", "text": f"insulin {i}"},
-                           params={"refresh": "true"})
-            i += 1
+    def write(i: int) -> None:
+        engine.request("PUT", f"/{index_name}/_doc/d{i % 30}", body={"title": "glucose", "text": f"insulin {i}"},
+                       params={"refresh": "true"})
 
-    writer = threading.Thread(target=write)
-    readers = [threading.Thread(target=search) for _ in range(8)]
-    writer.start()
-    for t in readers:
-        t.start()
-    for t in readers:
-        t.join()
-    stop.set()
-    writer.join()
+    errors = race(search, write, readers=8, reads=25)
     rr.close()
-    assert not errors, [f"{type(e).__name__}: {e}" for e in errors[:3]]
+    assert not errors, errors[:3]

@@ -3,7 +3,6 @@ by each hit's ``_seq_no``/``_primary_term``, keyed by the index's UUID, shared b
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from esbridge.features.diskstore import DiskVectorStore
 from esbridge.index import IndexLayout, create_index
 from esbridge.rerank import Reranker
 from tests.cli import run
+from tests.engine.concurrency import race
 
 DOCS = {f"d{i}": {"title": f"glucose {i}", "text": f"insulin glucose control number {i} " + "word " * (i % 7)}
         for i in range(30)}
@@ -78,8 +78,8 @@ def test_a_changed_document_is_fetched_again_and_written_back(engine: Engine, in
     current = (hit["hits"]["hits"][0]["_seq_no"], hit["hits"]["hits"][0]["_primary_term"])
     identity = index_identity(engine, index_name)[0]
     layout = IndexLayout()
-    assert DiskVectorStore(tmp_path).part(identity).versions(["d3"], [layout.subfield(layout.combined, "base")]) \
-        == {"d3": current}
+    base = [layout.subfield(layout.combined, "base")]
+    assert DiskVectorStore(tmp_path).part(identity).holds([("d3", *current), ("d3", 0, 1)], base) == [True, False]
 
 
 def test_a_recreated_index_starts_its_own_store(engine: Engine, index_name: str, tmp_path: Path) -> None:
@@ -120,33 +120,16 @@ def test_threads_and_a_writer_share_a_store(engine: Engine, index_name: str, tmp
     build_store(engine, index_name, DiskVectorStore(tmp_path), progress=False)
     rr = Reranker(engine, index_name, scorer="evolved", window=30,
                   vector_cache=TermVectorCache(max_entries=5, disk=DiskVectorStore(tmp_path)))
-    errors: list[BaseException] = []
-    stop = threading.Event()
 
-    def search() -> None:
-        try:
-            for i in range(12):
-                rr.search(QUERIES[i % 3], size=5)
-        except BaseException as err:  # noqa: BLE001 - every failure is a finding
-            errors.append(err)
+    def search(i: int) -> None:
+        rr.search(QUERIES[i % 3], size=5)
 
-    def write() -> None:
-        i = 0
-        while not stop.is_set():
-            engine.request("PUT", f"/{index_name}/_doc/d{i % 30}", body={"title": "glucose", "text": f"insulin {i}"},
-                           params={"refresh": "true"})
-            i += 1
+    def write(i: int) -> None:
+        engine.request("PUT", f"/{index_name}/_doc/d{i % 30}", body={"title": "glucose", "text": f"insulin {i}"},
+                       params={"refresh": "true"})
 
-    writer = threading.Thread(target=write)
-    readers = [threading.Thread(target=search) for _ in range(4)]
-    writer.start()
-    for t in readers:
-        t.start()
-    for t in readers:
-        t.join()
-    stop.set()
-    writer.join()
-    assert not errors, [f"{type(e).__name__}: {e}" for e in errors[:3]]
+    errors = race(search, write, readers=4, reads=12)
+    assert not errors, errors[:3]
     # once the writes stop, what the shared store serves equals a fresh reading of the engine
     for q in QUERIES:
         assert _ranked(rr, q) == _fresh(engine, index_name, q)
@@ -163,3 +146,20 @@ def test_cli_build_and_search_through_the_store(engine: Engine, index_name: str,
     assert code == 0 and out.splitlines()[0].split()[:2] == ["rank", "esbridge"]
     code, out, err = run(capsys, "features", "build", index_name, "--fields", "nosuch", "--url", url)
     assert code != 0 and "nosuch" in err
+
+
+def test_a_plain_index_is_built_and_read_through_the_store(engine: Engine, index_name: str, tmp_path: Path) -> None:
+    engine.request("PUT", f"/{index_name}", body={
+        "settings": {"index": {"number_of_shards": 2, "number_of_replicas": 0}},
+        "mappings": {"properties": {"title": {"type": "text"}, "text": {"type": "text"}}}})
+    for doc_id, src in DOCS.items():
+        engine.request("PUT", f"/{index_name}/_doc/{doc_id}", body=src)
+    engine.refresh(index_name)
+    report = build_store(engine, index_name, DiskVectorStore(tmp_path), progress=False)
+    assert (report.documents, report.fetched) == (30, 30)
+    cache = TermVectorCache(disk=DiskVectorStore(tmp_path))
+    with Reranker(engine, index_name, scorer="bm25", window=30, vector_cache=cache) as rr:
+        got = _ranked(rr, "insulin glucose")
+    with Reranker(engine, index_name, scorer="bm25", window=30) as rr:
+        assert got == _ranked(rr, "insulin glucose")
+    assert cache.counts().misses == 0 and cache.counts().disk_hits == 30

@@ -52,11 +52,15 @@ def test_other_version_or_missing_subfield_is_a_miss(tmp_path: Path) -> None:
     store.put_many(ID, [(("a", 6, 1), {"all.base": FieldVector({"y": 1})})])
     assert store.get_many(ID, [("a", 6, 1)], ["all.base"])[0] == {"all.base": {"y": 1}}
     assert store.get_many(ID, [("a", 5, 1)], ["all.base"]) == [None]
+    assert store.part(ID).holds([("a", 6, 1), ("a", 5, 1), ("b", 6, 1)], ["all.base"]) == [True, False, False]
 
 
 def test_survives_a_restart(tmp_path: Path) -> None:
     first = DiskVectorStore(tmp_path)
     first.put_many(ID, [(("a", 1, 1), _doc(1)), (("b", 2, 1), _doc(2))])
+    part = first.part(ID)
+    part.close()  # closes every thread's connection; the next use opens new ones
+    assert part.get_many([("a", 1, 1)], ["all.base"])[0] is not None
     first.close()
     again = DiskVectorStore(tmp_path)
     got = again.get_many(ID, [("b", 2, 1), ("a", 1, 1)], ["all.base"])
