@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from esbridge.engine.async_client import AsyncEngine
 from esbridge.engine.plan import Plan, PlanLock, run_async
+from esbridge.features.cache import DocVersion
 from esbridge.rerank import AnalyzedQuery, RerankerCore
 from esbridge.scoring import ScoreResult, ScoringInput
 
@@ -104,13 +105,13 @@ class AsyncReranker(RerankerCore):
                                                            source=source))
 
     async def scoring_input(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                            versions: Sequence[tuple[int, int] | None], *,
+                            versions: Sequence[DocVersion | None], *,
                             stats_validated: bool = False) -> tuple[ScoringInput, list[bool]]:
         """:meth:`Reranker.scoring_input <esbridge.rerank.Reranker.scoring_input>`."""
         return await self._run(self._scoring_input_plan(prepared, ids, versions, stats_validated=stats_validated))
 
     async def score_hits(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                         versions: Sequence[tuple[int, int] | None], *,
+                         versions: Sequence[DocVersion | None], *,
                          stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
         """:meth:`Reranker.score_hits <esbridge.rerank.Reranker.score_hits>`."""
         return await self._run(self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated))

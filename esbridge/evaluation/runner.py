@@ -284,6 +284,7 @@ def _hits(engine: Engine, index: str, query: Mapping[str, Any], size: int,
     body: dict[str, Any] = {"size": size, "query": dict(query), "_source": False, "track_total_hits": False}
     if versions:
         body["seq_no_primary_term"] = True
+        body["version"] = True
     resp = engine.search(index, body)
     hits: list[dict[str, Any]] = resp["hits"]["hits"]
     return hits

@@ -9,8 +9,11 @@
 * :class:`StatsCache` keeps index-wide term and field statistics for one index
   *identity* (UUID and state): both are read from ``_stats`` (document counts and indexing and
   deletion totals of the primaries) before each use (or at most every
-  ``check_interval`` seconds, if set, trading freshness for one request), and
-  every entry is dropped when it changes.
+  ``check_interval`` seconds, if set, trading freshness for one request).  A new UUID (a
+  recreated index, an alias moved) drops every entry at once; writes to the same index drop
+  them at most once per ``refresh_interval`` (default: the index's own
+  ``index.refresh_interval``, the delay after which the engine itself shows a write to
+  searches), so an index under constant writes does not refetch its statistics for every query.
 * :class:`FeatureStore` puts both in front of
   :func:`esbridge.features.termvectors.fetch_raw`: one request fetches only what
   is missing.
@@ -24,6 +27,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from esbridge.engine.client import Engine, EngineBase, path_segment, sync_engine
 from esbridge.engine.plan import Call, Plan, run
@@ -44,6 +48,25 @@ from esbridge.index.definitions import IndexLayout
 DocKey = tuple[str, str, int, int]  # index UUID, id, seq_no, primary_term
 
 
+class HitVersion(NamedTuple):
+    """What a first-stage hit says about the version of its document.
+
+    ``_seq_no`` and ``_primary_term`` key the document's features; ``_version`` (present when
+    the search asked for ``"version": true``) is compared with the one the term-vector fetch
+    reports: ``_mtermvectors`` reads the newest copy of a document (real time), so a document
+    written between the search and the fetch comes back newer than the hit.  It is then scored
+    as it now is but not stored under the hit's key.
+    """
+
+    seq_no: int
+    primary_term: int
+    version: int | None = None
+
+
+#: A hit's version as the feature caches take it: ``(_seq_no, _primary_term)`` or a :class:`HitVersion`.
+DocVersion = tuple[int, int] | HitVersion
+
+
 def index_identity(engine: Engine, index: str) -> tuple[str, tuple[int, ...]]:
     """``(uuid, state)`` of an index (or of the indices an alias names), from one ``_stats``
     request: the UUID tells a deleted-and-recreated index, or an alias now pointing elsewhere,
@@ -60,6 +83,44 @@ def index_identity_plan(index: str) -> Plan[tuple[str, tuple[int, ...]]]:
              int(prim["indexing"]["index_total"]), int(prim["indexing"]["delete_total"]))
     uuids = sorted(f"{name}:{(spec or {}).get('uuid', '')}" for name, spec in (resp.get("indices") or {}).items())
     return ",".join(uuids) or index, state
+
+
+def parse_time_value(value: object) -> float:
+    """Seconds of an engine time value (``"1s"``, ``"500ms"``, ``"2m"``); ``-1`` (disabled) is 0.
+
+    Raises:
+        ConfigurationError: not a time value.
+    """
+    text = str(value).strip().lower()
+    if text in ("-1", "-1s", "-1ms"):
+        return 0.0
+    units = (("nanos", 1e-9), ("micros", 1e-6), ("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0),
+             ("d", 86400.0))
+    for unit, scale in units:
+        if text.endswith(unit):
+            try:
+                number = float(text[:-len(unit)])
+            except ValueError:
+                break
+            if number >= 0:
+                return number * scale
+            break
+    raise ConfigurationError(f"{value!r} is not a time value (e.g. 1s, 500ms, 2m)")
+
+
+def refresh_interval_plan(index: str) -> Plan[float]:
+    """Seconds between the automatic refreshes of ``index`` (the shortest of an alias's
+    indices; 0 when refreshes are disabled, so callers never hold statistics back)."""
+    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_settings/index.refresh_interval",
+                      params={"include_defaults": "true"}, context=f"reading the refresh interval of {index!r}")
+    values = []
+    for spec in (resp or {}).values():
+        for part in ("settings", "defaults"):
+            got = (((spec or {}).get(part) or {}).get("index") or {}).get("refresh_interval")
+            if got is not None:
+                values.append(parse_time_value(got))
+                break
+    return min(values) if values else 1.0
 
 
 def index_state(engine: Engine, index: str) -> tuple[int, ...]:
@@ -180,6 +241,7 @@ class _Generation:
     """The statistics cached for one identity (UUID and state) of the index."""
 
     identity: tuple[str, tuple[int, ...]] | None
+    created: float = 0.0  # time.monotonic() when it was started
     fields: dict[str, tuple[int, int]] = field(default_factory=dict)  # subfield -> (doc_count, sum_ttf)
     df: dict[tuple[str, str], int] = field(default_factory=dict)  # (subfield, term) -> df
 
@@ -196,10 +258,18 @@ class StatsCache:
     thread has just emptied.
     """
 
-    def __init__(self, engine: EngineBase, index: str, check_interval: float = 0.0) -> None:
+    def __init__(self, engine: EngineBase, index: str, check_interval: float = 0.0,
+                 refresh_interval: float | None = None) -> None:
+        for name, value in (("check_interval", check_interval), ("refresh_interval", refresh_interval)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not value >= 0 or value == float("inf")):
+                raise ConfigurationError(f"stats {name} must be a finite number of seconds >= 0, got {value!r}")
         self.engine = engine
         self.index = index
         self.check_interval = check_interval
+        #: seconds statistics stay in use after the index was written to (``None``: the index's
+        #: ``index.refresh_interval``, read on first need)
+        self.refresh_interval = refresh_interval
         self._gen = _Generation(None)
         self._checked = 0.0
         self._lock = threading.Lock()
@@ -233,12 +303,21 @@ class StatsCache:
         if gen.identity is not None and now - checked < self.check_interval:
             return gen
         identity = yield from index_identity_plan(self.index)
+        if gen.identity is not None and identity != gen.identity and identity[0] == gen.identity[0]:
+            # the same index, written to since: its statistics stay for one refresh interval
+            if self.refresh_interval is None:
+                self.refresh_interval = yield from refresh_interval_plan(self.index)
+            if now - gen.created < self.refresh_interval:
+                with self._lock:
+                    if self._gen is gen:
+                        self._checked = now
+                        return gen
         with self._lock:
             self._checked = now
             if identity != self._gen.identity:
                 if self._gen.identity is not None:
                     self.refreshes += 1
-                self._gen = _Generation(identity)
+                self._gen = _Generation(identity, created=now)
             return self._gen
 
     def missing(self, subfields: Sequence[str], query: Mapping[str, QueryChannel],
@@ -275,20 +354,30 @@ class StatsCache:
                           df={t: g.df[(subfield, t)] for t in terms})
 
 
+def _doc_key(uuid: str, doc_id: str, ver: DocVersion) -> DocKey:
+    return uuid, doc_id, int(ver[0]), int(ver[1])
+
+
 class FeatureStore:
-    """Term vectors and statistics of one index, fetched once and reused while valid."""
+    """Term vectors and statistics of one index, fetched once and reused while valid.
+
+    ``stats_check_interval`` and ``stats_refresh_interval`` are :class:`StatsCache`'s
+    ``check_interval`` and ``refresh_interval``.
+    """
 
     def __init__(self, engine: EngineBase, index: str, layout: IndexLayout, *,
                  vector_cache: TermVectorCache | None = None, stats_check_interval: float = 0.0,
-                 batch_size: int = 500) -> None:
+                 stats_refresh_interval: float | None = None, batch_size: int = 500) -> None:
         self.engine = engine
         self.index = index
         self.layout = layout
         self.vectors = vector_cache if vector_cache is not None else TermVectorCache()
-        self.stats = StatsCache(engine, index, stats_check_interval)
+        self.stats = StatsCache(engine, index, stats_check_interval, stats_refresh_interval)
         self.routing = ShardRouting(engine, index)
         self.batch_size = batch_size
         self.requests = 0
+        #: documents whose term vectors came back newer than their hit (not written back)
+        self.raced = 0
 
     def prefetch_stats(self, query: Mapping[str, QueryChannel], *, fields: Sequence[str]) -> None:
         """Validate the statistics cache and fetch what ``query`` lacks, without candidates.
@@ -310,7 +399,7 @@ class FeatureStore:
             self.stats.store(got.stats, need, self.layout, stat_fields, gen)
 
     def fetch(self, query: Mapping[str, QueryChannel], ids: Sequence[str],
-              versions: Sequence[tuple[int, int] | None], *, fields: Sequence[str],
+              versions: Sequence[DocVersion | None], *, fields: Sequence[str],
               validate: bool = True) -> FetchResult:
         """Like :func:`fetch_raw`, through the caches.
 
@@ -321,7 +410,7 @@ class FeatureStore:
         return run(self.fetch_plan(query, ids, versions, fields=fields, validate=validate), sync_engine(self.engine))
 
     def fetch_plan(self, query: Mapping[str, QueryChannel], ids: Sequence[str],
-                   versions: Sequence[tuple[int, int] | None], *, fields: Sequence[str],
+                   versions: Sequence[DocVersion | None], *, fields: Sequence[str],
                    validate: bool = True) -> Plan[FetchResult]:
         """:meth:`fetch` as a plan (:mod:`esbridge.engine.plan`)."""
         gen = (yield from self.stats.validate_plan()) if validate else self.stats.current()
@@ -334,9 +423,9 @@ class FeatureStore:
         if len(ids) != len(versions):
             raise ConfigurationError(f"{len(ids)} ids but {len(versions)} versions: give one version "
                                      "(or None) per id")
-        versioned = [i for i, ver in enumerate(versions) if ver]
-        got = self.vectors.get_many([(uuid, ids[i], *versions[i]) for i in versioned], subfields)  # type: ignore[misc]
-        for i, entry in zip(versioned, got, strict=True):
+        versioned = [(i, ver) for i, ver in enumerate(versions) if ver]
+        got = self.vectors.get_many([_doc_key(uuid, ids[i], ver) for i, ver in versioned], subfields)
+        for (i, _), entry in zip(versioned, got, strict=True):
             if entry is not None:
                 cached[i] = entry
         todo = [i for i in range(len(ids)) if i not in cached]
@@ -362,8 +451,15 @@ class FeatureStore:
                 vectors[i] = fetched.candidates.vectors[j]
                 found[i] = fetched.candidates.found[j]
                 ver = versions[i]
-                if ver and found[i]:
-                    fresh.append(((uuid, ids[i], *ver), vectors[i]))
+                if not ver or not found[i]:
+                    continue
+                expected = ver[2] if len(ver) > 2 else None
+                answered = fetched.candidates.versions[j] if fetched.candidates.versions else None
+                if expected is not None and answered is not None and answered[0] != expected:
+                    # written since the search: scored as it is now, not stored under the hit's key
+                    self.raced += 1
+                    continue
+                fresh.append((_doc_key(uuid, ids[i], ver), vectors[i]))
             self.vectors.put_many(fresh, subfields)
         stats = {
             self.layout.subfield(f, ch): self.stats.get(self.layout.subfield(f, ch), qc.terms, gen)

@@ -32,6 +32,7 @@ import numpy as np
 
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
+from esbridge.features.cache import DocVersion
 from esbridge.features.termvectors import FieldVector, QueryChannel, analyze_text
 from esbridge.hybrid.fusion import Fusion, RankedList, fuse
 from esbridge.hybrid.keyword import (
@@ -271,7 +272,7 @@ class HybridSearcher:
         return {str(h["_id"]) for h in resp["hits"]["hits"]}
 
     def lexical(self, text: str, *, filter: Any = None,
-                prepared: AnalyzedQuery | None = None) -> tuple[RankedList, list[tuple[int, int] | None]]:
+                prepared: AnalyzedQuery | None = None) -> tuple[RankedList, list[DocVersion | None]]:
         """The lexical strategy's list and the hits' ``(_seq_no, _primary_term)``."""
         rr = self.reranker
         prepared = prepared or rr.analyze(text)
@@ -288,7 +289,7 @@ class HybridSearcher:
                 [versions[i] for i in order])
 
     def keyword_terms(self, prepared: AnalyzedQuery, lexical: RankedList,
-                      versions: Sequence[tuple[int, int] | None], *, narrative: str | None = None) -> dict[str, float]:
+                      versions: Sequence[DocVersion | None], *, narrative: str | None = None) -> dict[str, float]:
         """The keyword query's terms and weights (see :mod:`esbridge.hybrid.keyword`)."""
         kp = self.params.keyword
         base = prepared.query.get("base") or QueryChannel((), ())
@@ -315,9 +316,9 @@ class HybridSearcher:
         return weighted_terms(base, extra, kp.lam)
 
     def keyword_feedback_documents(self, lists: Mapping[str, RankedList],
-                                   versions: Sequence[tuple[int, int] | None],
+                                   versions: Sequence[DocVersion | None],
                                    params: PipelineParams | None = None,
-                                   ) -> tuple[RankedList, list[tuple[int, int] | None]]:
+                                   ) -> tuple[RankedList, list[DocVersion | None]]:
         """The keyword strategy's feedback documents with their weights and known versions:
         the lexical list itself, or (``keyword_source="fusion"``) the top ``fb_docs`` of the
         semantic and lexical lists fused, weighted by rank from 1 down to 0.5."""
@@ -374,7 +375,7 @@ class HybridSearcher:
         expansion: dict[str, float] = {}
         t0 = time.perf_counter()
         prepared: AnalyzedQuery | None = None
-        versions: list[tuple[int, int] | None] = []
+        versions: list[DocVersion | None] = []
         if "lexical" in wanted or "keyword" in wanted:
             prepared = self.reranker.analyze(text)
             lists["lexical"], versions = self.lexical(text, filter=filter, prepared=prepared)

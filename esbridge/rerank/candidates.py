@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from esbridge.errors import ConfigurationError
+from esbridge.features.cache import HitVersion
 from esbridge.features.termvectors import QueryChannel
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring import ScoreResult
@@ -45,16 +46,20 @@ def check_count(name: str, value: Any, *, allow_none: bool = False) -> None:
         raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
 
 
-def hit_version(hit: Mapping[str, Any]) -> tuple[int, int] | None:
-    """``(_seq_no, _primary_term)`` of a hit, ``None`` when it has none."""
+def hit_version(hit: Mapping[str, Any]) -> HitVersion | None:
+    """``_seq_no``, ``_primary_term`` and (when the search returned it) ``_version`` of a hit,
+    ``None`` when it has no ``_seq_no``/``_primary_term``."""
     if "_seq_no" not in hit or "_primary_term" not in hit:
         return None
     try:
-        return int(hit["_seq_no"]), int(hit["_primary_term"])
+        version = hit.get("_version")
+        return HitVersion(int(hit["_seq_no"]), int(hit["_primary_term"]),
+                          None if version is None or int(version) < 0 else int(version))
     except (TypeError, ValueError):
         raise ConfigurationError(
-            f"hit {hit.get('_id')!r} has a _seq_no/_primary_term that is not an integer "
-            f"({hit['_seq_no']!r}, {hit['_primary_term']!r}); pass the engine's response unchanged"
+            f"hit {hit.get('_id')!r} has a _seq_no/_primary_term/_version that is not an integer "
+            f"({hit['_seq_no']!r}, {hit['_primary_term']!r}, {hit.get('_version')!r}); pass the engine's "
+            "response unchanged"
         ) from None
 
 

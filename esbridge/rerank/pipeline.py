@@ -45,7 +45,7 @@ from esbridge.engine.client import (
 )
 from esbridge.engine.plan import Call, Offload, Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
-from esbridge.features.cache import FeatureStore, TermVectorCache
+from esbridge.features.cache import DocVersion, FeatureStore, TermVectorCache
 from esbridge.features.diskstore import DiskVectorStore
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
@@ -99,6 +99,7 @@ class RerankerCore:
     layout: IndexLayout | None = None
     fields: str | Sequence[str] | None = None
     feature_store: DiskVectorStore | str | Path | None = None
+    stats_refresh_interval: float | None = None
     last: RerankStats = field(default_factory=RerankStats)
 
     def __post_init__(self) -> None:
@@ -162,7 +163,8 @@ class RerankerCore:
                 "in Python IndexLayout(field_channels=...))")
         if self.vector_cache is None and self.feature_store is not None:
             self.vector_cache = TermVectorCache(disk=self.feature_store)
-        self.store = FeatureStore(self.engine, self.index, self.layout, vector_cache=self.vector_cache)
+        self.store = FeatureStore(self.engine, self.index, self.layout, vector_cache=self.vector_cache,
+                                  stats_refresh_interval=self.stats_refresh_interval)
 
     # ---- the pieces ------------------------------------------------------------------
 
@@ -267,14 +269,14 @@ class RerankerCore:
         return {"search_type": "dfs_query_then_fetch"} if dfs else {}
 
     def _scoring_input_plan(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                            versions: Sequence[tuple[int, int] | None], *,
+                            versions: Sequence[DocVersion | None], *,
                             stats_validated: bool = False) -> Plan[tuple[ScoringInput, list[bool]]]:
         build, found = yield from self._features_found_plan(prepared, ids, versions, stats_validated)
         inputs: ScoringInput = yield Offload(build)
         return inputs, found
 
     def _features_found_plan(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                             versions: Sequence[tuple[int, int] | None],
+                             versions: Sequence[DocVersion | None],
                              stats_validated: bool) -> Plan[tuple[Callable[[], ScoringInput], list[bool]]]:
         query = {ch: prepared.query[ch] for ch in self.channels}
         fields = self._fields()
@@ -297,7 +299,7 @@ class RerankerCore:
         return build, list(fetched.candidates.found)
 
     def _score_hits_plan(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                         versions: Sequence[tuple[int, int] | None], *,
+                         versions: Sequence[DocVersion | None], *,
                          stats_validated: bool = False) -> Plan[tuple[ScoreResult, list[bool]]]:
         build, found = yield from self._features_found_plan(prepared, ids, versions, stats_validated)
         scorer, params = self._scorer, self.params
@@ -305,14 +307,14 @@ class RerankerCore:
         return result, found
 
     def _augmented_inputs_plan(self, queries: Sequence[AnalyzedQuery], ids: Sequence[str],
-                               versions: Sequence[tuple[int, int] | None], *,
+                               versions: Sequence[DocVersion | None], *,
                                stats_validated: bool = False) -> Plan[tuple[list[ScoringInput], list[bool]]]:
         merged = AnalyzedQuery(query=merge_queries([q.query for q in queries]), dropped=0)
         inputs, found = yield from self._scoring_input_plan(merged, ids, versions, stats_validated=stats_validated)
         return [select_terms(inputs, q.query) for q in queries], found
 
     def _score_augmented_plan(self, prepared: AnalyzedQuery, variants: Sequence[tuple[AnalyzedQuery, float]],
-                              ids: Sequence[str], versions: Sequence[tuple[int, int] | None], *,
+                              ids: Sequence[str], versions: Sequence[DocVersion | None], *,
                               original_weight: float = 1.0,
                               stats_validated: bool = False) -> Plan[tuple[ScoreResult, list[bool]]]:
         merged = AnalyzedQuery(query=merge_queries([prepared.query, *(v.query for v, _ in variants)]), dropped=0)
@@ -328,7 +330,8 @@ class RerankerCore:
         window = window or self.window
         yield from self._check_window_plan(window)
         query = with_filter((yield from self._first_stage_query_plan(prepared, query_text)), filter)
-        body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True}
+        body = {"size": window, "query": query, "_source": source, "seq_no_primary_term": True,
+                "version": True}
         # index state and missing statistics depend only on the query: fetch them meanwhile
         scored_query = {ch: prepared.query[ch] for ch in self.channels}
         _, response = yield gather(self.store.prefetch_stats_plan(scored_query, fields=self._fields()),
@@ -349,7 +352,8 @@ class RerankerCore:
         bodies = []
         for prepared, text in queries:
             query = with_filter((yield from self._first_stage_query_plan(prepared, text)), filter)
-            bodies.append({"size": window, "query": query, "_source": source, "seq_no_primary_term": True})
+            bodies.append({"size": window, "query": query, "_source": source, "seq_no_primary_term": True,
+                "version": True})
         slot: dict[str, int] = {}
         sent: list[dict[str, Any]] = []
         which = []

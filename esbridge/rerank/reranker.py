@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from esbridge.augment import Augmentation
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import Plan, run
+from esbridge.features.cache import DocVersion
 from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion
 from esbridge.rerank.pipeline import RerankerCore
 from esbridge.scoring import ScoreResult, ScoringInput
@@ -62,6 +63,10 @@ class Reranker(RerankerCore):
             folder) that keeps candidates' term vectors on disk across processes and
             restarts (``esbridge features build`` fills it for a whole index); ignored when
             ``vector_cache`` is given (give it ``TermVectorCache(disk=...)`` instead).
+        stats_refresh_interval: seconds the index-wide statistics stay in use after the index
+            was written to (default: the index's ``index.refresh_interval``, the engine's own
+            near-real-time delay; 0: refetched after every write).  A recreated index or a
+            moved alias is noticed at once whatever this is.
 
     :class:`esbridge.aio.AsyncReranker` is the same over an asynchronous engine.
     """
@@ -109,7 +114,7 @@ class Reranker(RerankerCore):
         return self._run(self._first_stage_query_plan(prepared, text))
 
     def scoring_input(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                      versions: Sequence[tuple[int, int] | None], *,
+                      versions: Sequence[DocVersion | None], *,
                       stats_validated: bool = False) -> tuple[ScoringInput, list[bool]]:
         """The scorer's input for candidates ``ids`` of an analysed query (input order), and
         which of them the engine still holds: the one place where candidates become features
@@ -121,7 +126,7 @@ class Reranker(RerankerCore):
         return self._run(self._scoring_input_plan(prepared, ids, versions, stats_validated=stats_validated))
 
     def score_hits(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                   versions: Sequence[tuple[int, int] | None], *,
+                   versions: Sequence[DocVersion | None], *,
                    stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
         """Scores of candidates ``ids`` for an analysed query (input order), and which of
         them were found (see :meth:`scoring_input`)."""
@@ -191,7 +196,7 @@ class Reranker(RerankerCore):
         return self._run(self._analyze_variants_plan(variants))
 
     def augmented_inputs(self, queries: Sequence[AnalyzedQuery], ids: Sequence[str],
-                         versions: Sequence[tuple[int, int] | None], *,
+                         versions: Sequence[DocVersion | None], *,
                          stats_validated: bool = False) -> tuple[list[ScoringInput], list[bool]]:
         """Each query's scoring input over the same candidates ``ids``, from **one** fetch of
         the features of their merged terms (:meth:`scoring_input`), and which candidates the
@@ -199,7 +204,7 @@ class Reranker(RerankerCore):
         return self._run(self._augmented_inputs_plan(queries, ids, versions, stats_validated=stats_validated))
 
     def score_augmented(self, prepared: AnalyzedQuery, variants: Sequence[tuple[AnalyzedQuery, float]],
-                        ids: Sequence[str], versions: Sequence[tuple[int, int] | None], *,
+                        ids: Sequence[str], versions: Sequence[DocVersion | None], *,
                         original_weight: float = 1.0,
                         stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
         """``w_0 · score(Q) + Σ_i w_i · score(Q_i)`` of candidates ``ids`` (input order) with the

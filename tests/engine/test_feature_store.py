@@ -3,6 +3,7 @@ by each hit's ``_seq_no``/``_primary_term``, keyed by the index's UUID, shared b
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -130,7 +131,9 @@ def test_threads_and_a_writer_share_a_store(engine: Engine, index_name: str, tmp
 
     errors = race(search, write, readers=4, reads=12)
     assert not errors, errors[:3]
-    # once the writes stop, what the shared store serves equals a fresh reading of the engine
+    # once the writes stop and the statistics' refresh interval (the index's, 1 s) has passed,
+    # what the shared store serves equals a fresh reading of the engine
+    time.sleep(rr.store.stats.refresh_interval or 0.0)
     for q in QUERIES:
         assert _ranked(rr, q) == _fresh(engine, index_name, q)
     rr.close()
@@ -163,3 +166,77 @@ def test_a_plain_index_is_built_and_read_through_the_store(engine: Engine, index
     with Reranker(engine, index_name, scorer="bm25", window=30) as rr:
         assert got == _ranked(rr, "insulin glucose")
     assert cache.counts().misses == 0 and cache.counts().disk_hits == 30
+
+
+def test_a_document_written_after_the_search_is_scored_as_it_is_now_and_not_stored_under_the_old_key(
+        engine: Engine, index_name: str, tmp_path: Path) -> None:
+    """_mtermvectors reads documents in real time: a document changed between the first stage and
+    the fetch comes back newer than its hit, so it must not be kept under the hit's version."""
+    _fill(engine, index_name, DOCS, shards=1)
+    response = engine.search(index_name, {"size": 30, "query": {"match": {"text": "insulin glucose"}},
+                                           "seq_no_primary_term": True, "version": True})
+    old = {h["_id"]: (h["_seq_no"], h["_primary_term"]) for h in response["hits"]["hits"]}
+    engine.request("PUT", f"/{index_name}/_doc/d5", body={"title": "glucose", "text": "insulin insulin insulin"},
+                   params={"refresh": "false"})
+    with Reranker(engine, index_name, scorer="bm25", window=30, feature_store=tmp_path,
+                  stats_refresh_interval=0) as rr:
+        rr.rescore(response, "insulin glucose")
+        assert rr.store.raced == 1
+        identity = index_identity(engine, index_name)[0]
+        subfields = [IndexLayout().subfield(IndexLayout().combined, "base")]
+        cache = TermVectorCache(disk=DiskVectorStore(tmp_path))
+        assert cache.get_many([(identity, "d5", *old["d5"])], subfields) == [None]
+        assert cache.get_many([(identity, "d4", *old["d4"])], subfields)[0] is not None
+        # the same stale response again: d5 is fetched again, every other document is served
+        misses = rr.vector_cache.counts().misses if rr.vector_cache else -1
+        rr.rescore(response, "insulin glucose")
+        assert rr.vector_cache is not None and rr.vector_cache.counts().misses == misses + 1
+        assert rr.store.raced == 2
+
+
+def _df_of(rr: Reranker, prefix: str) -> int:
+    """The cached document frequency of the one analysed query term starting with ``prefix``."""
+    subfield = rr._layout.subfield(rr._layout.combined, "base")
+    (df,) = [v for (sf, term), v in rr.store.stats.current().df.items() if sf == subfield and term.startswith(prefix)]
+    return df
+
+
+def test_statistics_are_refetched_at_most_once_per_refresh_interval(engine: Engine, index_name: str) -> None:
+    _fill(engine, index_name, DOCS, shards=1)
+    engine.request("PUT", f"/{index_name}/_settings", body={"index": {"refresh_interval": "3s"}})
+    with Reranker(engine, index_name, scorer="bm25", window=30) as rr:
+        rr.search("glucose", size=5)
+        before = _df_of(rr, "gluc")
+        engine.request("PUT", f"/{index_name}/_doc/new", body={"title": "glucose", "text": "glucose"},
+                       params={"refresh": "true"})
+        rr.search("glucose", size=5)
+        assert rr.store.stats.refresh_interval == 3.0  # the index's own, read when first needed
+        # within the interval: the same generation, the new document's term frequencies read all the same
+        assert rr.store.stats.refreshes == 0 and _df_of(rr, "gluc") == before
+        created = rr.store.stats.current().created
+        rr.store.stats.current().created = created - 3.0  # the interval has passed
+        rr.search("glucose", size=5)
+        assert rr.store.stats.refreshes == 1 and _df_of(rr, "gluc") == before + 1
+    with Reranker(engine, index_name, scorer="bm25", window=30, stats_refresh_interval=0) as rr:
+        rr.search("glucose", size=5)
+        engine.request("PUT", f"/{index_name}/_doc/new2", body={"title": "glucose", "text": "glucose"},
+                       params={"refresh": "true"})
+        rr.search("glucose", size=5)
+        assert rr.store.stats.refreshes == 1 and _df_of(rr, "gluc") == before + 2
+
+
+def test_a_recreated_index_is_noticed_at_once_whatever_the_refresh_interval(
+        engine: Engine, index_name: str) -> None:
+    _fill(engine, index_name, DOCS, shards=1)
+    with Reranker(engine, index_name, scorer="bm25", window=30, stats_refresh_interval=3600) as rr:
+        first = _ranked(rr, "insulin glucose")
+        engine.request("DELETE", f"/{index_name}")
+        _fill(engine, index_name, {k: {"title": v["title"], "text": v["text"] + " insulin"} for k, v in DOCS.items()}, shards=1)
+        again = _ranked(rr, "insulin glucose")
+        assert rr.store.stats.refreshes == 1
+    assert again != first and again == [(i, s) for i, s in _fresh_bm25(engine, index_name, "insulin glucose")]
+
+
+def _fresh_bm25(engine: Engine, index: str, query: str) -> list[tuple[str, float]]:
+    with Reranker(engine, index, scorer="bm25", window=30) as rr:
+        return _ranked(rr, query)

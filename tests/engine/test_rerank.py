@@ -74,7 +74,8 @@ def test_filter_passes_through_and_source_fields(engine: Engine, small_index: st
 
 
 def test_updated_document_is_never_scored_from_stale_vectors(engine: Engine, small_index: str) -> None:
-    rr = Reranker(engine, small_index, scorer="bm25", window=10)
+    # statistics refetched after every write (the default keeps them for the index's refresh interval)
+    rr = Reranker(engine, small_index, scorer="bm25", window=10, stats_refresh_interval=0)
     first = {h["_id"]: h["_score"] for h in rr.search("cardiac heart", size=10)["hits"]["hits"]}
     again = {h["_id"]: h["_score"] for h in rr.search("cardiac heart", size=10)["hits"]["hits"]}
     assert first == again and rr.store.vectors.counts().hits >= len(first)

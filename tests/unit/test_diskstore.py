@@ -146,3 +146,17 @@ def test_unwritable_folder_is_named(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(ConfigurationError, match="feature store folder"):
         DiskVectorStore(blocker).part(ID)
+
+
+def test_engine_time_values_read_as_seconds() -> None:
+    from esbridge.errors import ConfigurationError
+    from esbridge.features.cache import StatsCache, parse_time_value
+
+    assert [parse_time_value(v) for v in ("1s", "500ms", "2m", "1h", "-1", " 30S ", "1500micros")] == \
+        pytest.approx([1.0, 0.5, 120.0, 3600.0, 0.0, 30.0, 0.0015])
+    for bad in ("fast", "1x", "-2s", ""):
+        with pytest.raises(ConfigurationError, match="not a time value"):
+            parse_time_value(bad)
+    for bad_interval in (-1, float("nan"), float("inf"), True):
+        with pytest.raises(ConfigurationError, match="refresh_interval"):
+            StatsCache(None, "i", refresh_interval=bad_interval)  # type: ignore[arg-type]
