@@ -51,24 +51,28 @@ from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "med")
-W_SEMANTIC = (2.0, 2.5)
+W_SEMANTIC = (2.0, 2.5, 3.0)
 
 
 def grid() -> list[PipelineParams]:
     base = PipelineParams()
     out = []
-    for wd, wk, source, (fb, weighting) in itertools.product(
+    for wd, wk, source, (fb, weighting), window in itertools.product(
             W_SEMANTIC, (0.5, 1.0), ("lexical", "fusion"),
-            ((0, "mean"), (3, "mean"), (5, "mean"), (3, "score"), (5, "score"))):
+            ((0, "mean"), (3, "mean"), (5, "mean"), (3, "score"), (5, "score")), ("first", "best")):
+        if fb == 0 and window == "best":
+            continue
         out.append(replace(base, fusion="zscore", w_semantic=wd, w_keyword=wk, semantic_feedback=fb,
-                           semantic_beta=1.0, semantic_feedback_weighting=weighting, keyword_source=source))
+                           semantic_beta=1.0, semantic_feedback_weighting=weighting, keyword_source=source,
+                           semantic_feedback_window=window))
     out.append(replace(base, fusion="rrf", w_semantic=1.0, w_keyword=0.5, semantic_feedback=3,
                        semantic_beta=1.0, semantic_feedback_weighting="mean", keyword_source="lexical"))
     return out
 
 
 def label(p: PipelineParams) -> str:
-    fb = f"feedback {p.semantic_feedback}/{p.semantic_feedback_weighting}" if p.semantic_feedback else "no feedback"
+    fb = (f"feedback {p.semantic_feedback}/{p.semantic_feedback_weighting}"
+          f"{'/best window' if p.semantic_feedback_window == 'best' else ''}") if p.semantic_feedback else "no feedback"
     return f"{p.fusion.value} sem {p.w_semantic:g} kw {p.w_keyword:g} keyword from {p.keyword_source}, {fb}"
 
 

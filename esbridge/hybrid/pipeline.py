@@ -50,12 +50,14 @@ if TYPE_CHECKING:
     from esbridge.semantic.engine_vectors import EngineVectors
     from esbridge.semantic.vectors import VectorIndex
 
-__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "KEYWORD_SOURCES", "PipelineParams", "PipelineResult", "HybridSearcher"]
+__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PipelineParams", "PipelineResult", "HybridSearcher"]
 
 #: The strategies, in the order their lists are fused.
 STRATEGIES = ("semantic", "lexical", "keyword")
 #: How the semantic feedback averages its documents' vectors.
 FEEDBACK_WEIGHTINGS = ("mean", "score")
+#: Which window of a long document the semantic feedback averages.
+FEEDBACK_WINDOWS = ("first", "best")
 #: Where the keyword strategy takes its feedback documents from.
 KEYWORD_SOURCES = ("lexical", "fusion")
 
@@ -77,6 +79,9 @@ class PipelineParams:
         semantic_feedback_weighting: how the feedback documents' vectors are averaged:
             ``mean`` (equal weights) or ``score`` (each weighted by how far its fused score lies
             above the best document not taken, so a clear leader counts most).
+        semantic_feedback_window: which vector of a long feedback document is averaged: ``first``
+            (its first window) or ``best`` (the window closest to the query, the one that made it
+            score; on the exact on-disk path, where documents have every window's vector).
         keyword_source: where the keyword strategy's feedback documents come from (topics
             without a narrative): ``lexical`` (the top of the lexical strategy) or ``fusion``
             (the top of a first fusion of the semantic and lexical strategies, weighted by rank
@@ -94,6 +99,7 @@ class PipelineParams:
     semantic_feedback: int = 3
     semantic_beta: float = 1.0
     semantic_feedback_weighting: str = "score"
+    semantic_feedback_window: str = "first"
     keyword_source: str = "fusion"
     fusion: Fusion = Fusion.ZSCORE
     w_semantic: float = 2.0
@@ -119,6 +125,9 @@ class PipelineParams:
         if self.semantic_feedback_weighting not in FEEDBACK_WEIGHTINGS:
             raise ConfigurationError(f"pipeline parameter semantic_feedback_weighting must be one of "
                                      f"{', '.join(FEEDBACK_WEIGHTINGS)}, got {self.semantic_feedback_weighting!r}")
+        if self.semantic_feedback_window not in FEEDBACK_WINDOWS:
+            raise ConfigurationError(f"pipeline parameter semantic_feedback_window must be one of "
+                                     f"{', '.join(FEEDBACK_WINDOWS)}, got {self.semantic_feedback_window!r}")
         if self.keyword_source not in KEYWORD_SOURCES:
             raise ConfigurationError(f"pipeline parameter keyword_source must be one of "
                                      f"{', '.join(KEYWORD_SOURCES)}, got {self.keyword_source!r}")
@@ -418,7 +427,8 @@ class HybridSearcher:
         seconds: dict[str, float] = {}
         if query_vector is not None and p.semantic_feedback > 0 and ids and "semantic" in fused:
             t0 = time.perf_counter()
-            fb = self.vectors.vectors_of(ids[:p.semantic_feedback])
+            fb = self.vectors.vectors_of(ids[:p.semantic_feedback],
+                                         query_vector if p.semantic_feedback_window == "best" else None)
             if len(fb):
                 moved = query_vector + p.semantic_beta * feedback_centroid(fb, scores, p.semantic_feedback_weighting)
                 moved /= max(float(np.linalg.norm(moved)), 1e-12)

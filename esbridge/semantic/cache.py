@@ -24,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["EmbeddingCache", "Encoder", "text_key"]
+__all__ = ["EmbeddingCache", "Encoder", "WindowEncoder", "text_key", "window_key"]
 
 
 class Encoder(Protocol):
@@ -38,9 +38,27 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray: ...
 
 
+class WindowEncoder(Encoder, Protocol):
+    """An encoder that also embeds texts longer than it reads, window by window
+    (:class:`esbridge.semantic.encoder.SentenceEncoder`)."""
+
+    def windows(self, texts: Sequence[str]) -> list[list[list[int]]]: ...
+
+    def encode_ids(self, ids: Sequence[Sequence[int]], *,
+                   progress: Callable[[int], None] | None = None) -> np.ndarray: ...
+
+
 def text_key(text: str) -> str:
     """The cache key of ``text``."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def window_key(text: str, window: int, ids: Sequence[int]) -> str:
+    """The cache key of window ``window`` of ``text``: its first window's is :func:`text_key`'s (it is
+    what the truncating encoder embeds), a later window's names its position and its word pieces."""
+    if window == 0:
+        return text_key(text)
+    return text_key(f"window {window}\x00{','.join(map(str, ids))}\x00{text}")
 
 
 class EmbeddingCache:
@@ -144,7 +162,46 @@ class EmbeddingCache:
         """
         if encoder.dim != self.dim:
             raise ValueError(f"encoder {encoder.name!r} has dimension {encoder.dim}, the cache {self.dim}")
-        keys = [text_key(t) for t in texts]
+        return self._embed_keyed([text_key(t) for t in texts], texts, encoder.encode, progress)
+
+    def embed_windows(self, texts: Sequence[str], encoder: WindowEncoder, *,
+                      progress: Callable[[int], None] | None = None,
+                      windows: Sequence[Sequence[Sequence[int]]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every window's vector of ``texts`` (:meth:`WindowEncoder.windows`), embedding only what
+        the cache lacks.
+
+        Returns:
+            ``(vectors, starts)``: the rows of text ``i`` are ``vectors[starts[i]:starts[i + 1]]``
+            (``starts`` has ``len(texts) + 1`` entries), its first window first.
+
+        Args:
+            progress: called with a count of windows done.
+            windows: ``encoder.windows(texts)``, when the caller has it already.
+        """
+        if encoder.dim != self.dim:
+            raise ValueError(f"encoder {encoder.name!r} has dimension {encoder.dim}, the cache {self.dim}")
+        if windows is None:
+            windows = encoder.windows(texts)
+        keys: list[str] = []
+        pieces: list[Sequence[int]] = []
+        starts = np.zeros(len(texts) + 1, dtype=np.int64)
+        for i, (text, ws) in enumerate(zip(texts, windows, strict=True)):
+            for j, ids in enumerate(ws):
+                keys.append(window_key(text, j, ids))
+                pieces.append(ids)
+            starts[i + 1] = len(keys)
+        by_key = {k: i for i, k in enumerate(keys)}
+
+        def encode(part: Sequence[str]) -> np.ndarray:
+            return encoder.encode_ids([pieces[by_key[k]] for k in part])
+
+        return self._embed_keyed(keys, keys, encode, progress), starts
+
+    def _embed_keyed(self, keys: Sequence[str], items: Sequence[str],
+                     encode: Callable[[Sequence[str]], np.ndarray],
+                     progress: Callable[[int], None] | None) -> np.ndarray:
+        """Rows for ``keys``; ``encode`` embeds the items of the keys the cache lacks."""
+        texts = items
         with self._mutex:
             self._reload()
             missing = list(dict.fromkeys(k for k in keys if k not in self._index))
@@ -155,7 +212,7 @@ class EmbeddingCache:
             by_key = {k: t for k, t in zip(keys, texts)}
             for start in range(0, len(missing), self.chunk):
                 part = missing[start:start + self.chunk]
-                vecs = encoder.encode([by_key[k] for k in part])
+                vecs = encode([by_key[k] for k in part])
                 with self._mutex:
                     self._append(part, vecs)
                     self._reload()

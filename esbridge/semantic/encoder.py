@@ -89,6 +89,12 @@ class EncoderConfig:
                    layer_norm_eps=float(cfg.get("layer_norm_eps", 1e-12)))
 
 
+def _check_texts(texts: Sequence[str]) -> None:
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ConfigurationError(f"text {i} to embed is {type(t).__name__}, not a string")
+
+
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
     mu = x.mean(axis=-1, keepdims=True)
     xc = x - mu
@@ -134,6 +140,10 @@ class SentenceEncoder:
         tok.no_padding()
         tok.enable_truncation(max_length=self.config.max_tokens)
         self._tokenizer = tok
+        full = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+        full.no_padding()
+        full.no_truncation()
+        self._full_tokenizer = full
         w = st_numpy.load_file(str(path / "model.safetensors"))
         self._w = {k.removeprefix("bert."): np.ascontiguousarray(v) for k, v in w.items()}
         # pre-transpose and fuse Q, K, V so each layer is three matrix products
@@ -164,24 +174,59 @@ class SentenceEncoder:
         """Word-piece ids per text, with ``[CLS]``/``[SEP]``, truncated to the model's maximum."""
         return [list(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
 
+    @property
+    def window_stride(self) -> int:
+        """Word pieces between the starts of two consecutive windows (half a window)."""
+        return max(1, (self.config.max_tokens - 2) // 2)
+
+    def windows(self, texts: Sequence[str]) -> list[list[list[int]]]:
+        """Each text's word pieces cut into the model's windows, for texts longer than it reads.
+
+        A window is ``[CLS]``, up to ``max_tokens - 2`` consecutive word pieces and ``[SEP]``;
+        consecutive windows overlap by half (:attr:`window_stride`), the last one reaches the
+        text's end.  The first window is exactly what :meth:`encode` embeds (which truncates), so
+        a text that fits has one window and the same vector either way.
+        """
+        _check_texts(texts)
+        body_len = self.config.max_tokens - 2
+        stride = self.window_stride
+        out = []
+        for enc in self._full_tokenizer.encode_batch(list(texts)):
+            ids = list(enc.ids)
+            head, body, tail = ids[:1], ids[1:-1], ids[-1:]
+            starts = [0]
+            while starts[-1] + body_len < len(body):
+                starts.append(starts[-1] + stride)
+            out.append([head + body[s:s + body_len] + tail for s in starts])
+        return out
+
     def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Unit-length embeddings of ``texts`` (``len(texts)`` × :attr:`dim`, float32).
 
         Args:
             progress: called with the number of texts finished after each batch.
         """
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise ConfigurationError(f"text {i} to embed is {type(t).__name__}, not a string")
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        _check_texts(texts)
         if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self.encode_ids(self.tokenize(texts), progress=progress)
+
+    def encode_ids(self, ids: Sequence[Sequence[int]], *,
+                   progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Unit-length embeddings of word-piece sequences (each with ``[CLS]``/``[SEP]``, at most
+        the model's maximum, e.g. :meth:`windows`)."""
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        if not len(ids):
             return out
-        ids = self.tokenize(texts)
+        for i, row in enumerate(ids):
+            if not 2 <= len(row) <= self.config.max_tokens:
+                raise ConfigurationError(f"word-piece sequence {i} has {len(row)} ids; the model reads 2 to "
+                                         f"{self.config.max_tokens}")
         order = np.argsort([len(x) for x in ids], kind="stable")
         batches = [order[s:s + self.batch_size] for s in range(0, len(order), self.batch_size)]
 
         def run(batch: np.ndarray) -> None:
-            out[batch] = self._forward([ids[i] for i in batch])
+            out[batch] = self._forward([list(ids[i]) for i in batch])
             if progress is not None:
                 progress(len(batch))
 

@@ -194,8 +194,9 @@ class EngineVectors(SemanticIndex):
                 out[str(d["_id"])] = np.asarray(v, dtype=np.float32)
         return out
 
-    def vectors_of(self, ids: Sequence[str]) -> np.ndarray:
-        """The vectors of those ``ids`` that have one (ids without a vector are left out)."""
+    def vectors_of(self, ids: Sequence[str], query_vector: np.ndarray | None = None) -> np.ndarray:
+        """The vectors of those ``ids`` that have one (ids without a vector are left out); one
+        vector per document, so ``query_vector`` changes nothing."""
         got = self._vectors(ids)
         rows = [got[d] for d in ids if d in got]
         return np.stack(rows) if rows else np.zeros((0, self.encoder.dim), dtype=np.float32)

@@ -7,8 +7,17 @@ under ``$ESBRIDGE_HOME/vectors/<index uuid>/<model>/``.  Keying by the index's
 UUID means a deleted and recreated index, or an alias that now points elsewhere,
 never reuses another index's vectors.
 
-Search is exact: the cosine of the query with every document (a matrix-vector
-product), then the top ``k``.  That covers the whole collection, not only the
+Long documents: a sentence-embedding model reads a fixed number of word pieces (256 for
+all-MiniLM-L6-v2), and most scientific abstracts are longer.  With an encoder that has
+windows (:meth:`esbridge.semantic.encoder.SentenceEncoder.windows`), every document is
+embedded window by window (windows overlapping by half) and scores the cosine of its
+*best* window ("MaxP"); a document that fits has one window, the vector a truncating
+encoder gives it.  Measured on SciFact with all-MiniLM-L6-v2 (71% of its abstracts are
+longer than 256 word pieces), nDCG@10 of the semantic search alone rises from 0.6602 to
+0.6734 on the training queries and from 0.6451 to 0.6762 on the test queries.
+
+Search is exact: the cosine of the query with every window (a matrix-vector
+product), the best window per document, then the top ``k``.  That covers the whole collection, not only the
 lexical candidates, and costs about ``N × dim`` multiply-adds per query (measured on one core
 of the benchmark machine: about 19 ms for 100,000 documents of dimension 384, top 1000
 included; it grows linearly with ``N``).
@@ -37,7 +46,7 @@ import numpy as np
 from esbridge.engine.client import Engine, path_segment
 from esbridge.errors import ConfigurationError
 from esbridge.features.cache import index_state
-from esbridge.semantic.cache import EmbeddingCache, Encoder
+from esbridge.semantic.cache import EmbeddingCache, Encoder, WindowEncoder
 from esbridge.semantic.text import document_text
 
 __all__ = ["SemanticHits", "SemanticIndex", "VectorIndex", "index_uuid"]
@@ -90,7 +99,7 @@ class VectorIndex(SemanticIndex):
 
     def __init__(self, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
                  cache: EmbeddingCache | None = None, home: Path | None = None,
-                 check_interval: float = 1.0, progress: bool = True) -> None:
+                 check_interval: float = 1.0, progress: bool = True, windows: bool = True) -> None:
         from esbridge.engine.local import cache_dir
 
         self.engine = engine
@@ -102,8 +111,11 @@ class VectorIndex(SemanticIndex):
         self.progress = progress
         self.concrete, self.uuid = index_uuid(engine, index)
         self.path = (home or cache_dir()) / "vectors" / self.uuid / encoder.name
+        #: documents score by their best window (the encoder must have windows)
+        self.windows = bool(windows) and hasattr(encoder, "windows") and hasattr(encoder, "encode_ids")
         self.ids: list[str] = []
-        self.vectors = np.zeros((0, encoder.dim), dtype=np.float32)
+        self.vectors = np.zeros((0, encoder.dim), dtype=np.float32)  # one row per window
+        self.starts = np.zeros(1, dtype=np.int64)  # the rows of document i: starts[i]:starts[i + 1]
         self._row: dict[str, int] = {}
         self._state: tuple[int, ...] | None = None
         self._checked = 0.0
@@ -126,11 +138,13 @@ class VectorIndex(SemanticIndex):
             meta = json.loads(meta_path.read_text())
             ids = json.loads((self.path / "ids.json").read_text())
             vecs = np.load(self.path / "vectors.npy", mmap_mode="r")
+            starts = np.load(self.path / "starts.npy") if meta.get("windows") else np.arange(len(ids) + 1)
         except (OSError, ValueError):
-            return  # a torn write: rebuild
-        if meta.get("fields") != list(self.fields) or len(ids) != len(vecs) or vecs.shape[1:] != (self.encoder.dim,):
+            return  # a torn write, or vectors of an earlier layout: rebuild
+        if meta.get("fields") != list(self.fields) or bool(meta.get("windows")) != self.windows \
+                or len(starts) != len(ids) + 1 or int(starts[-1]) != len(vecs) or vecs.shape[1:] != (self.encoder.dim,):
             return
-        self.ids, self.vectors, self._state = ids, vecs, tuple(meta["state"])
+        self.ids, self.vectors, self.starts, self._state = ids, vecs, starts, tuple(meta["state"])
         self._row = {d: i for i, d in enumerate(ids)}
 
     def refresh(self, *, force: bool = False) -> bool:
@@ -152,32 +166,41 @@ class VectorIndex(SemanticIndex):
         for doc_id, source in _scroll_sources(self.engine, self.index, self.fields):
             ids.append(doc_id)
             texts.append(document_text(source, self.fields))
+        encoder: WindowEncoder | None = self.encoder if self.windows else None  # type: ignore[assignment]
+        windows = encoder.windows(texts) if encoder is not None else None
         bar = None
         progress: Callable[[int], None] | None = None
         if self.progress:
             from tqdm import tqdm
 
-            bar = tqdm(total=len(texts), desc=f"embedding {self.index}", unit="doc", file=sys.stderr)
+            total, unit = (sum(len(w) for w in windows), "window") if windows is not None else (len(texts), "doc")
+            bar = tqdm(total=total, desc=f"embedding {self.index}", unit=unit, file=sys.stderr)
             progress = bar.update
         try:
-            vecs = self.cache.embed(texts, self.encoder, progress=progress)
+            if encoder is not None:
+                vecs, starts = self.cache.embed_windows(texts, encoder, progress=progress, windows=windows)
+            else:
+                vecs, starts = self.cache.embed(texts, self.encoder, progress=progress), np.arange(len(texts) + 1)
         finally:
             if bar is not None:
                 bar.close()
-        empty = np.array([not t for t in texts], dtype=bool)
-        vecs[empty] = 0.0  # a document with no text matches nothing
+        for i, t in enumerate(texts):
+            if not t:
+                vecs[starts[i]:starts[i + 1]] = 0.0  # a document with no text matches nothing
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / f".tmp-{os.getpid()}-{threading.get_ident()}"
         tmp.mkdir(exist_ok=True)
         np.save(tmp / "vectors.npy", vecs)
+        np.save(tmp / "starts.npy", starts)
         (tmp / "ids.json").write_text(json.dumps(ids))
         (tmp / "meta.json").write_text(json.dumps({
             "index": self.concrete, "uuid": self.uuid, "model": self.encoder.name,
-            "fields": list(self.fields), "state": list(state), "documents": len(ids)}))
-        for name in ("vectors.npy", "ids.json", "meta.json"):  # meta last: it marks a whole set
+            "fields": list(self.fields), "state": list(state), "documents": len(ids),
+            "windows": self.windows}))
+        for name in ("vectors.npy", "starts.npy", "ids.json", "meta.json"):  # meta last: it marks a whole set
             os.replace(tmp / name, self.path / name)
         tmp.rmdir()
-        self.ids, self.vectors, self._state = ids, vecs, state
+        self.ids, self.vectors, self.starts, self._state = ids, vecs, starts, state
         self._row = {d: i for i, d in enumerate(ids)}
 
     def __len__(self) -> int:
@@ -187,28 +210,42 @@ class VectorIndex(SemanticIndex):
         """The ``k`` documents of highest cosine with ``query_vector``, best first (ties by row)."""
         self._check_depth(k)
         with self._lock:
-            vecs, ids = self.vectors, self.ids
+            vecs, ids, starts = self.vectors, self.ids, self.starts
         if not ids:
             return SemanticHits([], np.zeros(0))
         sims = np.asarray(vecs @ query_vector.astype(np.float32), dtype=np.float64)
+        if len(sims) != len(ids):
+            sims = np.maximum.reduceat(sims, starts[:-1])  # each document's best window
         k = min(k, len(ids))
         top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
         top = top[np.lexsort((top, -sims[top]))]
         return SemanticHits([ids[i] for i in top], sims[top])
 
-    def vectors_of(self, ids: Sequence[str]) -> np.ndarray:
-        """The vectors of those ``ids`` that have one (ids without a vector are left out)."""
+    def vectors_of(self, ids: Sequence[str], query_vector: np.ndarray | None = None) -> np.ndarray:
+        """The vectors of those ``ids`` that have one (ids without a vector are left out): each
+        document's first window, or with ``query_vector`` its window closest to that query."""
         with self._lock:
-            rows = [r for r in (self._row.get(d, -1) for d in ids) if r >= 0]
-            return np.asarray(self.vectors[rows], dtype=np.float32)
+            doc_rows = [r for r in (self._row.get(d, -1) for d in ids) if r >= 0]
+            vecs, starts = self.vectors, self.starts
+        if query_vector is None or len(vecs) == len(self.ids):
+            return np.asarray(vecs[[int(starts[r]) for r in doc_rows]], dtype=np.float32)
+        q = np.asarray(query_vector, dtype=np.float32)
+        best = [int(starts[r]) + int(np.argmax(np.asarray(vecs[starts[r]:starts[r + 1]]) @ q)) for r in doc_rows]
+        return np.asarray(vecs[best], dtype=np.float32)
 
     def similarity(self, query_vector: np.ndarray, ids: Sequence[str]) -> np.ndarray:
         """Cosine of ``query_vector`` with the documents ``ids`` (``nan`` for an id without a vector)."""
         with self._lock:
             rows = np.array([self._row.get(d, -1) for d in ids], dtype=np.int64)
-            vecs = self.vectors
+            vecs, starts = self.vectors, self.starts
         out = np.full(len(ids), np.nan)
         ok = rows >= 0
         if ok.any():
-            out[ok] = np.asarray(vecs[rows[ok]] @ query_vector.astype(np.float32), dtype=np.float64)
+            first, last = starts[rows[ok]], starts[rows[ok] + 1]
+            counts = last - first
+            # every window of the documents asked for, document by document
+            offsets = np.repeat(first - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+            windows = np.arange(int(counts.sum())) + offsets
+            sims = np.asarray(vecs[windows] @ query_vector.astype(np.float32), dtype=np.float64)
+            out[ok] = np.maximum.reduceat(sims, np.concatenate(([0], np.cumsum(counts)[:-1])))
         return out

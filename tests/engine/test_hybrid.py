@@ -62,14 +62,26 @@ def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hyb
     vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
     assert len(vi) == N_DOCS
     ids = list(docs)
-    mat = encoder.encode([document_text(docs[i], ("title", "text")) for i in ids])
+    texts = [document_text(docs[i], ("title", "text")) for i in ids]
+    # each document's windows, embedded one by one: a document scores by its best window
+    windows = [encoder.encode_ids(w) for w in encoder.windows(texts)]
+    assert sum(len(w) > 1 for w in windows) > N_DOCS // 2  # most abstracts are longer than the model reads
+    first_only = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path / "first",
+                                  cache=cache, progress=False, windows=False)
     for q in ("vitamin D and bone density", "stem cells in the bone marrow", "ocular hypertension"):
         qv = encoder.encode([q])[0]
-        sims = mat @ qv
-        want = [ids[i] for i in np.lexsort((np.arange(len(ids)), -sims))[:10]]
-        got = vi.search(qv, 10)
-        assert got.ids == want
-        np.testing.assert_allclose(got.scores, np.sort(sims)[::-1][:10], atol=1e-6)
+        for index, sims in ((vi, np.array([float((w @ qv).max()) for w in windows])),
+                            (first_only, np.array([float(w[0] @ qv) for w in windows]))):
+            want = [ids[i] for i in np.lexsort((np.arange(len(ids)), -sims))[:10]]
+            got = index.search(qv, 10)
+            assert got.ids == want
+            np.testing.assert_allclose(got.scores, np.sort(sims)[::-1][:10], atol=1e-5)
+            np.testing.assert_allclose(index.similarity(qv, ids[::-7] + ["nosuch"])[:-1], sims[::-7], atol=1e-5)
+            assert np.isnan(index.similarity(qv, ["nosuch"])[0])
+        # the semantic feedback's vectors: each document's first window, or the one closest to the query
+        np.testing.assert_allclose(vi.vectors_of(ids[:6] + ["nosuch"]), [w[0] for w in windows[:6]], atol=1e-6)
+        np.testing.assert_allclose(vi.vectors_of(ids[:6], qv), [w[int(np.argmax(w @ qv))] for w in windows[:6]],
+                                   atol=1e-6)
     # reopened from disk: nothing is embedded again
     again = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
     np.testing.assert_array_equal(np.asarray(again.vectors), np.asarray(vi.vectors))

@@ -35,6 +35,7 @@ def test_overrides_and_zero_weights() -> None:
     ({"w_lexical": float("nan")}, "w_lexical"),
     ({"w_semantic": 0, "w_lexical": 0, "w_keyword": 0}, "at least one"),
     ({"fusion": "sum"}, "unknown fusion"),
+    ({"semantic_feedback_window": "middle"}, "semantic_feedback_window must be one of first, best"),
 ])
 def test_bad_parameters_name_themselves(kwargs: dict, match: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ConfigurationError, match=match):

@@ -46,6 +46,45 @@ def test_long_text_is_truncated_to_the_models_maximum(encoder) -> None:  # type:
     assert ids[0] == 101 and ids[-1] == 102  # [CLS] ... [SEP]
 
 
+LONG = " ".join(f"sentence {i} about cells and tissue growth in mice." for i in range(90))
+
+
+def test_windows_cover_a_long_text_overlapping_by_half(encoder) -> None:  # type: ignore[no-untyped-def]
+    (full,) = [e.ids for e in encoder._full_tokenizer.encode_batch([LONG])]
+    body = full[1:-1]
+    (ws,) = encoder.windows([LONG])
+    width, stride = encoder.config.max_tokens - 2, encoder.window_stride
+    assert (width, stride) == (254, 127) and len(body) > 3 * width
+    assert ws[0] == encoder.tokenize([LONG])[0]  # the first window is what encode() reads
+    for j, w in enumerate(ws):
+        assert w[0] == 101 and w[-1] == 102 and len(w) <= 256
+        assert w[1:-1] == body[j * stride:j * stride + width]
+    assert ws[-1][-2] == body[-1] and (len(ws) - 2) * stride + width < len(body)  # ends at the text's end, no extra
+    assert encoder.windows(["short text", ""]) == [encoder.tokenize(["short text"]), [[101, 102]]]
+
+
+def test_window_vectors_are_the_encoders_and_cached_once(encoder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cache = EmbeddingCache(tmp_path, encoder.dim)
+    texts = ["a short one", LONG]
+    vecs, starts = cache.embed_windows(texts, encoder)
+    ws = encoder.windows(texts)
+    assert list(starts) == [0, 1, 1 + len(ws[1])] and len(vecs) == starts[-1]
+    np.testing.assert_allclose(vecs[[0, 1]], encoder.encode(texts), atol=2e-6)  # first windows: plain vectors
+    np.testing.assert_allclose(vecs[2:], encoder.encode_ids(ws[1][1:]), atol=2e-6)
+    assert len(cache) == len(vecs)
+    # the plain cache and the window cache share the first windows; nothing is embedded twice
+    calls: list[int] = []
+    original = encoder.encode_ids
+    try:
+        encoder.encode_ids = lambda ids, **kw: calls.append(len(ids)) or original(ids, **kw)  # type: ignore[method-assign]
+        again, _ = EmbeddingCache(tmp_path, encoder.dim).embed_windows(texts, encoder)
+    finally:
+        del encoder.encode_ids
+    assert calls == [] and np.array_equal(again, vecs)
+    with pytest.raises(ConfigurationError, match="sequence 0 has 300 ids"):
+        encoder.encode_ids([[101] + [1000] * 298 + [102]])
+
+
 def test_encoder_refuses_non_text(encoder) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigurationError, match="text 1"):
         encoder.encode(["ok", None])  # type: ignore[list-item]
