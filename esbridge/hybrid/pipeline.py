@@ -102,7 +102,7 @@ class PipelineParams:
     semantic_feedback_window: str = "first"
     keyword_source: str = "fusion"
     fusion: Fusion = Fusion.ZSCORE
-    w_semantic: float = 2.0
+    w_semantic: float = 2.5
     w_lexical: float = 1.0
     w_keyword: float = 1.0
     rrf_k: float = 60.0
