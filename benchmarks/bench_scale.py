@@ -11,12 +11,19 @@ At each size, in the same run and against the same node:
 
 1. indexing throughput of a plain one-text-field mapping and of esbridge's mapping
    (``esbridge.ingest``), and the size on disk of both indices (``_stats/store``);
-2. per-query latency (p50, p95) of the engine's BM25 at window 100 and of esbridge's rerank
-   at window 100, cold (no term vector cached) and warm (every candidate cached).
+2. the feature store (``esbridge features build`` of the esbridge index): build time and size
+   on disk;
+3. per-query latency (p50, p95) of the engine's BM25 at window 100 and of esbridge's rerank
+   at window 100: cold (candidates in neither the store nor memory: every term vector fetched
+   from the engine), from the feature store (nothing in memory, as in a new process) and warm
+   (every candidate in memory).
 
 Usage (one command; starts esbridge's local node when no --url is given):
 
     python benchmarks/bench_scale.py --data DATA --sizes 5000,50000,500000
+
+``--merge`` keeps the rows of sizes not run from the JSON of an earlier run (so a large size can
+be measured on its own and joined to the table).
 
 Results go to ``benchmarks/results/scale-<distribution>.md`` and ``.json``, with a plot
 (``.svg``, needs matplotlib: ``pip install "esbridge[eval]"``).
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -37,6 +45,9 @@ import numpy as np
 
 from esbridge.engine.client import Engine, ndjson_lines
 from esbridge.engine.provision import provision
+from esbridge.features.build import build_store
+from esbridge.features.cache import TermVectorCache
+from esbridge.features.diskstore import DiskVectorStore
 from esbridge.ingest import ingest, read_jsonl
 from esbridge.rerank import Reranker
 
@@ -122,9 +133,10 @@ def index_esbridge(engine: Engine, name: str, corpus: Path) -> float:
     return time.perf_counter() - t0
 
 
-def latency(engine: Engine, index: str, plain: str, queries: list[str], window: int) -> dict[str, list[float]]:
+def latency(engine: Engine, index: str, plain: str, queries: list[str], window: int,
+            store: DiskVectorStore) -> dict[str, list[float]]:
     rr = Reranker(engine, index, scorer="evolved", window=window)
-    out: dict[str, list[float]] = {"engine": [], "cold": [], "warm": []}
+    out: dict[str, list[float]] = {"engine": [], "cold": [], "store": [], "warm": []}
     for q in queries:  # the engine's BM25 on the plain index, the same window
         t0 = time.perf_counter()
         engine.search(plain, {"size": window, "query": {"match": {"text": q}}})
@@ -139,6 +151,14 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
         rr.search(q, size=10)
         out["warm"].append(time.perf_counter() - t0)
     rr.close()
+    rs = Reranker(engine, index, scorer="evolved", window=window,
+                  vector_cache=TermVectorCache(max_entries=window, disk=store))
+    for q in queries:  # candidates in the feature store, none in memory
+        rs.store.vectors.clear()
+        t0 = time.perf_counter()
+        rs.search(q, size=10)
+        out["store"].append(time.perf_counter() - t0)
+    rs.close()
     return out
 
 
@@ -152,9 +172,12 @@ def plot(rows: list[dict[str, Any]], dest: Path) -> bool:
         return False
     sizes = [r["docs"] for r in rows]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    for key, label in (("engine", "engine BM25"), ("cold", "esbridge evolved, cold"), ("warm", "esbridge evolved, warm")):
-        a.plot(sizes, [r["latency"][key]["p50"] for r in rows], marker="o", label=f"{label} p50")
-        a.plot(sizes, [r["latency"][key]["p95"] for r in rows], marker=".", linestyle="--", label=f"{label} p95")
+    for key, label in (("engine", "engine BM25"), ("cold", "esbridge evolved, cold"),
+                       ("store", "esbridge evolved, feature store"), ("warm", "esbridge evolved, warm")):
+        have = [r for r in rows if key in r["latency"]]
+        a.plot([r["docs"] for r in have], [r["latency"][key]["p50"] for r in have], marker="o", label=f"{label} p50")
+        a.plot([r["docs"] for r in have], [r["latency"][key]["p95"] for r in have], marker=".", linestyle="--",
+               label=f"{label} p95")
     a.set(xscale="log", yscale="log", xlabel="documents", ylabel="ms per query (window 100)")
     a.legend(fontsize=7)
     b.plot(sizes, [r["indexing"]["plain_docs_per_s"] for r in rows], marker="o", label="plain mapping")
@@ -175,6 +198,7 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200, help="queries to time at each size (default 200)")
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--out", default=None, help="output stem (default benchmarks/results/scale-<distribution>)")
+    ap.add_argument("--merge", action="store_true", help="keep the earlier JSON's rows of sizes not run")
     args = ap.parse_args()
 
     data = Path(args.data)
@@ -196,21 +220,32 @@ def main() -> int:
             plain, esb = f"bench-scale-plain-{n}", f"bench-scale-{n}"
             t_plain = index_plain(engine, plain, corpus)
             t_esb = index_esbridge(engine, esb, corpus)
-            lat = latency(engine, esb, plain, queries, args.window)
+            store = DiskVectorStore(Path(tmp) / "store")
+            built = build_store(engine, esb, store, progress=True)
+            lat = latency(engine, esb, plain, queries, args.window, store)
+            store.close()
             rows.append({
                 "docs": n,
                 "indexing": {"plain_s": t_plain, "esbridge_s": t_esb, "plain_docs_per_s": n / t_plain,
                              "esbridge_docs_per_s": n / t_esb},
-                "bytes": {"plain": store_bytes(engine, plain), "esbridge": store_bytes(engine, esb)},
+                "bytes": {"plain": store_bytes(engine, plain), "esbridge": store_bytes(engine, esb),
+                          "feature_store": built.size.bytes},
+                "feature_store": {"documents": built.documents, "seconds": built.seconds,
+                                  "docs_per_s": built.documents / built.seconds, "terms": built.size.terms},
                 "latency": {k: {"p50": ms(v, 50), "p95": ms(v, 95)} for k, v in lat.items()},
             })
             print(json.dumps(rows[-1]), file=sys.stderr)
             engine.delete_index(plain)
             engine.delete_index(esb)
             corpus.unlink()
+            shutil.rmtree(Path(tmp) / "store")
 
     stem = Path(args.out) if args.out else HERE / "results" / f"scale-{args.distribution}"
     stem.parent.mkdir(parents=True, exist_ok=True)
+    if args.merge and stem.with_suffix(".json").exists():
+        ran = {r["docs"] for r in rows}
+        earlier = json.loads(stem.with_suffix(".json").read_text())
+        rows = sorted(rows + [r for r in earlier["rows"] if r["docs"] not in ran], key=lambda r: r["docs"])
     stem.with_suffix(".json").write_text(json.dumps({"machine": machine(), "engine": engine.info.label,
                                                      "window": args.window, "rows": rows}, indent=1) + "\n")
     has_plot = plot(rows, stem.with_suffix(".svg"))
@@ -222,18 +257,34 @@ def main() -> int:
            f"queries; window {args.window}, size 10.", "",
            f"Command: `python benchmarks/bench_scale.py --data <folder of collections> --sizes {args.sizes} "
            f"--distribution {args.distribution}`", "",
+           "Indexing and size on disk (the feature store: `esbridge features build` of the esbridge index):", "",
            "| docs | plain docs/s | esbridge docs/s | esbridge / plain time | plain MB | esbridge MB | "
-           "engine p50 / p95 ms | cold p50 / p95 ms | warm p50 / p95 ms | cold / engine p50 | warm / engine p50 |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "feature store build docs/s | feature store MB |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def cell(r: dict[str, Any], key: str, fmt: str) -> str:
+        lat = r["latency"].get(key)
+        return fmt.format(**lat) if lat else "—"
+
+    def ratio(r: dict[str, Any], key: str) -> str:
+        lat = r["latency"].get(key)
+        return f"{lat['p50'] / r['latency']['engine']['p50']:.2f}x" if lat else "—"
+
     for r in rows:
-        lat, ix = r["latency"], r["indexing"]
+        ix, fs = r["indexing"], r.get("feature_store")
+        fs_rate = f"{fs['docs_per_s']:.0f}" if fs else "—"
+        fs_mb = f"{r['bytes']['feature_store'] / 1e6:.1f}" if fs else "—"
         out.append(
             f"| {r['docs']} | {ix['plain_docs_per_s']:.0f} | {ix['esbridge_docs_per_s']:.0f} | "
             f"{ix['esbridge_s'] / ix['plain_s']:.2f}x | {r['bytes']['plain'] / 1e6:.1f} | "
-            f"{r['bytes']['esbridge'] / 1e6:.1f} | {lat['engine']['p50']:.1f} / {lat['engine']['p95']:.1f} | "
-            f"{lat['cold']['p50']:.1f} / {lat['cold']['p95']:.1f} | {lat['warm']['p50']:.1f} / "
-            f"{lat['warm']['p95']:.1f} | {lat['cold']['p50'] / lat['engine']['p50']:.2f}x | "
-            f"{lat['warm']['p50'] / lat['engine']['p50']:.2f}x |")
+            f"{r['bytes']['esbridge'] / 1e6:.1f} | {fs_rate} | {fs_mb} |")
+    out += ["", f"Per-query latency, window {args.window} (p50 / p95 ms; ratios of p50 to the engine's):", "",
+            "| docs | engine | cold | feature store | warm | cold / engine | store / engine | warm / engine |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        f = "{p50:.1f} / {p95:.1f}"
+        out.append(f"| {r['docs']} | {cell(r, 'engine', f)} | {cell(r, 'cold', f)} | {cell(r, 'store', f)} | "
+                   f"{cell(r, 'warm', f)} | {ratio(r, 'cold')} | {ratio(r, 'store')} | {ratio(r, 'warm')} |")
     if has_plot:
         out += ["", f"![cost against collection size]({stem.with_suffix('.svg').name})"]
     write_report("\n".join(out), stem.with_suffix(".md"))

@@ -2,7 +2,9 @@
 
 For every collection, every judged query of the tuning and held-out parts is run once through the
 pipeline's strategies (:class:`esbridge.hybrid.HybridSearcher`: the lexical rerank, the semantic
-search and the keyword query for each keyword setting of the grid); each fusion setting of the grid
+search and the keyword query for each keyword setting of the grid: its source, and the keyword
+strategy's parameters — feedback documents, expansion terms, the expansion's weight λ — for the
+variants in ``KEYWORD_VARIANTS``); each fusion setting of the grid
 is then applied to those lists by the pipeline's own aggregator (``HybridSearcher.aggregate``,
 which also runs the semantic feedback pass), so a setting is measured exactly as ``search`` would
 rank, without repeating the engine work.
@@ -47,11 +49,18 @@ from esbridge.evaluation.metrics import per_query_metrics
 from esbridge.evaluation.runner import BASELINE_DEFAULT, BASELINE_PYSERINI, EvalConfig, rank_by_score, run_evaluation
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid import HybridSearcher, PipelineParams, RankedList
+from esbridge.hybrid.fusion import Fusion
+from esbridge.hybrid.keyword import KeywordParams
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "med")
 W_SEMANTIC = (2.0, 2.5, 3.0)
+#: Keyword strategy variants measured beside the default (more or fewer feedback documents or
+#: expansion terms, a heavier expansion), with the semantic weights and sources they are fused at.
+KEYWORD_VARIANTS = (KeywordParams(lam=0.5), KeywordParams(fb_docs=5), KeywordParams(fb_docs=20),
+                    KeywordParams(fb_terms=50))
+W_SEMANTIC_VARIANTS = (2.5, 3.0)
 
 
 def grid() -> list[PipelineParams]:
@@ -62,24 +71,35 @@ def grid() -> list[PipelineParams]:
             ((0, "mean"), (3, "mean"), (5, "mean"), (3, "score"), (5, "score")), ("first", "best")):
         if fb == 0 and window == "best":
             continue
-        out.append(replace(base, fusion="zscore", w_semantic=wd, w_keyword=wk, semantic_feedback=fb,
+        out.append(replace(base, fusion=Fusion.ZSCORE, w_semantic=wd, w_keyword=wk, semantic_feedback=fb,
                            semantic_beta=1.0, semantic_feedback_weighting=weighting, keyword_source=source,
                            semantic_feedback_window=window))
-    out.append(replace(base, fusion="rrf", w_semantic=1.0, w_keyword=0.5, semantic_feedback=3,
+    out.append(replace(base, fusion=Fusion.RRF, w_semantic=1.0, w_keyword=0.5, semantic_feedback=3,
                        semantic_beta=1.0, semantic_feedback_weighting="mean", keyword_source="lexical"))
+    for kp, wd, wk, source in itertools.product(KEYWORD_VARIANTS, W_SEMANTIC_VARIANTS, (0.5, 1.0),
+                                                ("lexical", "fusion")):
+        out.append(replace(base, keyword=kp, fusion=Fusion.ZSCORE, w_semantic=wd, w_keyword=wk, semantic_feedback=3,
+                           semantic_beta=1.0, semantic_feedback_weighting="score", keyword_source=source,
+                           semantic_feedback_window="first"))
     return out
 
 
 def label(p: PipelineParams) -> str:
     fb = (f"feedback {p.semantic_feedback}/{p.semantic_feedback_weighting}"
           f"{'/best window' if p.semantic_feedback_window == 'best' else ''}") if p.semantic_feedback else "no feedback"
-    return f"{p.fusion.value} sem {p.w_semantic:g} kw {p.w_keyword:g} keyword from {p.keyword_source}, {fb}"
+    kp = p.keyword
+    variant = (f" ({kp.fb_docs} docs, {kp.fb_terms} terms, λ {kp.lam:g})"
+               if kp != KeywordParams(depth=kp.depth) else "")
+    return (f"{p.fusion.value} sem {p.w_semantic:g} kw {p.w_keyword:g} keyword{variant} from {p.keyword_source}, "
+            f"{fb}")
 
 
 def keyword_key(p: PipelineParams) -> str:
     """The keyword list a setting fuses: from the lexical list, or from the first fusion (which
-    depends on the semantic weight)."""
-    return "keyword/lexical" if p.keyword_source == "lexical" else f"keyword/fusion/{p.w_semantic:g}"
+    depends on the semantic weight), with the setting's keyword parameters."""
+    kp = p.keyword
+    src = "keyword/lexical" if p.keyword_source == "lexical" else f"keyword/fusion/{p.w_semantic:g}"
+    return f"{src}/{kp.fb_docs}/{kp.fb_terms}/{kp.lam:g}/{kp.min_docs}"
 
 
 def parts_of(ds: Any) -> dict[str, SplitSpec]:
@@ -106,6 +126,7 @@ def collect(engine: Engine, folder: Path, settings: list[PipelineParams], keep: 
     for split in parts.values():
         for q in ds.queries(split):
             queries[q.id] = q.text
+    needed = list({keyword_key(p): p for p in settings}.values())  # one keyword list per distinct key
     lists: dict[str, dict[str, RankedList]] = {}
     qvecs: dict[str, np.ndarray] = {}
     t0 = time.perf_counter()
@@ -118,10 +139,10 @@ def collect(engine: Engine, folder: Path, settings: list[PipelineParams], keep: 
         lexical, versions = hs.lexical(text, prepared=prepared)
         qvecs[qid] = hs.vectors.embed_query(text)
         got = {"lexical": lexical, "semantic": hs.semantic(qvecs[qid])}
-        for source, ws in [("lexical", W_SEMANTIC[0]), *(("fusion", w) for w in W_SEMANTIC)]:
-            p = replace(base, keyword_source=source, w_semantic=ws)
+        for p in needed:
             fb_list, fb_versions = hs.keyword_feedback_documents(got, versions, params=p)
-            got[keyword_key(p)] = hs.keyword(hs.keyword_terms(prepared, fb_list, fb_versions))
+            got[keyword_key(p)] = hs.keyword(hs.keyword_terms(prepared, fb_list, fb_versions, params=p.keyword),
+                                             depth=p.keyword.depth)
         lists[qid] = got
     collect_s = time.perf_counter() - t0
     if saved and queries:
@@ -129,18 +150,18 @@ def collect(engine: Engine, folder: Path, settings: list[PipelineParams], keep: 
         saved.write_bytes(pickle.dumps((lists, qvecs, collect_s)))
     elif saved:
         collect_s = collected_s
-    scores: dict[str, dict[str, dict[str, float]]] = {}  # setting -> part -> mean nDCG@10
+    scores: dict[str, dict[str, float]] = {}  # setting -> part -> mean nDCG@10
     for p in settings:
         runs = {}
         for qid, got in lists.items():
             strat = {"lexical": got["lexical"], "semantic": got["semantic"], "keyword": got[keyword_key(p)]}
-            res = hs.aggregate(strat, qvecs[qid], params=p)
-            runs[qid] = rank_by_score(res.ids, res.scores)[0]
+            fused = hs.aggregate(strat, qvecs[qid], params=p)
+            runs[qid] = rank_by_score(fused.ids, fused.scores)[0]
         scores[label(p)] = {}
         for part, split in parts.items():
             qrels = ds.qrels(split)
-            pq = per_query_metrics(qrels, {q: runs[q] for q in qrels})
-            scores[label(p)][part] = float(np.mean([pq[q]["ndcg@10"] for q in qrels]))
+            per_q = per_query_metrics(qrels, {q: runs[q] for q in qrels})
+            scores[label(p)][part] = float(np.mean([per_q[q]["ndcg@10"] for q in qrels]))
     hs.close()
     return {"strongest_bm25": strongest, "scores": scores, "queries": len(queries), "seconds": collect_s}
 
@@ -176,7 +197,7 @@ def main() -> int:
     labels = [label(p) for p in settings]
 
     def gain(s: str, c: str, part: str) -> float:
-        return 100 * (data[c]["scores"][s][part] - data[c]["strongest_bm25"][part])
+        return 100.0 * (float(data[c]["scores"][s][part]) - float(data[c]["strongest_bm25"][part]))
 
     def choose(cols: list[str]) -> str:
         return max(labels, key=lambda s: (round(min(gain(s, c, "tune") for c in cols), 9),

@@ -298,9 +298,11 @@ class HybridSearcher:
                 [versions[i] for i in order])
 
     def keyword_terms(self, prepared: AnalyzedQuery, lexical: RankedList,
-                      versions: Sequence[DocVersion | None], *, narrative: str | None = None) -> dict[str, float]:
-        """The keyword query's terms and weights (see :mod:`esbridge.hybrid.keyword`)."""
-        kp = self.params.keyword
+                      versions: Sequence[DocVersion | None], *, narrative: str | None = None,
+                      params: KeywordParams | None = None) -> dict[str, float]:
+        """The keyword query's terms and weights (see :mod:`esbridge.hybrid.keyword`); ``params``
+        replaces the pipeline's keyword parameters for this call."""
+        kp = params or self.params.keyword
         base = prepared.query.get("base") or QueryChannel((), ())
         store, combined = self.reranker.store, self.layout.combined
         sub = self.layout.subfield(combined, "base")
@@ -344,8 +346,9 @@ class HybridSearcher:
         return (RankedList(top, np.linspace(1.0, 0.5, len(top)) if len(top) > 1 else np.ones(len(top))),
                 [known.get(d) for d in top])
 
-    def keyword(self, terms: Mapping[str, float], *, filter: Any = None) -> RankedList:
-        """The engine's BM25 ranking for weighted ``terms`` on the combined field."""
+    def keyword(self, terms: Mapping[str, float], *, filter: Any = None, depth: int | None = None) -> RankedList:
+        """The engine's BM25 ranking for weighted ``terms`` on the combined field, ``depth`` hits
+        (default: the keyword parameters' ``depth``)."""
         if not terms:
             return RankedList([], np.zeros(0))
         subs = self.layout.indexed(self.layout.combined, "base")  # a plain index: each text field
@@ -355,7 +358,7 @@ class HybridSearcher:
         if filter is not None:
             query["bool"]["filter"] = filter if isinstance(filter, list) else [filter]
             query["bool"]["minimum_should_match"] = 1
-        body = {"size": self.params.keyword.depth, "query": query, "_source": False}
+        body = {"size": depth or self.params.keyword.depth, "query": query, "_source": False}
         hits = self.engine.search(self.index, body)["hits"]["hits"]
         return RankedList([str(h["_id"]) for h in hits], np.array([float(h["_score"]) for h in hits]))
 

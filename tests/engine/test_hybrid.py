@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +139,11 @@ def test_keyword_feedback_documents_come_from_the_chosen_source(engine: Engine, 
         terms = hs.keyword_terms(prepared, fb, [None] * len(fb.ids))
         assert terms == res.expansion
         assert hs.keyword(terms).ids == res.lists["keyword"].ids
+        # other keyword parameters for one call (as tuning measures them), and another depth
+        original = set(prepared.query["base"].terms)
+        few = hs.keyword_terms(prepared, fb, [None] * len(fb.ids), params=replace(params.keyword, fb_terms=3))
+        assert len(set(few) - original) == 3 < len(set(terms) - original)
+        assert hs.keyword(terms, depth=5).ids == res.lists["keyword"].ids[:5]
 
 
 def test_filter_applies_to_every_strategy(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
