@@ -1,0 +1,46 @@
+"""The scale benchmark's small case, end to end against the engine (CI runs only this size)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from esbridge.engine.client import Engine
+from tests.data import beir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_scale_benchmark_small_case(engine: Engine, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "cranfield").symlink_to(beir("cranfield"), target_is_directory=True)
+    out = tmp_path / "scale"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--data", str(data), "--sizes", "400",
+         "--distribution", engine.distribution, "--url", engine.options.url, "--queries", "12",
+         "--window", "50", "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert report["window"] == 50
+    (row,) = report["rows"]
+    assert row["docs"] == 400
+    # both indices hold every document, and the feature store every one of them
+    assert row["feature_store"]["documents"] == 400
+    assert row["bytes"]["plain"] > 0 and row["bytes"]["esbridge"] > row["bytes"]["plain"]
+    assert row["bytes"]["feature_store"] > 0
+    lat = row["latency"]
+    assert set(lat) == {"engine", "cold", "store", "warm"}
+    # warm reranks read memory, cold ones fetch every candidate's term vectors from the engine
+    assert lat["warm"]["p50"] < lat["cold"]["p50"]
+    assert all(0 < v["p50"] <= v["p95"] for v in lat.values())
+    md = out.with_suffix(".md").read_text()
+    assert "| 400 |" in md and "feature store" in md
+    # the cluster keeps no benchmark index behind
+    left = engine.request("GET", "/_cat/indices/bench-scale-*?format=json")
+    assert left == [], left
