@@ -145,8 +145,10 @@ def main(argv: list[str] | None = None) -> None:
         target = TARGET_MS.get(name)
         verdict = ""
         if target is not None:
-            ok = max(ms.values()) <= target
-            verdict = f"<= {target:g} ms: {'met' if ok else 'MISSED'}"
+            # judged on the sparse pattern (the first stage's); the dense worst case is shown beside it
+            verdict = ", ".join(f"{pattern} {'met' if ms[pattern] <= target else 'MISSED'}"
+                                for pattern in ("sparse", "dense"))
+            verdict = f"<= {target:g} ms: {verdict}"
         print(
             f"| {name} | {', '.join(scorer.channels)} | {ms['sparse']:.3f} | {ms['dense']:.3f} | {verdict} |"
         )
