@@ -36,7 +36,12 @@ def test_scale_benchmark_small_case(engine: Engine, tmp_path: Path) -> None:
     assert row["bytes"]["feature_store"] > 0
     lat = row["latency"]
     assert set(lat) == {"engine", "cold", "store", "warm"}
-    # warm reranks read memory, cold ones fetch every candidate's term vectors from the engine
+    # each mode served its candidates from where its column says: cold from the engine, the feature
+    # store from disk, warm from memory
+    served = row["candidates_served"]
+    assert served["cold"]["engine"] > 0 and served["cold"]["memory"] == served["cold"]["disk"] == 0, served
+    assert served["store"]["disk"] > 0 and served["store"]["engine"] == 0 == served["store"]["memory"], served
+    assert served["warm"]["memory"] > 0 and served["warm"]["engine"] == 0 == served["warm"]["disk"], served
     assert lat["warm"]["p50"] < lat["cold"]["p50"]
     assert all(0 < v["p50"] <= v["p95"] for v in lat.values())
     md = out.with_suffix(".md").read_text()
