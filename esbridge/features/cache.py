@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -165,8 +165,13 @@ class TermVectorCache:
         #: the misses in memory found on disk (counted in ``hits`` too)
         self.disk_hits = 0
 
-    def get_many(self, keys: Sequence[DocKey], subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
-        """:meth:`get` for several keys: memory first, then the disk store for the rest."""
+    def get_many(self, keys: Sequence[DocKey], subfields: Sequence[str], *,
+                 terms: Mapping[str, Collection[str]] | None = None) -> list[dict[str, FieldVector] | None]:
+        """:meth:`get` for several keys: memory first, then the disk store for the rest.
+
+        ``terms`` (sub-field → terms): what is read from disk holds only those terms (partial
+        vectors, :meth:`DiskVectorStore.get_many`) and is not kept in memory, which keeps whole
+        vectors only; what memory has is returned whole."""
         out: list[dict[str, FieldVector] | None] = []
         with self._lock:
             for key in keys:
@@ -183,11 +188,12 @@ class TermVectorCache:
             for i in todo:
                 by_identity.setdefault(keys[i][0], []).append(i)
             for identity, rows in by_identity.items():
-                got = self.disk.get_many(identity, [keys[i][1:] for i in rows], subfields)
+                got = self.disk.get_many(identity, [keys[i][1:] for i in rows], subfields, terms=terms)
                 for i, entry in zip(rows, got, strict=True):
                     if entry is not None:
                         out[i] = entry
-                        self._remember(keys[i], entry, subfields)
+                        if terms is None:
+                            self._remember(keys[i], entry, subfields)
                         from_disk += 1
         misses = sum(e is None for e in out)
         with self._lock:
@@ -400,18 +406,23 @@ class FeatureStore:
 
     def fetch(self, query: Mapping[str, QueryChannel], ids: Sequence[str],
               versions: Sequence[DocVersion | None], *, fields: Sequence[str],
-              validate: bool = True) -> FetchResult:
+              validate: bool = True, terms_only: bool = False) -> FetchResult:
         """Like :func:`fetch_raw`, through the caches.
 
         ``versions[i]`` is ``(_seq_no, _primary_term)`` of ``ids[i]`` as the search
         returned it, or ``None`` to bypass the vector cache for that id.  ``validate=False``
         skips the index-state check, for a caller that just ran :meth:`prefetch_stats`.
+        ``terms_only``: vectors read from the disk store hold only the query's terms of each
+        channel (:attr:`~esbridge.features.termvectors.FieldVector.partial`; enough to score
+        the query with one field, not for feedback or for adding fields up); vectors from
+        memory or the engine are whole either way.
         """
-        return run(self.fetch_plan(query, ids, versions, fields=fields, validate=validate), sync_engine(self.engine))
+        return run(self.fetch_plan(query, ids, versions, fields=fields, validate=validate, terms_only=terms_only),
+                   sync_engine(self.engine))
 
     def fetch_plan(self, query: Mapping[str, QueryChannel], ids: Sequence[str],
                    versions: Sequence[DocVersion | None], *, fields: Sequence[str],
-                   validate: bool = True) -> Plan[FetchResult]:
+                   validate: bool = True, terms_only: bool = False) -> Plan[FetchResult]:
         """:meth:`fetch` as a plan (:mod:`esbridge.engine.plan`)."""
         gen = (yield from self.stats.validate_plan()) if validate else self.stats.current()
         # term vectors are keyed by the index's UUID: a recreated index restarts its sequence numbers
@@ -424,7 +435,12 @@ class FeatureStore:
             raise ConfigurationError(f"{len(ids)} ids but {len(versions)} versions: give one version "
                                      "(or None) per id")
         versioned = [(i, ver) for i, ver in enumerate(versions) if ver]
-        got = self.vectors.get_many([_doc_key(uuid, ids[i], ver) for i, ver in versioned], subfields)
+        wanted: dict[str, set[str]] = {}
+        for f in fields if terms_only else ():
+            for ch, qc in query.items():
+                wanted.setdefault(self.layout.subfield(f, ch), set()).update(qc.terms)
+        got = self.vectors.get_many([_doc_key(uuid, ids[i], ver) for i, ver in versioned], subfields,
+                                    terms=wanted if terms_only else None)
         for (i, _), entry in zip(versioned, got, strict=True):
             if entry is not None:
                 cached[i] = entry

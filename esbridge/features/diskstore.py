@@ -34,7 +34,7 @@ import mmap
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,11 +102,16 @@ class DiskVectorStore:
                 got = self._parts[identity] = _IdentityStore(self.root / digest, identity)
             return got
 
-    def get_many(self, identity: str, keys: Sequence[VersionedId],
-                 subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
+    def get_many(self, identity: str, keys: Sequence[VersionedId], subfields: Sequence[str], *,
+                 terms: Mapping[str, Collection[str]] | None = None) -> list[dict[str, FieldVector] | None]:
         """The vectors of ``subfields`` for each key, or ``None`` where some sub-field is
-        missing or was stored at another ``_seq_no``/``_primary_term``."""
-        return self.part(identity).get_many(keys, subfields)
+        missing or was stored at another ``_seq_no``/``_primary_term``.
+
+        ``terms`` (sub-field → terms) reads only those terms of each sub-field: the vectors
+        are :attr:`~esbridge.features.termvectors.FieldVector.partial` (their length and
+        distinct-term count are the whole field's), which is all a scorer needs and skips
+        building every other term of every candidate."""
+        return self.part(identity).get_many(keys, subfields, terms=terms)
 
     def put_many(self, identity: str, entries: Sequence[tuple[VersionedId, Mapping[str, FieldVector]]]) -> None:
         """Store (or replace) the vectors of several documents at once."""
@@ -202,6 +207,19 @@ class _IdentityStore:
                     self._terms.append(term)
                     self._ids[term] = tid
 
+    def _term_ids(self, terms: Collection[str]) -> dict[str, int]:
+        """Term → id of those of ``terms`` the dictionary holds (those this process knows, the
+        rest looked up by term, without reading the whole dictionary)."""
+        with self._lock:
+            out = {t: self._ids[t] for t in terms if t in self._ids}
+        rest = [t for t in terms if t not in out]
+        con = self._con()
+        for i in range(0, len(rest), _SQL_VARS):
+            chunk = rest[i:i + _SQL_VARS]
+            out.update(con.execute(f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(chunk))})",
+                                   chunk).fetchall())
+        return out
+
     def _pairs(self, end: int) -> np.ndarray:
         """The memory-mapped pair array, mapped again when it must reach ``end`` pairs."""
         with self._lock:
@@ -231,17 +249,18 @@ class _IdentityStore:
         if not keys or not subfields:
             return [None] * len(keys)
         con = self._con()
-        wanted = set(subfields)
+        wanted = list(dict.fromkeys(subfields))
+        sf_marks = ",".join("?" * len(wanted))
         ids = list(dict.fromkeys(k[0] for k in keys))
         rows: dict[tuple[str, str], tuple[int, int, int, int, int]] = {}
-        for i in range(0, len(ids), _SQL_VARS):
-            chunk = ids[i:i + _SQL_VARS]
+        per = max(1, _SQL_VARS - len(wanted))
+        for i in range(0, len(ids), per):
+            chunk = ids[i:i + per]
             marks = ",".join("?" * len(chunk))
             for doc, sf, seq, term, start, n, length in con.execute(
-                    f"SELECT doc, subfield, seq_no, primary_term, start, n, length FROM vectors WHERE doc IN ({marks})",
-                    chunk):
-                if sf in wanted:
-                    rows[(doc, sf)] = (seq, term, start, n, length)
+                    "SELECT doc, subfield, seq_no, primary_term, start, n, length FROM vectors "
+                    f"WHERE doc IN ({marks}) AND subfield IN ({sf_marks})", [*chunk, *wanted]).fetchall():
+                rows[(doc, sf)] = (seq, term, start, n, length)
         out: list[list[tuple[int, int, int]] | None] = []
         for doc, seq_no, primary in keys:
             got = [rows.get((doc, sf)) for sf in subfields]
@@ -253,7 +272,8 @@ class _IdentityStore:
         """Whether each key is stored, at its version, with every one of ``subfields``."""
         return [blocks is not None for blocks in self._locate(keys, subfields)]
 
-    def get_many(self, keys: Sequence[VersionedId], subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
+    def get_many(self, keys: Sequence[VersionedId], subfields: Sequence[str], *,
+                 terms: Mapping[str, Collection[str]] | None = None) -> list[dict[str, FieldVector] | None]:
         located = self._locate(keys, subfields)
         hits = [k for k, blocks in enumerate(located) if blocks is not None]
         out: list[dict[str, FieldVector] | None] = [None] * len(keys)
@@ -268,19 +288,55 @@ class _IdentityStore:
             return out
         # every block of every hit in one gather
         picked = pairs[np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])]
+        sizes = lengths.tolist()
+        if terms is not None:
+            return self._only_terms(out, hits, subfields, terms, picked, counts, sizes)
         tids = picked[:, 0]
         if len(tids) and int(tids.max()) >= len(self._terms):
             self._sync_terms(self._con())
         words = self._term_array[tids].tolist()
         tfs = picked[:, 1].tolist()
         bounds = offsets.tolist()
-        sizes = lengths.tolist()
         b = 0
         for k in hits:
             entry = {}
             for sf in subfields:
                 lo, hi = bounds[b], bounds[b + 1]
-                entry[sf] = FieldVector(dict(zip(words[lo:hi], tfs[lo:hi])), length=sizes[b])
+                entry[sf] = FieldVector(zip(words[lo:hi], tfs[lo:hi]), length=sizes[b])
+                b += 1
+            out[k] = entry
+        return out
+
+    def _only_terms(self, out: list[dict[str, FieldVector] | None], hits: Sequence[int], subfields: Sequence[str],
+                    terms: Mapping[str, Collection[str]], picked: np.ndarray, counts: np.ndarray,
+                    sizes: Sequence[int]) -> list[dict[str, FieldVector] | None]:
+        """:meth:`get_many`'s partial vectors: the pairs whose term is one of its sub-field's
+        ``terms``, found for all blocks at once.  Only the query's terms are looked up in the
+        dictionary (a term it lacks is in no block: a row's terms commit with the row)."""
+        n_sf = len(subfields)
+        ids = self._term_ids({t for sf in subfields for t in terms.get(sf, ())})
+        wanted = [(s, ids[t]) for s, sf in enumerate(subfields) for t in terms.get(sf, ()) if t in ids]
+        word_of = {tid: t for t, tid in ids.items()}
+        # a table of the wanted term ids, looked up by every pair at once; then, for the few
+        # pairs it keeps, whether the term is wanted in its block's sub-field (block b holds
+        # sub-field b % n_sf)
+        span = max([int(picked[:, 0].max(initial=0)), *(tid for _, tid in wanted)]) + 1
+        table = np.zeros(span, dtype=bool)
+        table[[tid for _, tid in wanted]] = True
+        near = np.flatnonzero(table[picked[:, 0]])
+        block_of = np.repeat(np.arange(len(counts)), counts)
+        found: list[dict[str, int]] = [{} for _ in counts]
+        pairs_wanted = set(wanted)
+        for b, tid, tf in zip(block_of[near].tolist(), picked[near, 0].tolist(), picked[near, 1].tolist(),
+                              strict=True):
+            if (b % n_sf, tid) in pairs_wanted:
+                found[b][word_of[tid]] = tf
+        distinct = counts.tolist()
+        b = 0
+        for k in hits:
+            entry = {}
+            for sf in subfields:
+                entry[sf] = FieldVector(found[b], length=sizes[b], distinct=distinct[b])
                 b += 1
             out[k] = entry
         return out

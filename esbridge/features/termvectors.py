@@ -87,22 +87,42 @@ class FieldStats:
 class FieldVector(dict[str, int]):
     """``{term: tf}`` of one document's (sub-)field, with its length: the sum of the tfs,
     unless given (the number of positions, for analyzers that stack tokens), or that of
-    ``freqs`` when it is a :class:`FieldVector` itself."""
+    ``freqs`` when it is a :class:`FieldVector` itself.
 
-    __slots__ = ("length",)
+    A vector read for one query only (``distinct`` given) holds just the query's terms of the
+    field; ``distinct`` and ``length`` are still the whole field's.  Such a vector is
+    :attr:`partial`: enough to score the query, not to read other terms from (feedback), and
+    never cached as the document's vector.
+    """
+
+    __slots__ = ("length", "_distinct")
     length: int
 
-    def __init__(self, freqs: Mapping[str, int], length: int | None = None) -> None:
+    def __init__(self, freqs: Mapping[str, int] | Iterable[tuple[str, int]], length: int | None = None,
+                 distinct: int | None = None) -> None:
         super().__init__(freqs)
         if length is None:
             length = freqs.length if isinstance(freqs, FieldVector) else sum(self.values())
         self.length = length
+        self._distinct = distinct
+
+    @property
+    def distinct(self) -> int:
+        """Distinct terms of the whole field (``len(self)`` unless :attr:`partial`)."""
+        return len(self) if self._distinct is None else self._distinct
+
+    @property
+    def partial(self) -> bool:
+        """Whether the vector holds only some of the field's terms (those of one query)."""
+        return self._distinct is not None
 
 
 def sum_vectors(vectors: Sequence[FieldVector]) -> FieldVector:
     """The term frequencies of several fields of one document added up, and their lengths."""
     if len(vectors) == 1:
         return vectors[0]
+    if any(v.partial for v in vectors):
+        raise ValueError("cannot add up fields read for one query's terms only")
     out: dict[str, int] = {}
     for vec in vectors:
         for term, tf in vec.items():
@@ -428,15 +448,31 @@ def _field_vector(tv: Mapping[str, Any]) -> FieldVector:
 
 def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],
                   stats: FieldStats) -> FieldArrays:
-    tf = np.zeros((len(cands.ids), len(terms)), dtype=np.float64)
-    lengths = np.zeros(len(cands.ids), dtype=np.float64)
+    n = len(cands.ids)
+    tf = np.zeros((n, len(terms)), dtype=np.float64)
+    column: dict[str, int] = {}
+    for j, t in enumerate(terms):
+        column.setdefault(t, j)
+    wanted = column.keys()
+    lengths = [0] * n
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[int] = []
+    # a candidate holds few of the query's terms: intersect (in C) and touch only those
     for i, vec in enumerate(cands.vectors):
         fv = vec.get(subfield)
-        if not fv:
-            continue
-        lengths[i] = fv.length
-        tf[i] = [fv.get(t, 0) for t in terms]
-    return FieldArrays(tf=tf, doc_len=lengths, avgdl=stats.avgdl)
+        if fv is not None:  # an empty partial vector still has its field's length
+            lengths[i] = fv.length
+            for t in fv.keys() & wanted:
+                rows.append(i)
+                cols.append(column[t])
+                vals.append(fv[t])
+    if rows:
+        tf[rows, cols] = vals
+    for j, t in enumerate(terms):  # a term given twice fills both its columns
+        if column[t] != j:
+            tf[:, j] = tf[:, column[t]]
+    return FieldArrays(tf=tf, doc_len=np.array(lengths, dtype=np.float64), avgdl=stats.avgdl)
 
 
 def build_input(
@@ -475,8 +511,12 @@ def build_input(
             text_fields = per_field
         sfs = [layout.subfield(f, ch) for f in fields]
         if len(sfs) == 1:
-            unique = np.array([float(len(vec.get(sfs[0], ()))) for vec in result.candidates.vectors])
+            unique = np.array([float(fv.distinct) if (fv := vec.get(sfs[0])) is not None else 0.0
+                               for vec in result.candidates.vectors])
         else:
+            if any(fv.partial for vec in result.candidates.vectors for sf in sfs if (fv := vec.get(sf)) is not None):
+                raise ValueError("the distinct terms of several fields need their whole vectors, "
+                                 "not those read for one query's terms")
             unique = np.array([float(len(set().union(*(vec.get(sf, {}) for sf in sfs))))
                                for vec in result.candidates.vectors], dtype=np.float64)
         ent = None

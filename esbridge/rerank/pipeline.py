@@ -281,7 +281,10 @@ class RerankerCore:
         query = {ch: prepared.query[ch] for ch in self.channels}
         fields = self._fields()
         layout = self._layout
-        fetched = yield from self.store.fetch_plan(query, ids, versions, fields=fields, validate=not stats_validated)
+        # one field: the scorer reads only the query's terms (and each field's length and
+        # distinct terms), so the disk store need not build every term of every candidate
+        fetched = yield from self.store.fetch_plan(query, ids, versions, fields=fields, validate=not stats_validated,
+                                                   terms_only=len(fields) == 1)
         entropy: dict[str, dict[str, float]] | None = None
         if self._scorer.needs_entropy:
             if self._entropy is None:

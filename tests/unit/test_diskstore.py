@@ -7,12 +7,22 @@ import random
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from esbridge.errors import ConfigurationError
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.diskstore import DiskVectorStore
-from esbridge.features.termvectors import FieldVector
+from esbridge.features.termvectors import (
+    CandidateVectors,
+    FetchResult,
+    FieldStats,
+    FieldVector,
+    QueryChannel,
+    build_input,
+    sum_vectors,
+)
+from esbridge.index import IndexLayout
 
 ID = "docs:9f2c"
 
@@ -81,6 +91,49 @@ def test_cache_reads_through_to_disk_and_writes_back(tmp_path: Path) -> None:
     assert fresh.counts().disk_hits == 1
     assert fresh.get(key, ["all.prefix"]) is not None  # now from memory
     assert fresh.counts().disk_hits == 1 and fresh.counts().hits == 2
+
+
+def test_a_read_for_some_terms_holds_those_terms_and_the_whole_fields_sizes(tmp_path: Path) -> None:
+    store = DiskVectorStore(tmp_path)
+    docs = {f"d{i}": _doc(i) for i in range(60)}
+    keys = [(d, i, 1) for i, d in enumerate(docs)]
+    store.put_many(ID, list(zip(keys, docs.values(), strict=True)))
+    # "w1"-style terms in the base sub-field, two-letter prefixes in the prefix one; "w3" is
+    # asked of the prefix sub-field too, where no document has it; "zz" is in no document
+    terms = {"all.base": {"w1", "w3", "w17", "w250", "zz"}, "all.prefix": {"w3", "w1", "w2"}}
+    sfs = ["all.base", "all.prefix"]
+    part = DiskVectorStore(tmp_path).get_many(ID, keys, sfs, terms=terms)  # a new process: no terms known
+    whole = store.get_many(ID, keys, sfs)
+    matched = 0
+    for (d, want), got, full in zip(docs.items(), part, whole, strict=True):
+        assert got is not None and full is not None
+        for sf in sfs:
+            assert dict(got[sf]) == {t: tf for t, tf in want[sf].items() if t in terms[sf]}, (d, sf)
+            assert got[sf].partial and not full[sf].partial
+            assert (got[sf].length, got[sf].distinct) == (want[sf].length, len(want[sf])) == \
+                (full[sf].length, full[sf].distinct)
+            matched += len(got[sf])
+    assert matched > 20  # the terms are common enough for the check to mean something
+    # versions still decide: another _seq_no is a miss
+    assert store.get_many(ID, [("d1", 9, 1)], sfs, terms=terms) == [None]
+
+
+def test_partial_vectors_are_not_kept_in_memory_and_cannot_be_added_up(tmp_path: Path) -> None:
+    key = (ID, "a", 3, 1)
+    TermVectorCache(max_entries=10, disk=tmp_path).put(key, _doc(3), ["all.base", "all.prefix"])
+    cache = TermVectorCache(max_entries=10, disk=DiskVectorStore(tmp_path))
+    some = sorted(_doc(3)["all.base"])[:2]
+    got = cache.get_many([key], ["all.base"], terms={"all.base": set(some)})[0]
+    assert got is not None and sorted(got["all.base"]) == some and got["all.base"].partial
+    assert cache.counts().size == 0  # memory keeps whole vectors only
+    whole = cache.get(key, ["all.base"])  # a read for every term is kept
+    assert whole is not None and dict(whole["all.base"]) == dict(_doc(3)["all.base"])
+    assert cache.counts().size == 1
+    # memory answers with the whole vector, whatever terms are asked
+    again = cache.get_many([key], ["all.base"], terms={"all.base": set(some)})[0]
+    assert again is not None and not again["all.base"].partial
+    with pytest.raises(ValueError, match="one query's terms"):
+        sum_vectors([got["all.base"], whole["all.base"]])
 
 
 def test_concurrent_readers_and_writer_see_whole_documents(tmp_path: Path) -> None:
@@ -160,3 +213,30 @@ def test_engine_time_values_read_as_seconds() -> None:
     for bad_interval in (-1, float("nan"), float("inf"), True):
         with pytest.raises(ConfigurationError, match="refresh_interval"):
             StatsCache(None, "i", refresh_interval=bad_interval)  # type: ignore[arg-type]
+
+
+def test_the_scorer_input_is_the_same_from_partial_and_whole_vectors(tmp_path: Path) -> None:
+    layout = IndexLayout()
+    sfs = [layout.subfield(layout.combined, ch) for ch in ("base", "prefix")]
+    docs = [{sfs[0]: _doc(i)["all.base"], sfs[1]: _doc(i)["all.prefix"]} for i in range(40)]
+    keys = [(f"d{i}", 1, 1) for i in range(40)]
+    store = DiskVectorStore(tmp_path)
+    store.put_many(ID, list(zip(keys, docs, strict=True)))
+    query = {"base": QueryChannel(("w1", "w7", "w33", "nothing"), (1, 2, 1, 1)),
+             "prefix": QueryChannel(("w1", "w3"), (1, 1))}
+    stats = {layout.subfield(layout.combined, ch): FieldStats(doc_count=40, sum_ttf=800, df={t: 3 for t in qc.terms})
+             for ch, qc in query.items()}
+    inputs = []
+    for terms in (None, {sfs[0]: set(query["base"].terms), sfs[1]: set(query["prefix"].terms)}):
+        got = store.get_many(ID, keys, sfs, terms=terms)
+        cands = CandidateVectors(ids=tuple(k[0] for k in keys), vectors=tuple(g or {} for g in got),
+                                 found=(True,) * len(keys))
+        inputs.append(build_input(FetchResult(cands, stats, 0), layout, query, fields=[layout.combined]))
+    whole, partial = inputs
+    for ch in query:
+        a, b = whole.channels[ch], partial.channels[ch]
+        assert a.tf.sum() > 0
+        np.testing.assert_array_equal(a.tf, b.tf)
+        np.testing.assert_array_equal(a.doc_len, b.doc_len)
+        assert a.unique_terms is not None and b.unique_terms is not None
+        np.testing.assert_array_equal(a.unique_terms, b.unique_terms)
