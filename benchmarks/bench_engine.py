@@ -37,7 +37,7 @@ from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import bench_index, judged_queries, machine, ms, write_report  # noqa: E402
+from common import bench_index, engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
 
 
 def bench_indexing(engine: Engine, corpus: Path, repeats: int) -> list[str]:
@@ -158,8 +158,7 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, help="BEIR-layout folder")
-    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
-    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    engine_arguments(ap)
     ap.add_argument("--scorer", default="evolved")
     ap.add_argument("--queries", type=int, default=300, help="judged queries to time (default 300)")
     ap.add_argument("--repeats", type=int, default=3, help="indexing repeats (default 3)")

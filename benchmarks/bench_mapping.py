@@ -35,7 +35,7 @@ from esbridge.index import IndexLayout, create_index
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine, write_report  # noqa: E402
+from common import engine_arguments, machine, write_report  # noqa: E402
 
 NAME = "esbridge-bench-mapping"
 Mapping_ = dict[str, Any]
@@ -120,8 +120,7 @@ def bulk_index(engine: Engine, body: dict[str, Any], docs: list[dict[str, Any]],
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, help="BEIR-layout folder")
-    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
-    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    engine_arguments(ap)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--docs", type=int, default=0, help="index only the corpus's first N documents (0: all)")
     ap.add_argument("--out", default=None, help="markdown output (default benchmarks/results/mapping-<dist>.md)")

@@ -32,7 +32,7 @@ from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import judged_queries, machine, ms, write_report  # noqa: E402
+from common import engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
 
 KINDS = {
     "on the fly": {"type": "text"},
@@ -89,8 +89,7 @@ def load_average() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, help="a BEIR-layout folder, e.g. \"$ESBRIDGE_DATA/scifact\"")
-    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
-    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    engine_arguments(ap)
     ap.add_argument("--queries", type=int, default=300, help="judged queries to time (default 300)")
     ap.add_argument("--window", type=int, default=100, help="candidates reranked (default 100)")
     ap.add_argument("--scorer", default="bm25", help="a scorer that reads only the base channel (default bm25)")

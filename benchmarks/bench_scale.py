@@ -53,7 +53,7 @@ from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import judged_queries, machine, ms, write_report  # noqa: E402
+from common import engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
 
 PLAIN_BODY = {"settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0}},
               "mappings": {"dynamic": False, "properties": {"text": {"type": "text"}}}}
@@ -216,8 +216,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="folder holding BEIR-layout collections")
     ap.add_argument("--sizes", default="5000,50000", help="corpus sizes, comma-separated (default 5000,50000)")
-    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
-    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    engine_arguments(ap)
     ap.add_argument("--queries", type=int, default=200, help="queries to time at each size (default 200)")
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--out", default=None, help="output stem (default benchmarks/results/scale-<distribution>)")

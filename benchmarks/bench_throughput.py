@@ -29,7 +29,7 @@ from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import bench_index, judged_queries, machine, write_report  # noqa: E402
+from common import bench_index, engine_arguments, judged_queries, machine, write_report  # noqa: E402
 
 
 def qps(threads: int, seconds: float, queries: list[str], one: Callable[[str], object]) -> tuple[float, int]:
@@ -62,8 +62,7 @@ def qps(threads: int, seconds: float, queries: list[str], one: Callable[[str], o
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, help="BEIR-layout folder")
-    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
-    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    engine_arguments(ap)
     ap.add_argument("--threads", default="1,4", help="client thread counts (default 1,4)")
     ap.add_argument("--seconds", type=float, default=20.0, help="seconds per run (default 20)")
     ap.add_argument("--window", type=int, default=100)

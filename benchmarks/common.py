@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -10,6 +11,12 @@ import numpy as np
 from esbridge.engine.client import Engine
 from esbridge.index import VectorField
 from esbridge.ingest import ingest, read_jsonl
+
+
+def engine_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--distribution`` and ``--url``: which engine a benchmark runs against."""
+    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
+    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
 
 
 def machine() -> str:
