@@ -97,6 +97,7 @@ class FieldVector(dict[str, int]):
 
     __slots__ = ("length", "_distinct")
     length: int
+    _distinct: int | None
 
     def __init__(self, freqs: Mapping[str, int] | Iterable[tuple[str, int]], length: int | None = None,
                  distinct: int | None = None) -> None:
@@ -104,7 +105,8 @@ class FieldVector(dict[str, int]):
         if length is None:
             length = freqs.length if isinstance(freqs, FieldVector) else sum(self.values())
         self.length = length
-        self._distinct = distinct
+        # a copy of a partial vector is partial too
+        self._distinct = freqs._distinct if distinct is None and isinstance(freqs, FieldVector) else distinct
 
     @property
     def distinct(self) -> int:

@@ -134,6 +134,8 @@ def test_partial_vectors_are_not_kept_in_memory_and_cannot_be_added_up(tmp_path:
     assert again is not None and not again["all.base"].partial
     with pytest.raises(ValueError, match="one query's terms"):
         sum_vectors([got["all.base"], whole["all.base"]])
+    copied = FieldVector(got["all.base"])  # a copy stays partial, with the whole field's sizes
+    assert copied.partial and (copied.distinct, copied.length) == (got["all.base"].distinct, got["all.base"].length)
 
 
 def test_concurrent_readers_and_writer_see_whole_documents(tmp_path: Path) -> None:
