@@ -138,6 +138,12 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
     """Per-query seconds of each mode, and where each esbridge mode's candidates came from
     (the vector cache's memory hits, disk hits and misses, i.e. engine fetches), so a report shows
     that each mode measured what its column says."""
+    # an untimed pass over both indices first, so a freshly started node's compilation and the
+    # file cache favour no mode (its reranker's caches are dropped)
+    with Reranker(engine, index, scorer="evolved", window=window) as warmup:
+        for q in queries:
+            engine.search(plain, {"size": window, "query": {"match": {"text": q}}})
+            warmup.search(q, size=10)
     rr = Reranker(engine, index, scorer="evolved", window=window)
     out: dict[str, list[float]] = {"engine": [], "cold": [], "store": [], "warm": []}
     for q in queries:  # the engine's BM25 on the plain index, the same window
