@@ -37,7 +37,7 @@ from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import bench_index, engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
+from common import bench_index, bulk_load, engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
 
 
 def bench_indexing(engine: Engine, corpus: Path, repeats: int) -> list[str]:
@@ -54,16 +54,7 @@ def bench_indexing(engine: Engine, corpus: Path, repeats: int) -> list[str]:
             t0 = time.perf_counter()
             if label.startswith("plain"):
                 engine.request("PUT", f"/{name}", body=plain_body)
-                from esbridge.engine.client import ndjson_lines
-
-                for i in range(0, len(docs), 500):
-                    chunk = docs[i:i + 500]
-                    body = []
-                    for d in chunk:
-                        body.append({"index": {"_index": name, "_id": d["_id"]}})
-                        body.append({"text": (d.get("title") or "") + " " + (d.get("text") or "")})
-                    engine.request("POST", "/_bulk", body=ndjson_lines(body), ndjson=True)
-                engine.refresh(name)
+                bulk_load(engine, name, docs, lambda d: {"text": (d.get("title") or "") + " " + (d.get("text") or "")})
             else:
                 ingest(engine, name, read_jsonl(corpus), progress=False, strict=True)
             times.append(time.perf_counter() - t0)
@@ -90,7 +81,9 @@ def bench_termvectors(engine: Engine, index: str, queries: list[str]) -> list[st
             from esbridge.features import fetch_raw
 
             t0 = time.perf_counter()
-            res = fetch_raw(engine, index, rr.layout, prepared.query, ids, fields=[rr.layout.combined])  # type: ignore[arg-type]
+            layout = rr.layout
+            assert layout is not None, "the benchmark index has esbridge's layout"
+            res = fetch_raw(engine, index, layout, prepared.query, ids, fields=[layout.combined])
             times.append(time.perf_counter() - t0)
             reqs = res.requests
         lines.append(f"| {n} | {reqs} | {ms(times, 50):.1f} | {ms(times, 95):.1f} |")
@@ -183,8 +176,8 @@ def main() -> int:
         out += ["## Indexing throughput", ""] + bench_indexing(engine, corpus, args.repeats) + [""]
     out += ["## `_mtermvectors` for the candidates (all four channels, combined field)", ""]
     out += bench_termvectors(engine, index, queries) + [""]
-    with tempfile.TemporaryDirectory(prefix="esbridge-bench-store-") as folder:
-        store = DiskVectorStore(folder)
+    with tempfile.TemporaryDirectory(prefix="esbridge-bench-store-") as store_dir:
+        store = DiskVectorStore(store_dir)
         built = build_store(engine, index, store, progress=False)
         out += ["## Feature store", "",
                 f"`esbridge features build` of the collection: {built.documents} documents in "

@@ -29,13 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from esbridge.engine.client import Engine, ndjson_lines
+from esbridge.engine.client import Engine
 from esbridge.engine.provision import provision
 from esbridge.index import IndexLayout, create_index
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import engine_arguments, machine, write_report  # noqa: E402
+from common import bulk_load, engine_arguments, machine, write_report  # noqa: E402
 
 NAME = "esbridge-bench-mapping"
 Mapping_ = dict[str, Any]
@@ -101,19 +101,9 @@ def bulk_index(engine: Engine, body: dict[str, Any], docs: list[dict[str, Any]],
     engine.delete_index(NAME)
     engine.request("PUT", f"/{NAME}", body=body)
     t0 = time.perf_counter()
-    for i in range(0, len(docs), 500):
-        lines: list[dict[str, Any]] = []
-        for d in docs[i:i + 500]:
-            lines += [{"index": {"_index": NAME, "_id": d["_id"]}}, source(d)]
-        resp = engine.request("POST", "/_bulk", body=ndjson_lines(lines), ndjson=True)
-        if resp.get("errors"):
-            raise RuntimeError(f"bulk indexing into the benchmark index failed: {json.dumps(resp)[:500]}")
-    engine.refresh(NAME)
+    bulk_load(engine, NAME, docs, source)
     seconds = time.perf_counter() - t0
-    count = engine.count(NAME)
     engine.delete_index(NAME)
-    if count != len(docs):
-        raise RuntimeError(f"{count} of {len(docs)} documents indexed")
     return seconds
 
 

@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from esbridge.engine.client import Engine, ndjson_lines
+from esbridge.engine.client import Engine
 from esbridge.engine.provision import provision
 from esbridge.features import fetch_raw
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
+from common import bulk_load, engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
 
 KINDS = {
     "on the fly": {"type": "text"},
@@ -48,15 +48,7 @@ def plain_index(engine: Engine, name: str, field: dict[str, Any], docs: list[dic
     t0 = time.perf_counter()
     engine.request("PUT", f"/{name}", body={"settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0}},
                                             "mappings": mapping})
-    for i in range(0, len(docs), 500):
-        body: list[dict[str, Any]] = []
-        for d in docs[i:i + 500]:
-            body.append({"index": {"_index": name, "_id": str(d["_id"])}})
-            body.append({"title": d.get("title") or "", "text": d.get("text") or ""})
-        resp = engine.request("POST", "/_bulk", body=ndjson_lines(body), ndjson=True)
-        if resp.get("errors"):
-            raise SystemExit(f"bulk indexing into {name} failed: {resp['items'][:1]}")
-    engine.refresh(name)
+    bulk_load(engine, name, docs, lambda d: {"title": d.get("title") or "", "text": d.get("text") or ""})
     return time.perf_counter() - t0
 
 

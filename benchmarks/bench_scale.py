@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, ndjson_lines
+from esbridge.engine.client import Engine
 from esbridge.engine.provision import provision
 from esbridge.features.build import build_store
 from esbridge.features.cache import TermVectorCache
@@ -53,7 +53,7 @@ from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
+from common import bulk_load, engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
 
 PLAIN_BODY = {"settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0}},
               "mappings": {"dynamic": False, "properties": {"text": {"type": "text"}}}}
@@ -106,23 +106,9 @@ def index_plain(engine: Engine, name: str, corpus: Path) -> float:
     engine.delete_index(name)
     t0 = time.perf_counter()
     engine.request("PUT", f"/{name}", body=PLAIN_BODY)
-    batch: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        if batch:
-            resp = engine.request("POST", "/_bulk", body=ndjson_lines(batch), ndjson=True)
-            if resp.get("errors"):
-                raise RuntimeError(f"plain bulk into {name!r} reported errors")
-            batch.clear()
-
-    for line in open(corpus, encoding="utf-8"):
-        d = json.loads(line)
-        batch += [{"index": {"_index": name, "_id": d["_id"]}},
-                  {"text": f"{d.get('title') or ''} {d.get('text') or ''}"}]
-        if len(batch) >= 1000:
-            flush()
-    flush()
-    engine.refresh(name)
+    with open(corpus, encoding="utf-8") as f:
+        bulk_load(engine, name, (json.loads(line) for line in f if line.strip()),
+                  lambda d: {"text": f"{d.get('title') or ''} {d.get('text') or ''}"})
     return time.perf_counter() - t0
 
 

@@ -1,14 +1,17 @@
-"""What the benchmarks share: the machine's description and percentiles in milliseconds."""
+"""What the benchmarks share: engine arguments, the machine's description, percentiles in
+milliseconds, the benchmark indices and plain bulk loading."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine
+from esbridge.engine.client import Engine, ndjson_lines
 from esbridge.index import VectorField
 from esbridge.ingest import ingest, read_jsonl
 
@@ -49,6 +52,37 @@ def bench_index(engine: Engine, corpus: Path, vector: VectorField | None = None)
         engine.delete_index(index)
         ingest(engine, index, read_jsonl(corpus), progress=True, strict=True, vector=vector)
     return index, expected
+
+
+def bulk_load(engine: Engine, index: str, docs: Iterable[dict[str, Any]],
+              source: Callable[[dict[str, Any]], dict[str, Any]], *, batch: int = 500) -> int:
+    """Index ``docs`` into the existing ``index`` with plain ``_bulk`` requests of ``batch``
+    documents, each document's ``_source`` being ``source(doc)`` and its id ``doc["_id"]``; refresh;
+    return how many were sent.  Raises when the engine reports an error for any document or holds
+    a different number of documents afterwards, so a benchmark never times a partial load."""
+    sent = 0
+    lines: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if lines:
+            resp = engine.request("POST", "/_bulk", body=ndjson_lines(lines), ndjson=True)
+            if resp.get("errors"):
+                items: list[dict[str, Any]] = resp.get("items") or []
+                bad = next((item for item in items if any("error" in v for v in item.values())), {})
+                raise RuntimeError(f"bulk indexing into {index!r} failed: {json.dumps(bad)[:500]}")
+            lines.clear()
+
+    for d in docs:
+        lines += [{"index": {"_index": index, "_id": str(d["_id"])}}, source(d)]
+        sent += 1
+        if len(lines) >= 2 * batch:
+            flush()
+    flush()
+    engine.refresh(index)
+    count = engine.count(index)
+    if count != sent:
+        raise RuntimeError(f"{index!r} holds {count} documents after indexing {sent}")
+    return sent
 
 
 def write_report(text: str, dest: Path) -> None:
