@@ -85,9 +85,9 @@ def main() -> int:
            "## Embedding", "",
            "| what | figure |", "|---|---:|",
            f"| documents embedded (empty cache) | {len(texts)} ({n_tokens / max(1, len(texts)):.0f} word pieces "
-           f"each on average; {len(window_vectors)} windows of at most {encoder.config.max_tokens}) |",
+           f"each on average; {len(window_vectors)} passages of at most {encoder.passage_tokens}) |",
            f"| ingest embedding throughput | **{len(texts) / embed_s:.1f} docs/s** "
-           f"({len(window_vectors) / embed_s:.1f} windows/s, {embed_s:.1f} s) |",
+           f"({len(window_vectors) / embed_s:.1f} passages/s, {embed_s:.1f} s) |",
            f"| query embedding, p50 / p95 | {ms(q_times, 50):.1f} / {ms(q_times, 95):.1f} ms |", ""]
 
     with HybridSearcher(engine, index, params, progress=True) as hs:

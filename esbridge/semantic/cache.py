@@ -42,6 +42,11 @@ class WindowEncoder(Encoder, Protocol):
     """An encoder that also embeds texts longer than it reads, window by window
     (:class:`esbridge.semantic.encoder.SentenceEncoder`)."""
 
+    @property
+    def first_window_is_text(self) -> bool:
+        """Whether a text's first window is what :meth:`Encoder.encode` reads of it."""
+        ...
+
     def windows(self, texts: Sequence[str]) -> list[list[list[int]]]: ...
 
     def encode_ids(self, ids: Sequence[Sequence[int]], *,
@@ -53,10 +58,13 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def window_key(text: str, window: int, ids: Sequence[int]) -> str:
-    """The cache key of window ``window`` of ``text``: its first window's is :func:`text_key`'s (it is
-    what the truncating encoder embeds), a later window's names its position and its word pieces."""
-    if window == 0:
+def window_key(text: str, window: int, ids: Sequence[int], *, first_is_text: bool = True) -> str:
+    """The cache key of window ``window`` of ``text``, whose word pieces are ``ids``.
+
+    With ``first_is_text`` (windows as long as the model reads), the first window's key is
+    :func:`text_key`'s: it is what the truncating encoder embeds.  Every other window's key
+    names its position and its word pieces, so windows of another length never share a key."""
+    if window == 0 and first_is_text:
         return text_key(text)
     return text_key(f"window {window}\x00{','.join(map(str, ids))}\x00{text}")
 
@@ -182,12 +190,13 @@ class EmbeddingCache:
             raise ValueError(f"encoder {encoder.name!r} has dimension {encoder.dim}, the cache {self.dim}")
         if windows is None:
             windows = encoder.windows(texts)
+        first_is_text = encoder.first_window_is_text
         keys: list[str] = []
         pieces: list[Sequence[int]] = []
         starts = np.zeros(len(texts) + 1, dtype=np.int64)
         for i, (text, ws) in enumerate(zip(texts, windows, strict=True)):
             for j, ids in enumerate(ws):
-                keys.append(window_key(text, j, ids))
+                keys.append(window_key(text, j, ids, first_is_text=first_is_text))
                 pieces.append(ids)
             starts[i + 1] = len(keys)
         by_key = {k: i for i, k in enumerate(keys)}

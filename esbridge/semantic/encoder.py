@@ -31,7 +31,13 @@ import numpy as np
 
 from esbridge.errors import ConfigurationError
 
-__all__ = ["REQUIRED_MODULES", "EncoderConfig", "SentenceEncoder", "available"]
+__all__ = ["DEFAULT_PASSAGE_TOKENS", "REQUIRED_MODULES", "EncoderConfig", "SentenceEncoder", "available"]
+
+#: Word pieces of one window ("passage") of a long text, ``[CLS]`` and ``[SEP]`` included.  Short
+#: passages let a document score by the few sentences that answer a query: with all-MiniLM-L6-v2,
+#: windows of 64 instead of 256 word pieces raise the semantic search's nDCG@10 on SciFact from
+#: 0.6734 to 0.6932 (training queries) and on NFCorpus from 0.2810 to 0.3088 (tuning half).
+DEFAULT_PASSAGE_TOKENS = 64
 
 
 #: The Python packages the encoder needs (esbridge's ``semantic`` extra).
@@ -112,6 +118,12 @@ class SentenceEncoder:
         batch_size: texts per forward pass; texts are sorted by length first so a batch
             carries little padding.
 
+    Long texts are embedded window by window (:meth:`windows`): ``passage_tokens`` word pieces a
+    window, ``[CLS]`` and ``[SEP]`` included (default :data:`DEFAULT_PASSAGE_TOKENS`; ``None`` for
+    the model's maximum, 256 for all-MiniLM-L6-v2), consecutive windows overlapping by half.
+    :meth:`encode` itself always reads a text up to the model's maximum (queries, and the one
+    vector per document of an engine's vector field).
+
     Batches run on ``workers`` threads (default: the machine's cores), each with a
     single-threaded BLAS for the duration of :meth:`encode`: numpy's element-wise
     steps (softmax, GELU, LayerNorm) use one core each, so several batches at once
@@ -120,7 +132,7 @@ class SentenceEncoder:
     """
 
     def __init__(self, model_dir: str | Path, *, batch_size: int = 16, name: str | None = None,
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, passage_tokens: int | None = None) -> None:
         path = Path(model_dir)
         for required in ("config.json", "tokenizer.json", "model.safetensors"):
             if not (path / required).is_file():
@@ -130,6 +142,14 @@ class SentenceEncoder:
         self.path = path
         self.name = name or path.name
         self.config = EncoderConfig.from_dir(path)
+        if passage_tokens is None:
+            passage_tokens = min(DEFAULT_PASSAGE_TOKENS, self.config.max_tokens)
+        if isinstance(passage_tokens, bool) or not isinstance(passage_tokens, int) \
+                or not 3 <= passage_tokens <= self.config.max_tokens:
+            raise ConfigurationError(f"passage_tokens must be an integer from 3 to the model's maximum "
+                                     f"{self.config.max_tokens}, got {passage_tokens!r}")
+        #: word pieces of one window of :meth:`windows`, ``[CLS]`` and ``[SEP]`` included
+        self.passage_tokens = passage_tokens
         self.batch_size = batch_size
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
         self._threadpoolctl = _require("threadpoolctl")
@@ -177,18 +197,24 @@ class SentenceEncoder:
     @property
     def window_stride(self) -> int:
         """Word pieces between the starts of two consecutive windows (half a window)."""
-        return max(1, (self.config.max_tokens - 2) // 2)
+        return max(1, (self.passage_tokens - 2) // 2)
+
+    @property
+    def first_window_is_text(self) -> bool:
+        """Whether a text's first window is exactly what :meth:`encode` reads (windows as long as
+        the model's maximum), so the two share one vector."""
+        return self.passage_tokens == self.config.max_tokens
 
     def windows(self, texts: Sequence[str]) -> list[list[list[int]]]:
-        """Each text's word pieces cut into the model's windows, for texts longer than it reads.
+        """Each text's word pieces cut into windows ("passages") of :attr:`passage_tokens`.
 
-        A window is ``[CLS]``, up to ``max_tokens - 2`` consecutive word pieces and ``[SEP]``;
+        A window is ``[CLS]``, up to ``passage_tokens - 2`` consecutive word pieces and ``[SEP]``;
         consecutive windows overlap by half (:attr:`window_stride`), the last one reaches the
-        text's end.  The first window is exactly what :meth:`encode` embeds (which truncates), so
-        a text that fits has one window and the same vector either way.
+        text's end; a text that fits has one window.  With windows of the model's maximum, the
+        first window is exactly what :meth:`encode` embeds (which truncates).
         """
         _check_texts(texts)
-        body_len = self.config.max_tokens - 2
+        body_len = self.passage_tokens - 2
         stride = self.window_stride
         out = []
         for enc in self._full_tokenizer.encode_batch(list(texts)):

@@ -69,10 +69,11 @@ def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hyb
     assert sum(len(w) > 1 for w in windows) > N_DOCS // 2  # most abstracts are longer than the model reads
     first_only = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path / "first",
                                   cache=cache, progress=False, windows=False)
+    whole = encoder.encode(texts)  # without windows: each text up to the model's 256 word pieces
     for q in ("vitamin D and bone density", "stem cells in the bone marrow", "ocular hypertension"):
         qv = encoder.encode([q])[0]
         for index, sims in ((vi, np.array([float((w @ qv).max()) for w in windows])),
-                            (first_only, np.array([float(w[0] @ qv) for w in windows]))):
+                            (first_only, whole @ qv)):
             want = [ids[i] for i in np.lexsort((np.arange(len(ids)), -sims))[:10]]
             got = index.search(qv, 10)
             assert got.ids == want
@@ -86,6 +87,17 @@ def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hyb
     # reopened from disk: nothing is embedded again
     again = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
     np.testing.assert_array_equal(np.asarray(again.vectors), np.asarray(vi.vectors))
+    # vectors built with another passage length are rebuilt, never read as this one's
+    long_encoder = load_encoder(passage_tokens=256)
+    long_windows = long_encoder.windows(texts)
+    assert sum(map(len, long_windows)) < len(vi.vectors)
+    longer = VectorIndex.open(engine, hybrid_index, long_encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                              progress=False)
+    in_order = long_encoder.windows([texts[ids.index(d)] for d in longer.ids])  # the index's own document order
+    np.testing.assert_allclose(np.asarray(longer.vectors), long_encoder.encode_ids([w for ws in in_order for w in ws]),
+                               atol=2e-6)
+    back = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    np.testing.assert_array_equal(np.asarray(back.vectors), np.asarray(vi.vectors))
 
 
 def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
@@ -174,7 +186,8 @@ def test_recreated_index_never_reuses_vectors(engine: Engine, index_name: str, t
     extra_id, extra = next(iter(first.items()))
     engine.request("PUT", f"/{index_name}/_doc/{extra_id}", body=extra, params={"refresh": "true"})
     assert vi2.refresh(force=True)
-    hits = vi2.search(encoder.encode([document_text(extra, ("title", "text"))])[0], 1)
+    first_passage = encoder.windows([document_text(extra, ("title", "text"))])[0][0]
+    hits = vi2.search(encoder.encode_ids([first_passage])[0], 1)
     assert hits.ids == [extra_id] and hits.scores[0] == pytest.approx(1.0, abs=1e-5)
 
 

@@ -26,6 +26,12 @@ def encoder():  # type: ignore[no-untyped-def]
     return load_encoder()
 
 
+@pytest.fixture(scope="module")
+def long_encoder():  # type: ignore[no-untyped-def]
+    """Windows as long as the model reads (256 word pieces)."""
+    return load_encoder(passage_tokens=256)
+
+
 def test_vectors_equal_the_reference_runtime(encoder) -> None:  # type: ignore[no-untyped-def]
     """sentence-transformers (torch) computed these once; the numpy encoder must agree."""
     ref = json.loads(FIXTURE.read_text())
@@ -49,21 +55,51 @@ def test_long_text_is_truncated_to_the_models_maximum(encoder) -> None:  # type:
 LONG = " ".join(f"sentence {i} about cells and tissue growth in mice." for i in range(90))
 
 
-def test_windows_cover_a_long_text_overlapping_by_half(encoder) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("which, size", [("encoder", 64), ("long_encoder", 256)])
+def test_windows_cover_a_long_text_overlapping_by_half(which: str, size: int,
+                                                       request: pytest.FixtureRequest) -> None:
+    encoder = request.getfixturevalue(which)
     (full,) = [e.ids for e in encoder._full_tokenizer.encode_batch([LONG])]
     body = full[1:-1]
     (ws,) = encoder.windows([LONG])
-    width, stride = encoder.config.max_tokens - 2, encoder.window_stride
-    assert (width, stride) == (254, 127) and len(body) > 3 * width
-    assert ws[0] == encoder.tokenize([LONG])[0]  # the first window is what encode() reads
+    width, stride = encoder.passage_tokens - 2, encoder.window_stride
+    assert (encoder.passage_tokens, width, stride) == (size, size - 2, (size - 2) // 2) and len(body) > 3 * width
+    assert encoder.first_window_is_text == (size == 256)
+    assert (ws[0] == encoder.tokenize([LONG])[0]) == (size == 256)  # a whole window is what encode() reads
     for j, w in enumerate(ws):
-        assert w[0] == 101 and w[-1] == 102 and len(w) <= 256
+        assert w[0] == 101 and w[-1] == 102 and len(w) <= size
         assert w[1:-1] == body[j * stride:j * stride + width]
     assert ws[-1][-2] == body[-1] and (len(ws) - 2) * stride + width < len(body)  # ends at the text's end, no extra
     assert encoder.windows(["short text", ""]) == [encoder.tokenize(["short text"]), [[101, 102]]]
 
 
-def test_window_vectors_are_the_encoders_and_cached_once(encoder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_passage_length_is_checked() -> None:
+    for bad in (2, 257, 64.0, True):
+        with pytest.raises(ConfigurationError, match="passage_tokens must be an integer from 3 to the model's maximum 256"):
+            load_encoder(passage_tokens=bad)
+
+
+def test_short_passages_never_share_a_key_with_whole_texts(encoder, long_encoder,  # type: ignore[no-untyped-def]
+                                                           tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path, encoder.dim)
+    texts = ["a short one", LONG]
+    vecs, starts = cache.embed_windows(texts, encoder)
+    ws = encoder.windows(texts)
+    assert list(starts) == [0, 1, 1 + len(ws[1])] and len(ws[1]) > 10
+    np.testing.assert_allclose(vecs, encoder.encode_ids([w for t in ws for w in t]), atol=2e-6)
+    # a text's own vector (what encode() reads, up to 256 word pieces) is not its first passage's
+    plain = cache.embed(texts, encoder)
+    np.testing.assert_allclose(plain, encoder.encode(texts), atol=2e-6)
+    assert float(plain[1] @ vecs[1]) < 0.999
+    # the windows of the model's length are other keys again
+    long_vecs, long_starts = cache.embed_windows(texts, long_encoder)
+    np.testing.assert_allclose(long_vecs, long_encoder.encode_ids([w for t in long_encoder.windows(texts) for w in t]),
+                               atol=2e-6)
+    np.testing.assert_allclose(long_vecs[[0, 1]], plain, atol=2e-6)
+
+
+def test_window_vectors_are_the_encoders_and_cached_once(long_encoder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    encoder = long_encoder
     cache = EmbeddingCache(tmp_path, encoder.dim)
     texts = ["a short one", LONG]
     vecs, starts = cache.embed_windows(texts, encoder)
