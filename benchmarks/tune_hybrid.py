@@ -21,7 +21,10 @@ the left-out collection's test judgments.
 Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
 folder that holds the BEIR-layout collections):
 
-    python benchmarks/tune_hybrid.py --data DATA
+    python benchmarks/tune_hybrid.py --data DATA [--grid narrow]
+
+``--grid narrow`` measures only the settings around the shipped ones (:func:`narrow_grid`), to
+choose the weights again after a strategy changed without the whole grid's cost.
 
 Writes ``benchmarks/results/hybrid-tuning.md`` and ``.json`` (every setting's mean nDCG@10 on every
 part; ``--report-only`` rewrites the report from it).
@@ -61,6 +64,18 @@ W_SEMANTIC = (2.0, 2.5, 3.0)
 KEYWORD_VARIANTS = (KeywordParams(lam=0.5), KeywordParams(fb_docs=5), KeywordParams(fb_docs=20),
                     KeywordParams(fb_terms=50))
 W_SEMANTIC_VARIANTS = (2.5, 3.0)
+#: Semantic weights of ``--grid narrow``.
+W_SEMANTIC_NARROW = (2.0, 2.5, 3.0, 3.5)
+
+
+def narrow_grid() -> list[PipelineParams]:
+    """The settings around the shipped ones (z-score fusion, the keyword strategy fed by the first
+    fusion, semantic feedback from 3 documents weighted by score), for choosing the weights again
+    after a strategy changed: semantic weight, keyword weight, feedback window."""
+    base = PipelineParams()
+    return [replace(base, fusion=Fusion.ZSCORE, w_semantic=wd, w_keyword=wk, semantic_feedback=3, semantic_beta=1.0,
+                    semantic_feedback_weighting="score", keyword_source="fusion", semantic_feedback_window=window)
+            for wd, wk, window in itertools.product(W_SEMANTIC_NARROW, (0.5, 1.0), ("first", "best"))]
 
 
 def grid() -> list[PipelineParams]:
@@ -174,11 +189,13 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "hybrid-tuning.md"))
     ap.add_argument("--cache", help="folder keeping each collection's strategy lists, so a later run "
                                     "measures other settings without the engine work")
+    ap.add_argument("--grid", choices=["full", "narrow"], default="full",
+                    help="every setting (default), or only those around the shipped ones (narrow_grid)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the report from the JSON of an earlier run (no engine work)")
     args = ap.parse_args()
     names = [c.strip() for c in args.collections.split(",") if c.strip()]
-    settings = grid()
+    settings = narrow_grid() if args.grid == "narrow" else grid()
     json_path = Path(args.out).with_suffix(".json")
     if args.report_only:
         saved = json.loads(json_path.read_text())
@@ -206,7 +223,8 @@ def main() -> int:
     best = choose(names)
     shipped = label(PipelineParams())
     lines = ["# Hybrid pipeline: choosing the defaults", "",
-             f"Command: `python benchmarks/tune_hybrid.py --data <folder of the collections>`. Engine: "
+             f"Command: `python benchmarks/tune_hybrid.py --data <folder of the collections>"
+             f"{' --grid narrow' if args.grid == 'narrow' else ''}`. Engine: "
              f"{engine_label}; {len(settings)} settings; nDCG@10 gains in points over the strongest BM25 "
              "row of each part.", "",
              "Rule: the largest worst-case gain over the tuning parts (SciFact: its training judgments; the "

@@ -80,8 +80,8 @@ class PipelineParams:
             ``mean`` (equal weights) or ``score`` (each weighted by how far its fused score lies
             above the best document not taken, so a clear leader counts most).
         semantic_feedback_window: which vector of a long feedback document is averaged: ``first``
-            (its first window) or ``best`` (the window closest to the query, the one that made it
-            score; on the exact on-disk path, where documents have every window's vector).
+            (its first passage) or ``best`` (the passage closest to the query, the one that made it
+            score; on the exact on-disk path, where documents have every passage's vector).
         keyword_source: where the keyword strategy's feedback documents come from (topics
             without a narrative): ``lexical`` (the top of the lexical strategy) or ``fusion``
             (the top of a first fusion of the semantic and lexical strategies, weighted by rank
@@ -102,7 +102,7 @@ class PipelineParams:
     semantic_feedback_window: str = "first"
     keyword_source: str = "fusion"
     fusion: Fusion = Fusion.ZSCORE
-    w_semantic: float = 2.5
+    w_semantic: float = 3.0
     w_lexical: float = 1.0
     w_keyword: float = 1.0
     rrf_k: float = 60.0
