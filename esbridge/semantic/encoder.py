@@ -119,8 +119,9 @@ class SentenceEncoder:
             carries little padding.
 
     Long texts are embedded window by window (:meth:`windows`): ``passage_tokens`` word pieces a
-    window, ``[CLS]`` and ``[SEP]`` included (default :data:`DEFAULT_PASSAGE_TOKENS`; ``None`` for
-    the model's maximum, 256 for all-MiniLM-L6-v2), consecutive windows overlapping by half.
+    window, ``[CLS]`` and ``[SEP]`` included, from 3 to the model's maximum (256 for
+    all-MiniLM-L6-v2; ``None``: :data:`DEFAULT_PASSAGE_TOKENS`, or the model's maximum if that
+    is smaller), consecutive windows overlapping by half.
     :meth:`encode` itself always reads a text up to the model's maximum (queries, and the one
     vector per document of an engine's vector field).
 
