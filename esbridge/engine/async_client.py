@@ -108,7 +108,8 @@ class _AsyncOpenSearchTransport(_AsyncTransport):
             from opensearchpy import AsyncOpenSearch
 
             assert options is not None
-            client = AsyncOpenSearch(hosts=[options.url], **_urllib3_client_kwargs(options))
+            client = AsyncOpenSearch(hosts=[options.url], pool_maxsize=options.connections,
+                                     **_urllib3_client_kwargs(options))
         self.client = client
 
     async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
@@ -138,7 +139,8 @@ class _AsyncElasticsearch7Transport(_AsyncTransport):
 
             assert options is not None
             client = AsyncElasticsearch([options.url], transport_class=_IdentifiedTransport,
-                                        retry_on_timeout=False, **_urllib3_client_kwargs(options))
+                                        retry_on_timeout=False, maxsize=options.connections,
+                                        **_urllib3_client_kwargs(options))
         self.client = client
 
     async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,

@@ -83,6 +83,9 @@ class ConnectionOptions:
             alike even where a replica's segments, hence its not-yet-merged deletions and the
             statistics that count them, differ from its primary's.  ``None``: the engine
             chooses a copy per request (adaptive replica selection).
+        connections: HTTP connections kept open to the engine for reuse (per node).  Threads
+            sharing one connection, and a pipeline's concurrent requests, each need one; with
+            fewer, every request beyond them opens and closes a TCP connection of its own.
     """
 
     url: str
@@ -95,6 +98,7 @@ class ConnectionOptions:
     max_retries: int = 5
     backoff: float = 0.5
     preference: str | None = "esbridge"
+    connections: int = 10
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -112,6 +116,8 @@ class ConnectionOptions:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout}")
         if self.max_retries < 0:
             raise ConfigurationError(f"max_retries must be >= 0, got {self.max_retries}")
+        if isinstance(self.connections, bool) or not isinstance(self.connections, int) or self.connections < 1:
+            raise ConfigurationError(f"connections must be a whole number >= 1, got {self.connections!r}")
         if self.preference is not None and (not self.preference or self.preference.startswith("_")):
             raise ConfigurationError(
                 f"preference {self.preference!r} must be a custom string that does not start with '_' "
@@ -331,7 +337,8 @@ class _OpenSearchTransport(_Transport):
             from opensearchpy import OpenSearch
 
             assert options is not None
-            client = OpenSearch(hosts=[options.url], **_urllib3_client_kwargs(options))
+            client = OpenSearch(hosts=[options.url], pool_maxsize=options.connections,
+                                **_urllib3_client_kwargs(options))
         self.client = client
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
@@ -365,8 +372,8 @@ class _Elasticsearch7Transport(_Transport):
                     self._verified_elasticsearch = True
 
             assert options is not None
-            client = Elasticsearch([options.url], transport_class=_IdentifiedTransport,
-                                   retry_on_timeout=False, **_urllib3_client_kwargs(options))
+            client = Elasticsearch([options.url], transport_class=_IdentifiedTransport, retry_on_timeout=False,
+                                   maxsize=options.connections, **_urllib3_client_kwargs(options))
         self.client = client
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
@@ -404,6 +411,7 @@ def _elasticsearch_client_kwargs(options: ConnectionOptions) -> dict[str, Any]:
         "request_timeout": options.timeout,
         "max_retries": 0,
         "retry_on_timeout": False,
+        "connections_per_node": options.connections,
         "verify_certs": options.verify_certs,
         "ssl_show_warn": options.verify_certs,
     }

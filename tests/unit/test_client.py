@@ -274,3 +274,39 @@ def test_statistics_are_read_shard_by_shard_with_the_preference_and_never_from_p
     assert [p for _, p in transport.calls] == ["/i/_mtermvectors"]
     assert "could not be read from every shard (no_shard_available_action_exception: No shard available)" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_every_client_keeps_the_connections_asked_for_open() -> None:
+    """Concurrent requests (threads sharing an engine, a pipeline's requests sent together) reuse
+    kept-open connections: opensearch-py's synchronous client keeps one unless told, and every
+    request beyond it would open and close a TCP connection of its own."""
+    import asyncio
+
+    from esbridge.engine.async_client import (
+        _AsyncElasticsearch7Transport,
+        _AsyncElasticsearchTransport,
+        _AsyncOpenSearchTransport,
+    )
+    from esbridge.engine.client import _Elasticsearch7Transport, _ElasticsearchTransport, _OpenSearchTransport
+
+    assert ConnectionOptions("http://127.0.0.1:9").connections == 10
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigurationError, match="connections"):
+            ConnectionOptions("http://127.0.0.1:9", connections=bad)  # type: ignore[arg-type]
+    opts = ConnectionOptions("http://127.0.0.1:9", connections=7)
+    for legacy in (_OpenSearchTransport(opts), _Elasticsearch7Transport(opts)):
+        assert legacy.client.transport.connection_pool.connections[0].pool.pool.maxsize == 7
+    node = _ElasticsearchTransport(opts, 8).client.transport.node_pool.all()[0]
+    assert node.config.connections_per_node == 7 and node.pool.pool.maxsize == 7
+
+    async def async_limits() -> list[Any]:
+        clients = [_AsyncOpenSearchTransport(opts).client, _AsyncElasticsearch7Transport(opts).client,
+                   _AsyncElasticsearchTransport(opts, 8).client]
+        try:  # the aiohttp connections are made on first use: read what they will be given
+            return [clients[0].transport.pool_maxsize, clients[1].transport.kwargs["maxsize"],
+                    clients[2].transport.node_pool.all()[0].config.connections_per_node]
+        finally:
+            for c in clients:
+                await c.close()
+
+    assert asyncio.run(async_limits()) == [7, 7, 7]
