@@ -8,16 +8,24 @@ Each folder holds:
 
 ``vectors.i32``
     an append-only array of ``(term id, tf)`` pairs of 32-bit integers, read through a
-    read-only memory map;
+    read-only memory map; the pairs of one document's sub-field (a *block*) are in increasing
+    term id, so a read for a query's terms looks each one up by binary search in every
+    candidate's block instead of reading the blocks whole;
 ``vectors.sqlite``
     the term dictionary (term id → term) and one row per document and sub-field: the
     ``_seq_no`` and ``_primary_term`` the vectors were read at, where its pairs start in
     the array, how many there are, and the field's length.
 
+The folder is named after the identity and the layout's version (:data:`FORMAT`): a store
+written in another layout is never read, it is built again.
+
 A row is used only when its ``_seq_no`` and ``_primary_term`` are those the first-stage
 search returned for the hit, so an updated document is never scored from its old vectors:
-it is fetched again and its row replaced (the old pairs stay in the array as garbage until
-:meth:`DiskVectorStore.compact`).
+it is fetched again and its row replaced (the old pairs stay in the array, unreferenced;
+deleting the folder and building the store again reclaims them).  Pairs once written never
+move, so a reader keeps the rows it has read in memory (at most :data:`ROW_CACHE` of them) and
+serves a hit from them whenever the hit's ``_seq_no`` and ``_primary_term`` are the row's,
+asking SQLite only for the others.
 
 Several threads and several processes may read and write one store: a writer holds an
 exclusive ``flock`` on the folder's ``write.lock`` while it appends pairs and then commits
@@ -59,6 +67,11 @@ CREATE TABLE IF NOT EXISTS vectors (
 """
 _PAIR = 8  # bytes of one (term id, tf) pair
 _SQL_VARS = 500  # ids per SELECT (well under SQLite's bound-parameter limit)
+#: The layout of a store's files (part of its folder's name): 2 — each block's pairs sorted by term id.
+FORMAT = 2
+#: Rows (document and sub-field) a reader keeps in memory per index identity; past it they are
+#: dropped, all at once, and read from SQLite again as hits need them.
+ROW_CACHE = 262_144
 
 
 def default_store_root() -> Path:
@@ -99,7 +112,7 @@ class DiskVectorStore:
             got = self._parts.get(identity)
             if got is None:
                 digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:32]
-                got = self._parts[identity] = _IdentityStore(self.root / digest, identity)
+                got = self._parts[identity] = _IdentityStore(self.root / f"{digest}.v{FORMAT}", identity)
             return got
 
     def get_many(self, identity: str, keys: Sequence[VersionedId], subfields: Sequence[str], *,
@@ -147,6 +160,8 @@ class _IdentityStore:
         self._term_array = np.empty(1024, dtype=object)  # the same, for vectorised look-ups
         self._term_array[0] = ""
         self._ids: dict[str, int] = {}
+        # (doc, sub-field) -> (seq_no, primary_term, start, n, length) as last read from SQLite
+        self._rows: dict[tuple[str, str], tuple[int, int, int, int, int]] = {}
         self._mmap: mmap.mmap | None = None
         self._map: np.ndarray = np.zeros((0, 2), dtype=np.int32)
         with self._write_locked():
@@ -238,6 +253,7 @@ class _IdentityStore:
                 con.close()
             self._cons.clear()
             self._generation += 1
+            self._rows = {}
             self._map = np.zeros((0, 2), dtype=np.int32)
             self._mmap = None  # closed once no array still views it
 
@@ -248,22 +264,37 @@ class _IdentityStore:
         ``None`` unless every one is stored at the key's ``_seq_no`` and ``_primary_term``."""
         if not keys or not subfields:
             return [None] * len(keys)
-        con = self._con()
-        wanted = list(dict.fromkeys(subfields))
-        sf_marks = ",".join("?" * len(wanted))
-        ids = list(dict.fromkeys(k[0] for k in keys))
-        rows: dict[tuple[str, str], tuple[int, int, int, int, int]] = {}
-        per = max(1, _SQL_VARS - len(wanted))
-        for i in range(0, len(ids), per):
-            chunk = ids[i:i + per]
-            marks = ",".join("?" * len(chunk))
-            for doc, sf, seq, term, start, n, length in con.execute(
-                    "SELECT doc, subfield, seq_no, primary_term, start, n, length FROM vectors "
-                    f"WHERE doc IN ({marks}) AND subfield IN ({sf_marks})", [*chunk, *wanted]).fetchall():
-                rows[(doc, sf)] = (seq, term, start, n, length)
+        known = self._rows
+
+        def current(doc: str, seq_no: int, primary: int) -> bool:
+            for sf in subfields:
+                r = known.get((doc, sf))
+                if r is None or r[0] != seq_no or r[1] != primary:
+                    return False
+            return True
+
+        # only hits whose rows this process has not read at their version go to SQLite
+        ids = list(dict.fromkeys(k[0] for k in keys if not current(*k)))
+        fresh: dict[tuple[str, str], tuple[int, int, int, int, int]] = {}
+        if ids:
+            con = self._con()
+            wanted = list(dict.fromkeys(subfields))
+            sf_marks = ",".join("?" * len(wanted))
+            per = max(1, _SQL_VARS - len(wanted))
+            for i in range(0, len(ids), per):
+                chunk = ids[i:i + per]
+                marks = ",".join("?" * len(chunk))
+                for doc, sf, seq, term, start, n, length in con.execute(
+                        "SELECT doc, subfield, seq_no, primary_term, start, n, length FROM vectors "
+                        f"WHERE doc IN ({marks}) AND subfield IN ({sf_marks})", [*chunk, *wanted]).fetchall():
+                    fresh[(doc, sf)] = (seq, term, start, n, length)
+            # past the bound, start again (a new dict: this call still reads the one it had)
+            kept = known if len(known) + len(fresh) <= ROW_CACHE else {}
+            kept.update(fresh)
+            self._rows = kept
         out: list[list[tuple[int, int, int]] | None] = []
         for doc, seq_no, primary in keys:
-            got = [rows.get((doc, sf)) for sf in subfields]
+            got = [fresh.get((doc, sf)) or known.get((doc, sf)) for sf in subfields]
             out.append([(r[2], r[3], r[4]) for r in got if r is not None]
                        if all(r is not None and r[0] == seq_no and r[1] == primary for r in got) else None)
         return out
@@ -281,16 +312,17 @@ class _IdentityStore:
             return out
         blocks = [blk for k in hits for blk in located[k] or ()]
         starts, counts, lengths = np.array(blocks, dtype=np.int64).reshape(-1, 3).T
-        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        pairs = self._pairs(int((starts + counts).max()))
-        if len(pairs) < int((starts + counts).max()):  # only if the array file was cut
+        end = int((starts + counts).max())
+        pairs = self._pairs(end)
+        if len(pairs) < end:  # only if the array file was cut
             return out
-        # every block of every hit in one gather
-        picked = pairs[np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])]
         sizes = lengths.tolist()
         if terms is not None:
-            return self._only_terms(out, hits, subfields, terms, picked, counts, sizes)
+            return self._only_terms(out, hits, subfields, terms, pairs, starts, counts, sizes)
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        # every block of every hit in one gather
+        picked = pairs[np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])]
         tids = picked[:, 0]
         if len(tids) and int(tids.max()) >= len(self._terms):
             self._sync_terms(self._con())
@@ -308,28 +340,44 @@ class _IdentityStore:
         return out
 
     def _only_terms(self, out: list[dict[str, FieldVector] | None], hits: Sequence[int], subfields: Sequence[str],
-                    terms: Mapping[str, Collection[str]], picked: np.ndarray, counts: np.ndarray,
-                    sizes: Sequence[int]) -> list[dict[str, FieldVector] | None]:
-        """:meth:`get_many`'s partial vectors: the pairs whose term is one of its sub-field's
-        ``terms``, found for all blocks at once.  Only the query's terms are looked up in the
+                    terms: Mapping[str, Collection[str]], pairs: np.ndarray, starts: np.ndarray,
+                    counts: np.ndarray, sizes: Sequence[int]) -> list[dict[str, FieldVector] | None]:
+        """:meth:`get_many`'s partial vectors: each sub-field's ``terms`` looked up in its block of
+        every hit, all at once, by binary search over the block's sorted term ids (a lookup per
+        block and term, not a read of every pair).  Only the query's terms are looked up in the
         dictionary (a term it lacks is in no block: a row's terms commit with the row)."""
         n_sf = len(subfields)
+        n_blocks = len(counts)
         ids = self._term_ids({t for sf in subfields for t in terms.get(sf, ())})
-        wanted = [(s, ids[t]) for s, sf in enumerate(subfields) for t in terms.get(sf, ()) if t in ids]
         word_of = {tid: t for t, tid in ids.items()}
-        # a table of the wanted term ids, looked up by every pair at once; then, for the few
-        # pairs it keeps, whether the term is wanted in its block's sub-field (block b holds
-        # sub-field b % n_sf)
-        span = max([int(picked[:, 0].max(initial=0)), *(tid for _, tid in wanted)]) + 1
-        table = np.zeros(span, dtype=bool)
-        table[[tid for _, tid in wanted]] = True
-        near = np.flatnonzero(table[picked[:, 0]])
-        block_of = np.repeat(np.arange(len(counts)), counts)
-        found: list[dict[str, int]] = [{} for _ in counts]
-        pairs_wanted = set(wanted)
-        for b, tid, tf in zip(block_of[near].tolist(), picked[near, 0].tolist(), picked[near, 1].tolist(),
-                              strict=True):
-            if (b % n_sf, tid) in pairs_wanted:
+        # the lookups: block b (sub-field b % n_sf) with each wanted term id of its sub-field
+        q_block: list[np.ndarray] = []
+        q_tid: list[np.ndarray] = []
+        for slot, sf in enumerate(subfields):
+            wanted = np.array(sorted({ids[t] for t in terms.get(sf, ()) if t in ids}), dtype=np.int64)
+            of_slot = np.arange(slot, n_blocks, n_sf)
+            if len(wanted) and len(of_slot):
+                q_block.append(np.repeat(of_slot, len(wanted)))
+                q_tid.append(np.tile(wanted, len(of_slot)))
+        found: list[dict[str, int]] = [{} for _ in range(n_blocks)]
+        if q_block:
+            block = np.concatenate(q_block)
+            target = np.concatenate(q_tid)
+            size = counts[block]
+            keep = size > 0  # an empty block holds nothing
+            block, target, size = block[keep], target[keep], size[keep]
+            at = starts[block]
+            col = pairs[:, 0]
+            # the last pair of [at, at + size) whose term id is at most the target (or the
+            # first pair), every lookup in step; the span halves each round
+            while len(size) and int(size.max()) > 1:
+                half = size >> 1
+                probe = at + half
+                at = np.where(col[probe] <= target, probe, at)
+                size -= half
+            hit = np.flatnonzero(col[at] == target)
+            for b, tid, tf in zip(block[hit].tolist(), target[hit].tolist(), pairs[at[hit], 1].tolist(),
+                                  strict=True):
                 found[b][word_of[tid]] = tf
         distinct = counts.tolist()
         b = 0
@@ -370,8 +418,12 @@ class _IdentityStore:
                             tfs += vec.values()
                             rows.append((doc, sf, seq_no, primary, start, len(vec), int(vec.length)))
                             start += len(vec)
-                    data.write(np.column_stack([np.asarray(tids, dtype=np.int32),
-                                                np.asarray(tfs, dtype=np.int32)]).tobytes())
+                    tid_arr = np.asarray(tids, dtype=np.int32)
+                    tf_arr = np.asarray(tfs, dtype=np.int32)
+                    # each block's pairs in increasing term id (blocks stay where they are)
+                    block = np.repeat(np.arange(len(rows)), [r[5] for r in rows])
+                    order = np.lexsort((tid_arr, block))
+                    data.write(np.column_stack([tid_arr[order], tf_arr[order]]).tobytes())
                     data.flush()
                     os.fsync(data.fileno())
                 new_terms = [(tid, term) for term, tid in added.items()]
@@ -382,6 +434,9 @@ class _IdentityStore:
                 con.rollback()
                 raise
             self._add_terms(new_terms)
+            if len(self._rows) + len(rows) <= ROW_CACHE:  # committed: readers may use them at once
+                self._rows.update({(doc, sf): (seq, term, start, n, length)
+                                   for doc, sf, seq, term, start, n, length in rows})
 
     def size(self) -> StoreSize:
         con = self._con()

@@ -242,3 +242,78 @@ def test_the_scorer_input_is_the_same_from_partial_and_whole_vectors(tmp_path: P
         np.testing.assert_array_equal(a.doc_len, b.doc_len)
         assert a.unique_terms is not None and b.unique_terms is not None
         np.testing.assert_array_equal(a.unique_terms, b.unique_terms)
+
+
+def test_rows_a_reader_remembers_never_serve_another_version(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader keeps the rows it has read; a document another process (here: another store
+    object on the folder) has written since is read again at the hit's version, and a bound of
+    a few rows changes nothing but how often SQLite is asked."""
+    import esbridge.features.diskstore as diskstore
+
+    reader, writer = DiskVectorStore(tmp_path), DiskVectorStore(tmp_path)
+    writer.put_many(ID, [((f"d{i}", 1, 1), _doc(i)) for i in range(20)])
+    keys = [(f"d{i}", 1, 1) for i in range(20)]
+    assert all(e is not None for e in reader.get_many(ID, keys, ["all.base", "all.prefix"]))
+    assert len(reader.part(ID)._rows) == 40  # remembered
+    # d3 is updated elsewhere: its new version is read from the store, never the remembered row
+    writer.put_many(ID, [(("d3", 2, 1), {"all.base": FieldVector({"fresh": 4}, length=4),
+                                         "all.prefix": FieldVector({"fr": 4})})])
+    got = reader.get_many(ID, [("d3", 2, 1)], ["all.base", "all.prefix"])[0]
+    assert got is not None and dict(got["all.base"]) == {"fresh": 4} and got["all.base"].length == 4
+    # a version neither row holds is a miss, as before
+    assert reader.get_many(ID, [("d3", 3, 1), ("d4", 1, 2)], ["all.base"]) == [None, None]
+    monkeypatch.setattr(diskstore, "ROW_CACHE", 3)
+    small = DiskVectorStore(tmp_path)
+    for _ in range(2):
+        got_all = small.get_many(ID, keys, ["all.base", "all.prefix"])
+        for i, entry in enumerate(got_all):
+            if i == 3:
+                assert entry is None  # stored at version 2 now
+                continue
+            assert entry is not None, (i, _)
+            assert dict(entry["all.base"]) == dict(_doc(i)["all.base"])
+        assert len(small.part(ID)._rows) <= 40
+
+
+def test_blocks_are_stored_in_term_order_and_every_asked_term_is_found(tmp_path: Path) -> None:
+    """Each block's pairs are written in increasing term id (what the binary search of a read
+    for some terms relies on), and such a read finds every asked term a block holds — first,
+    last, middle — in blocks of 0 to 300 terms written in several batches, so that term ids
+    are not in the order of any one document's terms."""
+    rng = random.Random(7)
+    store = DiskVectorStore(tmp_path)
+    docs: dict[str, dict[str, FieldVector]] = {}
+    for batch in range(4):
+        entries = []
+        for i in range(batch * 30, batch * 30 + 30):
+            n = rng.choice([0, 1, 2, 5, 40, 300])
+            base = {f"t{rng.randrange(2000)}": rng.randrange(1, 9) for _ in range(n)}
+            other = {f"o{rng.randrange(50)}": 1 for _ in range(rng.randrange(0, 6))}
+            docs[f"d{i}"] = {"all.base": FieldVector(base), "all.prefix": FieldVector(other)}
+            entries.append(((f"d{i}", 1, 1), docs[f"d{i}"]))
+        store.put_many(ID, entries)
+    part = store.part(ID)
+    pairs = part._pairs(10**9)
+    keys = [(d, 1, 1) for d in docs]
+    for located in part._locate(keys, ["all.base", "all.prefix"]):
+        assert located is not None
+        for start, count, _ in located:
+            block = pairs[start:start + count, 0]
+            assert (np.diff(block) > 0).all()
+    for trial in range(20):
+        asked_base = set(rng.sample(sorted({t for v in docs.values() for t in v["all.base"]}), 15))
+        asked_base |= {"t-missing", "o1"}  # a term in no document, and one of the other sub-field
+        # every block's smallest and largest term too, the ends of the binary search
+        for v in rng.sample(list(docs.values()), 5):
+            if v["all.base"]:
+                ordered = sorted(v["all.base"], key=lambda t: part._ids[t])
+                asked_base |= {ordered[0], ordered[-1]}
+        terms = {"all.base": asked_base, "all.prefix": {"o1", "o2", "o3", "t1"}}
+        reader = DiskVectorStore(tmp_path) if trial % 2 else store  # a new process knows no terms
+        got = reader.get_many(ID, keys, ["all.base", "all.prefix"], terms=terms)
+        for (d, want), entry in zip(docs.items(), got, strict=True):
+            assert entry is not None
+            for sf in ("all.base", "all.prefix"):
+                assert dict(entry[sf]) == {t: tf for t, tf in want[sf].items() if t in terms[sf]}, (d, sf)
+                assert entry[sf].distinct == len(want[sf])
