@@ -120,13 +120,15 @@ def fields_to_read(scorer: Scorer[Any], layout: IndexLayout,
 
 
 def reorder_hits(hits: Sequence[Mapping[str, Any]], result: ScoreResult, *, explain: bool = False,
-                 ranks: Sequence[Mapping[str, int]] | None = None) -> list[dict[str, Any]]:
+                 ranks: Sequence[Mapping[str, int]] | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """``hits`` sorted by ``result``'s scores (ties keep the first-stage order), each with its
     new ``_score`` and, under ``_esbridge``, its first-stage score and rank (with ``ranks``
     of a :class:`CandidateUnion`: the original query's, and each variant's rank) and with
-    ``explain`` the score's parts."""
+    ``explain`` the score's parts; with ``limit``, only the first ``limit`` of them."""
     ids = [str(h["_id"]) for h in hits]
     order = np.lexsort((np.arange(len(hits)), -result.scores))
+    if limit is not None:
+        order = order[:max(limit, 0)]
     out = []
     for rank in order:
         h = dict(hits[rank])

@@ -420,7 +420,8 @@ class RerankerCore:
                                                           source=source)
         t2 = time.perf_counter()
         hits = response["hits"]["hits"]
-        reranked, feature_time = yield from self._rerank_hits_plan(prepared, hits, explain, stats_validated=True)
+        reranked, feature_time = yield from self._rerank_hits_plan(prepared, hits, explain, stats_validated=True,
+                                                                   limit=size)
         t3 = time.perf_counter()
         top = reranked[:size]
         if not inline_source:
@@ -456,7 +457,7 @@ class RerankerCore:
         t3 = time.perf_counter()
         reranked, feature_time = yield from self._rerank_hits_plan(
             prepared, union.hits, explain, stats_validated=True, variants=variants,
-            original_weight=original_weight, ranks=union.ranks)
+            original_weight=original_weight, ranks=union.ranks, limit=size)
         t4 = time.perf_counter()
         top = reranked[:size]
         if not inline_source:
@@ -544,9 +545,10 @@ class RerankerCore:
     def _rerank_hits_plan(self, prepared: AnalyzedQuery, hits: list[dict[str, Any]],
                           explain: bool, *, stats_validated: bool = False,
                           variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
-                          ranks: Sequence[Mapping[str, int]] | None = None,
+                          ranks: Sequence[Mapping[str, int]] | None = None, limit: int | None = None,
                           ) -> Plan[tuple[list[dict[str, Any]], float]]:
-        """The hits reranked, and the seconds their features and scores took."""
+        """The hits reranked (the first ``limit`` of them, if given), and the seconds their
+        features and scores took."""
         if not hits:
             return [], 0.0
         ids = [str(h["_id"]) for h in hits]
@@ -563,7 +565,7 @@ class RerankerCore:
             raise EngineError(
                 f"{len(missing)} hit(s) are no longer in {self.index!r} (deleted since the search?): "
                 f"{', '.join(missing[:5])}", index=self.index)
-        return reorder_hits(hits, result, explain=explain, ranks=ranks), feature_time
+        return reorder_hits(hits, result, explain=explain, ranks=ranks, limit=limit), feature_time
 
     def _attach_sources_plan(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> Plan[None]:
         if not hits:

@@ -89,3 +89,6 @@ def test_union_and_reordering() -> None:
                                    "parts": {"p": 0.2}}
     assert out[2]["_esbridge"]["first_stage_score"] is None  # found by the variant only
     assert out[2]["_esbridge"]["variant_ranks"] == {"1": 1}
+    # a search keeps only its top hits: the same hits, annotated alike, none beyond them
+    for limit in (0, 1, 2, 3, 5):
+        assert reorder_hits(union.hits, result, explain=True, ranks=union.ranks, limit=limit) == out[:limit]
