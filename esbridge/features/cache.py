@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from esbridge.engine.client import Engine, EngineBase, path_segment, sync_engine
 from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError
@@ -41,6 +43,7 @@ from esbridge.features.termvectors import (
     FieldStats,
     QueryChannel,
     ShardRouting,
+    TermMatrix,
     fetch_raw_plan,
 )
 from esbridge.index.definitions import IndexLayout
@@ -165,13 +168,54 @@ class TermVectorCache:
         #: the misses in memory found on disk (counted in ``hits`` too)
         self.disk_hits = 0
 
-    def get_many(self, keys: Sequence[DocKey], subfields: Sequence[str], *,
-                 terms: Mapping[str, Collection[str]] | None = None) -> list[dict[str, FieldVector] | None]:
-        """:meth:`get` for several keys: memory first, then the disk store for the rest.
+    def get_many(self, keys: Sequence[DocKey], subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
+        """:meth:`get` for several keys: memory first, then the disk store for the rest (what
+        is found there is kept in memory too)."""
+        out = self._from_memory(keys, subfields)
+        todo = [i for i, e in enumerate(out) if e is None]
+        from_disk = 0
+        if todo and self.disk is not None:
+            for identity, rows in _by_identity(keys, todo).items():
+                got = self.disk.get_many(identity, [keys[i][1:] for i in rows], subfields)
+                for i, entry in zip(rows, got, strict=True):
+                    if entry is not None:
+                        out[i] = entry
+                        self._remember(keys[i], entry, subfields)
+                        from_disk += 1
+        self._count(len(out), sum(e is None for e in out), from_disk)
+        return out
 
-        ``terms`` (sub-field → terms): what is read from disk holds only those terms (partial
-        vectors, :meth:`DiskVectorStore.get_many`) and is not kept in memory, which keeps whole
-        vectors only; what memory has is returned whole."""
+    def read_terms(self, keys: Sequence[DocKey], subfields: Sequence[str], terms: Mapping[str, Sequence[str]],
+                   ) -> tuple[list[dict[str, FieldVector] | None], np.ndarray, dict[str, TermMatrix]]:
+        """What a scorer needs of each key for one query.  With a disk store: only
+        ``terms[sub-field]`` of each key, read from it as arrays
+        (:meth:`DiskVectorStore.read_terms`; memory holds nothing the store lacks, and reading a
+        query's terms from the store's arrays costs less than from memory's dictionaries);
+        without one: the whole vectors memory holds.
+
+        Returns:
+            per key its vectors from memory or ``None``; the positions in ``keys`` read from
+            disk; per sub-field the :class:`~esbridge.features.termvectors.TermMatrix` of
+            those (rows: positions in ``keys``).
+        """
+        out: list[dict[str, FieldVector] | None] = \
+            self._from_memory(keys, subfields) if self.disk is None else [None] * len(keys)
+        todo = [i for i, e in enumerate(out) if e is None]
+        read: list[np.ndarray] = []
+        parts: dict[str, list[TermMatrix]] = {sf: [] for sf in subfields}
+        if todo and self.disk is not None:
+            for identity, rows in _by_identity(keys, todo).items():
+                at, got = self.disk.read_terms(identity, [keys[i][1:] for i in rows], subfields, terms)
+                where = np.asarray(rows, dtype=np.int64)
+                read.append(where[at])
+                for sf, matrix in got.items():
+                    parts[sf].append(matrix.moved(where))
+        from_disk = np.concatenate(read) if read else np.zeros(0, dtype=np.int64)
+        matrices = {sf: ms[0] if len(ms) == 1 else _stacked(ms) for sf, ms in parts.items() if ms}
+        self._count(len(out), len(todo) - len(from_disk), len(from_disk))
+        return out, from_disk, matrices
+
+    def _from_memory(self, keys: Sequence[DocKey], subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
         out: list[dict[str, FieldVector] | None] = []
         with self._lock:
             for key in keys:
@@ -181,26 +225,13 @@ class TermVectorCache:
                 else:
                     self._data.move_to_end(key)
                     out.append(entry)
-        todo = [i for i, e in enumerate(out) if e is None]
-        from_disk = 0
-        if todo and self.disk is not None:
-            by_identity: dict[str, list[int]] = {}
-            for i in todo:
-                by_identity.setdefault(keys[i][0], []).append(i)
-            for identity, rows in by_identity.items():
-                got = self.disk.get_many(identity, [keys[i][1:] for i in rows], subfields, terms=terms)
-                for i, entry in zip(rows, got, strict=True):
-                    if entry is not None:
-                        out[i] = entry
-                        if terms is None:
-                            self._remember(keys[i], entry, subfields)
-                        from_disk += 1
-        misses = sum(e is None for e in out)
+        return out
+
+    def _count(self, asked: int, misses: int, from_disk: int) -> None:
         with self._lock:
             self.disk_hits += from_disk
             self.misses += misses
-            self.hits += len(out) - misses
-        return out
+            self.hits += asked - misses
 
     def put_many(self, items: Sequence[tuple[DocKey, Mapping[str, FieldVector]]], subfields: Sequence[str]) -> None:
         """:meth:`put` for several documents, written to the disk store in one transaction."""
@@ -364,6 +395,22 @@ def _doc_key(uuid: str, doc_id: str, ver: DocVersion) -> DocKey:
     return uuid, doc_id, int(ver[0]), int(ver[1])
 
 
+def _by_identity(keys: Sequence[DocKey], positions: Sequence[int]) -> dict[str, list[int]]:
+    """``positions`` grouped by their key's index identity."""
+    out: dict[str, list[int]] = {}
+    for i in positions:
+        out.setdefault(keys[i][0], []).append(i)
+    return out
+
+
+def _stacked(matrices: Sequence[TermMatrix]) -> TermMatrix:
+    """Several matrices of one sub-field and terms as one."""
+    return TermMatrix(rows=np.concatenate([m.rows for m in matrices]), terms=matrices[0].terms,
+                      tf=np.concatenate([m.tf for m in matrices]),
+                      length=np.concatenate([m.length for m in matrices]),
+                      distinct=np.concatenate([m.distinct for m in matrices]))
+
+
 class FeatureStore:
     """Term vectors and statistics of one index, fetched once and reused while valid.
 
@@ -412,9 +459,9 @@ class FeatureStore:
         ``versions[i]`` is ``(_seq_no, _primary_term)`` of ``ids[i]`` as the search
         returned it, or ``None`` to bypass the vector cache for that id.  ``validate=False``
         skips the index-state check, for a caller that just ran :meth:`prefetch_stats`.
-        ``terms_only``: vectors read from the disk store hold only the query's terms of each
-        channel (:attr:`~esbridge.features.termvectors.FieldVector.partial`; enough to score
-        the query with one field, not for feedback or for adding fields up); vectors from
+        ``terms_only``: candidates read from the disk store come as arrays of the query's
+        terms of each channel (``candidates.matrices``, their ``vectors[i]`` empty; enough to
+        score the query with one field, not for feedback or for adding fields up); vectors from
         memory or the engine are whole either way.
         """
         return run(self.fetch_plan(query, ids, versions, fields=fields, validate=validate, terms_only=terms_only),
@@ -435,12 +482,21 @@ class FeatureStore:
             raise ConfigurationError(f"{len(ids)} ids but {len(versions)} versions: give one version "
                                      "(or None) per id")
         versioned = [(i, ver) for i, ver in enumerate(versions) if ver]
-        wanted: dict[str, set[str]] = {}
-        for f in fields if terms_only else ():
-            for ch, qc in query.items():
-                wanted.setdefault(self.layout.subfield(f, ch), set()).update(qc.terms)
-        got = self.vectors.get_many([_doc_key(uuid, ids[i], ver) for i, ver in versioned], subfields,
-                                    terms=wanted if terms_only else None)
+        keys = [_doc_key(uuid, ids[i], ver) for i, ver in versioned]
+        matrices: dict[str, TermMatrix] = {}
+        if terms_only:
+            wanted: dict[str, tuple[str, ...]] = {}
+            for f in fields:
+                for ch, qc in query.items():
+                    sf = self.layout.subfield(f, ch)
+                    wanted[sf] = tuple(dict.fromkeys((*wanted.get(sf, ()), *qc.terms)))
+            got, from_disk, read = self.vectors.read_terms(keys, subfields, wanted)
+            where = np.array([i for i, _ in versioned], dtype=np.int64)
+            matrices = {sf: m.moved(where) for sf, m in read.items()}
+            for i in where[from_disk].tolist():
+                cached[i] = {}
+        else:
+            got = self.vectors.get_many(keys, subfields)
         for (i, _), entry in zip(versioned, got, strict=True):
             if entry is not None:
                 cached[i] = entry
@@ -481,6 +537,6 @@ class FeatureStore:
             self.layout.subfield(f, ch): self.stats.get(self.layout.subfield(f, ch), qc.terms, gen)
             for f in stat_fields for ch, qc in query.items()
         }
-        cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found))
+        cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found), matrices=matrices)
         return FetchResult(candidates=cands, stats=stats,
                            requests=fetched.requests if fetched else 0)

@@ -23,9 +23,9 @@ A row is used only when its ``_seq_no`` and ``_primary_term`` are those the firs
 search returned for the hit, so an updated document is never scored from its old vectors:
 it is fetched again and its row replaced (the old pairs stay in the array, unreferenced;
 deleting the folder and building the store again reclaims them).  Pairs once written never
-move, so a reader keeps the rows it has read in memory (at most :data:`ROW_CACHE` of them) and
-serves a hit from them whenever the hit's ``_seq_no`` and ``_primary_term`` are the row's,
-asking SQLite only for the others.
+move, so a reader keeps where each document's blocks are in memory (at most :data:`ROW_CACHE`
+rows) and serves a hit from that whenever the hit's ``_seq_no`` and ``_primary_term`` are
+those the blocks were stored at, asking SQLite only for the others.
 
 Several threads and several processes may read and write one store: a writer holds an
 exclusive ``flock`` on the folder's ``write.lock`` while it appends pairs and then commits
@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from esbridge.errors import ConfigurationError
-from esbridge.features.termvectors import FieldVector
+from esbridge.features.termvectors import FieldVector, TermMatrix
 
 #: ``(_id, _seq_no, _primary_term)`` of a document in one index identity.
 VersionedId = tuple[str, int, int]
@@ -72,6 +72,10 @@ FORMAT = 2
 #: Rows (document and sub-field) a reader keeps in memory per index identity; past it they are
 #: dropped, all at once, and read from SQLite again as hits need them.
 ROW_CACHE = 262_144
+
+#: Where one document's blocks of some sub-fields are: ``(_seq_no, _primary_term, (start, count,
+#: length) of each sub-field in turn)``.
+_Blocks = tuple[int, int, tuple[int, ...]]
 
 
 def default_store_root() -> Path:
@@ -115,16 +119,20 @@ class DiskVectorStore:
                 got = self._parts[identity] = _IdentityStore(self.root / f"{digest}.v{FORMAT}", identity)
             return got
 
-    def get_many(self, identity: str, keys: Sequence[VersionedId], subfields: Sequence[str], *,
-                 terms: Mapping[str, Collection[str]] | None = None) -> list[dict[str, FieldVector] | None]:
+    def get_many(self, identity: str, keys: Sequence[VersionedId],
+                 subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
         """The vectors of ``subfields`` for each key, or ``None`` where some sub-field is
-        missing or was stored at another ``_seq_no``/``_primary_term``.
+        missing or was stored at another ``_seq_no``/``_primary_term``."""
+        return self.part(identity).get_many(keys, subfields)
 
-        ``terms`` (sub-field → terms) reads only those terms of each sub-field: the vectors
-        are :attr:`~esbridge.features.termvectors.FieldVector.partial` (their length and
-        distinct-term count are the whole field's), which is all a scorer needs and skips
-        building every other term of every candidate."""
-        return self.part(identity).get_many(keys, subfields, terms=terms)
+    def read_terms(self, identity: str, keys: Sequence[VersionedId], subfields: Sequence[str],
+                   terms: Mapping[str, Sequence[str]]) -> tuple[np.ndarray, dict[str, TermMatrix]]:
+        """Only ``terms[sub-field]`` of each key's ``subfields``, as arrays: the positions in
+        ``keys`` of those stored (at their version, with every sub-field), and per sub-field a
+        :class:`~esbridge.features.termvectors.TermMatrix` whose rows are those positions (its
+        lengths and distinct-term counts are the whole field's).  All a scorer needs of a
+        candidate for one query, without building every other term of it."""
+        return self.part(identity).read_terms(keys, subfields, terms)
 
     def put_many(self, identity: str, entries: Sequence[tuple[VersionedId, Mapping[str, FieldVector]]]) -> None:
         """Store (or replace) the vectors of several documents at once."""
@@ -160,8 +168,8 @@ class _IdentityStore:
         self._term_array = np.empty(1024, dtype=object)  # the same, for vectorised look-ups
         self._term_array[0] = ""
         self._ids: dict[str, int] = {}
-        # (doc, sub-field) -> (seq_no, primary_term, start, n, length) as last read from SQLite
-        self._rows: dict[tuple[str, str], tuple[int, int, int, int, int]] = {}
+        # sub-fields -> doc -> where its blocks of those sub-fields are, as last read or written
+        self._known: dict[tuple[str, ...], dict[str, _Blocks]] = {}
         self._mmap: mmap.mmap | None = None
         self._map: np.ndarray = np.zeros((0, 2), dtype=np.int32)
         with self._write_locked():
@@ -253,72 +261,91 @@ class _IdentityStore:
                 con.close()
             self._cons.clear()
             self._generation += 1
-            self._rows = {}
+            self._known = {}
             self._map = np.zeros((0, 2), dtype=np.int32)
             self._mmap = None  # closed once no array still views it
 
     # ---- reading and writing ------------------------------------------------------------
 
-    def _locate(self, keys: Sequence[VersionedId], subfields: Sequence[str]) -> list[list[tuple[int, int, int]] | None]:
-        """Per key, ``(start, count, length)`` of each of ``subfields`` in the pair array, or
-        ``None`` unless every one is stored at the key's ``_seq_no`` and ``_primary_term``."""
-        if not keys or not subfields:
-            return [None] * len(keys)
-        known = self._rows
+    def _locate(self, keys: Sequence[VersionedId], subfields: Sequence[str]) -> tuple[list[int], np.ndarray]:
+        """The positions in ``keys`` of those stored at their ``_seq_no`` and ``_primary_term``
+        with every one of ``subfields``, and ``(start, count, length)`` of each of their blocks
+        in the pair array (shape: hits × sub-fields × 3)."""
+        sfs = tuple(subfields)
+        if not keys or not sfs:
+            return [], np.zeros((0, len(sfs), 3), dtype=np.int64)
+        known = self._known.get(sfs)
+        if known is None:
+            known = self._known.setdefault(sfs, {})
+        hits: list[int] = []
+        flat: list[tuple[int, ...]] = []
+        missing: list[int] = []
+        for pos, (doc, seq_no, primary) in enumerate(keys):
+            got = known.get(doc)
+            if got is not None and got[0] == seq_no and got[1] == primary:
+                hits.append(pos)
+                flat.append(got[2])
+            else:
+                missing.append(pos)
+        if missing:
+            # only hits this process has not seen at their version go to SQLite
+            fresh = self._read_blocks(list(dict.fromkeys(keys[pos][0] for pos in missing)), sfs)
+            for pos in missing:
+                doc, seq_no, primary = keys[pos]
+                got = fresh.get(doc)
+                if got is not None and got[0] == seq_no and got[1] == primary:
+                    hits.append(pos)
+                    flat.append(got[2])
+            self._remember(sfs, fresh)
+            order = sorted(range(len(hits)), key=hits.__getitem__)
+            hits = [hits[k] for k in order]
+            flat = [flat[k] for k in order]
+        return hits, np.array(flat, dtype=np.int64).reshape(len(hits), len(sfs), 3)
 
-        def current(doc: str, seq_no: int, primary: int) -> bool:
-            for sf in subfields:
-                r = known.get((doc, sf))
-                if r is None or r[0] != seq_no or r[1] != primary:
-                    return False
-            return True
+    def _read_blocks(self, docs: Sequence[str], subfields: tuple[str, ...]) -> dict[str, _Blocks]:
+        """From SQLite: where each of ``docs`` has its blocks of every one of ``subfields``,
+        if all of them were stored at one ``_seq_no`` and ``_primary_term``."""
+        rows: dict[str, dict[str, tuple[int, int, int, int, int]]] = {}
+        con = self._con()
+        wanted = list(dict.fromkeys(subfields))
+        sf_marks = ",".join("?" * len(wanted))
+        per = max(1, _SQL_VARS - len(wanted))
+        for i in range(0, len(docs), per):
+            chunk = docs[i:i + per]
+            marks = ",".join("?" * len(chunk))
+            for doc, sf, seq, term, start, n, length in con.execute(
+                    "SELECT doc, subfield, seq_no, primary_term, start, n, length FROM vectors "
+                    f"WHERE doc IN ({marks}) AND subfield IN ({sf_marks})", [*chunk, *wanted]).fetchall():
+                rows.setdefault(doc, {})[sf] = (seq, term, start, n, length)
+        return {doc: blocks for doc, got in rows.items() if (blocks := _blocks_of(got, subfields)) is not None}
 
-        # only hits whose rows this process has not read at their version go to SQLite
-        ids = list(dict.fromkeys(k[0] for k in keys if not current(*k)))
-        fresh: dict[tuple[str, str], tuple[int, int, int, int, int]] = {}
-        if ids:
-            con = self._con()
-            wanted = list(dict.fromkeys(subfields))
-            sf_marks = ",".join("?" * len(wanted))
-            per = max(1, _SQL_VARS - len(wanted))
-            for i in range(0, len(ids), per):
-                chunk = ids[i:i + per]
-                marks = ",".join("?" * len(chunk))
-                for doc, sf, seq, term, start, n, length in con.execute(
-                        "SELECT doc, subfield, seq_no, primary_term, start, n, length FROM vectors "
-                        f"WHERE doc IN ({marks}) AND subfield IN ({sf_marks})", [*chunk, *wanted]).fetchall():
-                    fresh[(doc, sf)] = (seq, term, start, n, length)
-            # past the bound, start again (a new dict: this call still reads the one it had)
-            kept = known if len(known) + len(fresh) <= ROW_CACHE else {}
-            kept.update(fresh)
-            self._rows = kept
-        out: list[list[tuple[int, int, int]] | None] = []
-        for doc, seq_no, primary in keys:
-            got = [fresh.get((doc, sf)) or known.get((doc, sf)) for sf in subfields]
-            out.append([(r[2], r[3], r[4]) for r in got if r is not None]
-                       if all(r is not None and r[0] == seq_no and r[1] == primary for r in got) else None)
-        return out
+    def _remember(self, subfields: tuple[str, ...], blocks: Mapping[str, _Blocks]) -> None:
+        """Keep where documents' blocks are (past :data:`ROW_CACHE` rows, start again: a new
+        dict, so a reader still reads the one it had)."""
+        if not blocks:
+            return
+        known = self._known.get(subfields, {})
+        if (len(known) + len(blocks)) * len(subfields) > ROW_CACHE:
+            known = {}
+        known.update(blocks)
+        self._known[subfields] = known
 
     def holds(self, keys: Sequence[VersionedId], subfields: Sequence[str]) -> list[bool]:
         """Whether each key is stored, at its version, with every one of ``subfields``."""
-        return [blocks is not None for blocks in self._locate(keys, subfields)]
+        hits = set(self._locate(keys, subfields)[0])
+        return [pos in hits for pos in range(len(keys))]
 
-    def get_many(self, keys: Sequence[VersionedId], subfields: Sequence[str], *,
-                 terms: Mapping[str, Collection[str]] | None = None) -> list[dict[str, FieldVector] | None]:
-        located = self._locate(keys, subfields)
-        hits = [k for k, blocks in enumerate(located) if blocks is not None]
+    def get_many(self, keys: Sequence[VersionedId], subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
+        hits, blocks = self._locate(keys, subfields)
         out: list[dict[str, FieldVector] | None] = [None] * len(keys)
         if not hits:
             return out
-        blocks = [blk for k in hits for blk in located[k] or ()]
-        starts, counts, lengths = np.array(blocks, dtype=np.int64).reshape(-1, 3).T
+        starts, counts, lengths = blocks.reshape(-1, 3).T
         end = int((starts + counts).max())
         pairs = self._pairs(end)
         if len(pairs) < end:  # only if the array file was cut
             return out
         sizes = lengths.tolist()
-        if terms is not None:
-            return self._only_terms(out, hits, subfields, terms, pairs, starts, counts, sizes)
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         # every block of every hit in one gather
@@ -339,55 +366,63 @@ class _IdentityStore:
             out[k] = entry
         return out
 
-    def _only_terms(self, out: list[dict[str, FieldVector] | None], hits: Sequence[int], subfields: Sequence[str],
-                    terms: Mapping[str, Collection[str]], pairs: np.ndarray, starts: np.ndarray,
-                    counts: np.ndarray, sizes: Sequence[int]) -> list[dict[str, FieldVector] | None]:
-        """:meth:`get_many`'s partial vectors: each sub-field's ``terms`` looked up in its block of
-        every hit, all at once, by binary search over the block's sorted term ids (a lookup per
-        block and term, not a read of every pair).  Only the query's terms are looked up in the
-        dictionary (a term it lacks is in no block: a row's terms commit with the row)."""
-        n_sf = len(subfields)
-        n_blocks = len(counts)
-        ids = self._term_ids({t for sf in subfields for t in terms.get(sf, ())})
-        word_of = {tid: t for t, tid in ids.items()}
-        # the lookups: block b (sub-field b % n_sf) with each wanted term id of its sub-field
-        q_block: list[np.ndarray] = []
+    def read_terms(self, keys: Sequence[VersionedId], subfields: Sequence[str],
+                   terms: Mapping[str, Sequence[str]]) -> tuple[np.ndarray, dict[str, TermMatrix]]:
+        """:meth:`DiskVectorStore.read_terms`: each (hit, sub-field, asked term) looked up in the
+        hit's block by binary search over its sorted term ids, all lookups in step (a lookup
+        per block and term, not a read of every pair).  Only the asked terms are looked up in
+        the dictionary (a term it lacks is in no block: a row's terms commit with the row)."""
+        hits, blocks = self._locate(keys, subfields)
+        asked = {sf: tuple(dict.fromkeys(terms.get(sf, ()))) for sf in subfields}
+        n = len(hits)
+        pairs = self._map
+        if n:
+            end = int((blocks[:, :, 0] + blocks[:, :, 1]).max())
+            pairs = self._pairs(end)
+            if len(pairs) < end:  # only if the array file was cut
+                hits, blocks, n = [], blocks[:0], 0
+        rows = np.asarray(hits, dtype=np.int64)
+        tf = {sf: np.zeros((n, len(asked[sf])), dtype=np.float64) for sf in subfields}
+        ids = self._term_ids({t for sf in subfields for t in asked[sf]}) if n else {}
+        q_at: list[np.ndarray] = []
+        q_size: list[np.ndarray] = []
         q_tid: list[np.ndarray] = []
+        q_cell: list[np.ndarray] = []  # where a found tf goes in its sub-field's matrix (flat)
+        spans: list[tuple[str, int, int]] = []  # each sub-field's part of the lookups
+        done = 0
         for slot, sf in enumerate(subfields):
-            wanted = np.array(sorted({ids[t] for t in terms.get(sf, ()) if t in ids}), dtype=np.int64)
-            of_slot = np.arange(slot, n_blocks, n_sf)
-            if len(wanted) and len(of_slot):
-                q_block.append(np.repeat(of_slot, len(wanted)))
-                q_tid.append(np.tile(wanted, len(of_slot)))
-        found: list[dict[str, int]] = [{} for _ in range(n_blocks)]
-        if q_block:
-            block = np.concatenate(q_block)
-            target = np.concatenate(q_tid)
-            size = counts[block]
+            cols = [(j, ids[t]) for j, t in enumerate(asked[sf]) if t in ids]
+            if not cols:
+                continue
+            col = np.array([j for j, _ in cols], dtype=np.int64)
+            tid = np.array([t for _, t in cols], dtype=np.int64)
+            size = np.repeat(blocks[:, slot, 1], len(cols))
             keep = size > 0  # an empty block holds nothing
-            block, target, size = block[keep], target[keep], size[keep]
-            at = starts[block]
-            col = pairs[:, 0]
+            q_at.append(np.repeat(blocks[:, slot, 0], len(cols))[keep])
+            q_size.append(size[keep])
+            q_tid.append(np.tile(tid, n)[keep])
+            q_cell.append((np.repeat(np.arange(n) * len(asked[sf]), len(cols)) + np.tile(col, n))[keep])
+            spans.append((sf, done, done + int(keep.sum())))
+            done = spans[-1][2]
+        if done:
+            at, size, target = np.concatenate(q_at), np.concatenate(q_size), np.concatenate(q_tid)
+            col_tid = pairs[:, 0]
             # the last pair of [at, at + size) whose term id is at most the target (or the
             # first pair), every lookup in step; the span halves each round
-            while len(size) and int(size.max()) > 1:
+            while int(size.max()) > 1:
                 half = size >> 1
                 probe = at + half
-                at = np.where(col[probe] <= target, probe, at)
+                at = np.where(col_tid[probe] <= target, probe, at)
                 size -= half
-            hit = np.flatnonzero(col[at] == target)
-            for b, tid, tf in zip(block[hit].tolist(), target[hit].tolist(), pairs[at[hit], 1].tolist(),
-                                  strict=True):
-                found[b][word_of[tid]] = tf
-        distinct = counts.tolist()
-        b = 0
-        for k in hits:
-            entry = {}
-            for sf in subfields:
-                entry[sf] = FieldVector(found[b], length=sizes[b], distinct=distinct[b])
-                b += 1
-            out[k] = entry
-        return out
+            found = col_tid[at] == target
+            cell = np.concatenate(q_cell)
+            for sf, lo, hi in spans:
+                hit = np.flatnonzero(found[lo:hi]) + lo
+                tf[sf].ravel()[cell[hit]] = pairs[at[hit], 1]
+        return rows, {sf: TermMatrix(rows=rows, terms=asked[sf], tf=tf[sf],
+                                     length=blocks[:, slot, 2].astype(np.float64),
+                                     distinct=blocks[:, slot, 1].astype(np.float64))
+                      for slot, sf in enumerate(subfields)}
 
     def put_many(self, entries: Sequence[tuple[VersionedId, Mapping[str, FieldVector]]]) -> None:
         if not entries:
@@ -434,9 +469,13 @@ class _IdentityStore:
                 con.rollback()
                 raise
             self._add_terms(new_terms)
-            if len(self._rows) + len(rows) <= ROW_CACHE:  # committed: readers may use them at once
-                self._rows.update({(doc, sf): (seq, term, start, n, length)
-                                   for doc, sf, seq, term, start, n, length in rows})
+            # committed: readers may use them at once
+            written: dict[str, dict[str, tuple[int, int, int, int, int]]] = {}
+            for doc, sf, seq, primary_term, first, n, length in rows:
+                written.setdefault(doc, {})[sf] = (seq, primary_term, first, n, length)
+            for sfs in list(self._known):
+                self._remember(sfs, {doc: got for doc, parts in written.items()
+                                     if (got := _blocks_of(parts, sfs)) is not None})
 
     def size(self) -> StoreSize:
         con = self._con()
@@ -444,3 +483,13 @@ class _IdentityStore:
         terms = con.execute("SELECT COUNT(*) FROM terms").fetchone()[0]
         total = sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
         return StoreSize(documents=int(docs), rows=int(rows), terms=int(terms), bytes=int(total))
+
+
+def _blocks_of(rows: Mapping[str, tuple[int, int, int, int, int]], subfields: Sequence[str]) -> _Blocks | None:
+    """A document's blocks of ``subfields`` from its rows (``seq_no, primary_term, start, n,
+    length`` per sub-field), if it has every one, all at one ``_seq_no`` and ``_primary_term``."""
+    got = [rows.get(sf) for sf in subfields]
+    first = got[0]
+    if first is None or any(r is None or r[0] != first[0] or r[1] != first[1] for r in got):
+        return None
+    return first[0], first[1], tuple(x for r in got if r is not None for x in r[2:])

@@ -87,44 +87,52 @@ class FieldStats:
 class FieldVector(dict[str, int]):
     """``{term: tf}`` of one document's (sub-)field, with its length: the sum of the tfs,
     unless given (the number of positions, for analyzers that stack tokens), or that of
-    ``freqs`` when it is a :class:`FieldVector` itself.
+    ``freqs`` when it is a :class:`FieldVector` itself."""
 
-    A vector read for one query only (``distinct`` given) holds just the query's terms of the
-    field; ``distinct`` and ``length`` are still the whole field's.  Such a vector is
-    :attr:`partial`: enough to score the query, not to read other terms from (feedback), and
-    never cached as the document's vector.
-    """
-
-    __slots__ = ("length", "_distinct")
+    __slots__ = ("length",)
     length: int
-    _distinct: int | None
 
-    def __init__(self, freqs: Mapping[str, int] | Iterable[tuple[str, int]], length: int | None = None,
-                 distinct: int | None = None) -> None:
+    def __init__(self, freqs: Mapping[str, int] | Iterable[tuple[str, int]], length: int | None = None) -> None:
         super().__init__(freqs)
         if length is None:
             length = freqs.length if isinstance(freqs, FieldVector) else sum(self.values())
         self.length = length
-        # a copy of a partial vector is partial too
-        self._distinct = freqs._distinct if distinct is None and isinstance(freqs, FieldVector) else distinct
 
     @property
     def distinct(self) -> int:
-        """Distinct terms of the whole field (``len(self)`` unless :attr:`partial`)."""
-        return len(self) if self._distinct is None else self._distinct
+        """Distinct terms of the field."""
+        return len(self)
 
-    @property
-    def partial(self) -> bool:
-        """Whether the vector holds only some of the field's terms (those of one query)."""
-        return self._distinct is not None
+
+@dataclass(frozen=True)
+class TermMatrix:
+    """Some candidates' frequencies of a query's terms in one sub-field, as arrays (what the
+    feature store reads for one query, instead of each candidate's whole vector).
+
+    Attributes:
+        rows: ``(R,)`` the candidates (positions in :attr:`CandidateVectors.ids`) row ``k`` is about.
+        terms: the terms, one column each.
+        tf: ``(R, T)`` how often each term occurs in each candidate's sub-field.
+        length: ``(R,)`` the sub-field's length (of the whole field, not of these terms).
+        distinct: ``(R,)`` the sub-field's number of distinct terms.
+    """
+
+    rows: np.ndarray
+    terms: tuple[str, ...]
+    tf: np.ndarray
+    length: np.ndarray
+    distinct: np.ndarray
+
+    def moved(self, rows: np.ndarray) -> TermMatrix:
+        """The same matrix about other candidates: row ``k`` is now about ``rows[self.rows[k]]``."""
+        return TermMatrix(rows=np.asarray(rows, dtype=np.int64)[self.rows], terms=self.terms, tf=self.tf,
+                          length=self.length, distinct=self.distinct)
 
 
 def sum_vectors(vectors: Sequence[FieldVector]) -> FieldVector:
     """The term frequencies of several fields of one document added up, and their lengths."""
     if len(vectors) == 1:
         return vectors[0]
-    if any(v.partial for v in vectors):
-        raise ValueError("cannot add up fields read for one query's terms only")
     out: dict[str, int] = {}
     for vec in vectors:
         for term, tf in vec.items():
@@ -151,12 +159,15 @@ EMPTY_VECTOR = FieldVector({})
 
 @dataclass(frozen=True)
 class CandidateVectors:
-    """Raw per-candidate term frequencies: ``vectors[i][subfield] = {term: tf}``."""
+    """Raw per-candidate term frequencies: ``vectors[i][subfield] = {term: tf}``, or for the
+    candidates a :class:`TermMatrix` of ``matrices[subfield]`` is about, that matrix's row
+    (such a candidate's ``vectors[i]`` lacks the sub-field)."""
 
     ids: tuple[str, ...]
     vectors: tuple[dict[str, FieldVector], ...]
     found: tuple[bool, ...]
     versions: tuple[tuple[int, int] | None, ...] = ()
+    matrices: Mapping[str, TermMatrix] = field(default_factory=dict)
 
 
 def analyze_query(engine: Engine, index: str, layout: IndexLayout, text: str,
@@ -449,7 +460,8 @@ def _field_vector(tv: Mapping[str, Any]) -> FieldVector:
 
 
 def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],
-                  stats: FieldStats) -> FieldArrays:
+                  stats: FieldStats) -> tuple[FieldArrays, np.ndarray]:
+    """The field's arrays for ``terms``, and each candidate's number of distinct terms in it."""
     n = len(cands.ids)
     tf = np.zeros((n, len(terms)), dtype=np.float64)
     column: dict[str, int] = {}
@@ -457,24 +469,37 @@ def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],
         column.setdefault(t, j)
     wanted = column.keys()
     lengths = [0] * n
+    distinct = [0] * n
     rows: list[int] = []
     cols: list[int] = []
     vals: list[int] = []
     # a candidate holds few of the query's terms: intersect (in C) and touch only those
     for i, vec in enumerate(cands.vectors):
         fv = vec.get(subfield)
-        if fv is not None:  # an empty partial vector still has its field's length
+        if fv is not None:
             lengths[i] = fv.length
+            distinct[i] = len(fv)
             for t in fv.keys() & wanted:
                 rows.append(i)
                 cols.append(column[t])
                 vals.append(fv[t])
     if rows:
         tf[rows, cols] = vals
+    doc_len = np.array(lengths, dtype=np.float64)
+    unique = np.array(distinct, dtype=np.float64)
+    matrix = cands.matrices.get(subfield)
+    if matrix is not None and len(matrix.rows):
+        at = {t: k for k, t in enumerate(matrix.terms)}
+        src = np.array([at.get(t, -1) for t in column], dtype=np.int64)
+        dst = np.array(list(column.values()), dtype=np.int64)
+        have = src >= 0
+        tf[np.ix_(matrix.rows, dst[have])] = matrix.tf[:, src[have]]
+        doc_len[matrix.rows] = matrix.length
+        unique[matrix.rows] = matrix.distinct
     for j, t in enumerate(terms):  # a term given twice fills both its columns
         if column[t] != j:
             tf[:, j] = tf[:, column[t]]
-    return FieldArrays(tf=tf, doc_len=np.array(lengths, dtype=np.float64), avgdl=stats.avgdl)
+    return FieldArrays(tf=tf, doc_len=doc_len, avgdl=stats.avgdl), unique
 
 
 def build_input(
@@ -497,8 +522,9 @@ def build_input(
     channels: dict[str, ChannelArrays] = {}
     for ch, qc in query.items():
         combined_sf = layout.subfield(layout.combined, ch)
-        per_field = {f: _field_arrays(result.candidates, layout.subfield(f, ch), qc.terms,
-                                      result.stats[layout.subfield(f, ch)]) for f in fields}
+        read = {f: _field_arrays(result.candidates, layout.subfield(f, ch), qc.terms,
+                                 result.stats[layout.subfield(f, ch)]) for f in fields}
+        per_field = {f: arrays for f, (arrays, _) in read.items()}
         comb_stats = result.stats.get(combined_sf) or result.stats[layout.subfield(fields[0], ch)]
         n_docs = comb_stats.doc_count
         if tuple(fields) == (layout.combined,):
@@ -513,10 +539,9 @@ def build_input(
             text_fields = per_field
         sfs = [layout.subfield(f, ch) for f in fields]
         if len(sfs) == 1:
-            unique = np.array([float(fv.distinct) if (fv := vec.get(sfs[0])) is not None else 0.0
-                               for vec in result.candidates.vectors])
+            unique = read[fields[0]][1]
         else:
-            if any(fv.partial for vec in result.candidates.vectors for sf in sfs if (fv := vec.get(sf)) is not None):
+            if any(sf in result.candidates.matrices for sf in sfs):
                 raise ValueError("the distinct terms of several fields need their whole vectors, "
                                  "not those read for one query's terms")
             unique = np.array([float(len(set().union(*(vec.get(sf, {}) for sf in sfs))))

@@ -19,9 +19,10 @@ from esbridge.features.termvectors import (
     FieldStats,
     FieldVector,
     QueryChannel,
+    TermMatrix,
     build_input,
-    sum_vectors,
 )
+from esbridge.scoring.arrays import ScoringInput
 from esbridge.index import IndexLayout
 
 ID = "docs:9f2c"
@@ -100,42 +101,52 @@ def test_a_read_for_some_terms_holds_those_terms_and_the_whole_fields_sizes(tmp_
     store.put_many(ID, list(zip(keys, docs.values(), strict=True)))
     # "w1"-style terms in the base sub-field, two-letter prefixes in the prefix one; "w3" is
     # asked of the prefix sub-field too, where no document has it; "zz" is in no document
-    terms = {"all.base": {"w1", "w3", "w17", "w250", "zz"}, "all.prefix": {"w3", "w1", "w2"}}
+    terms = {"all.base": ("w1", "w3", "w17", "w250", "zz"), "all.prefix": ("w3", "w1", "w2")}
     sfs = ["all.base", "all.prefix"]
-    part = DiskVectorStore(tmp_path).get_many(ID, keys, sfs, terms=terms)  # a new process: no terms known
-    whole = store.get_many(ID, keys, sfs)
+    # d7 asked at another version (a miss); a new process knows no terms
+    asked = [k if k[0] != "d7" else ("d7", 99, 1) for k in keys]
+    rows, matrices = DiskVectorStore(tmp_path).read_terms(ID, asked, sfs, terms)
+    assert rows.tolist() == [i for i, k in enumerate(asked) if k[0] != "d7"]
     matched = 0
-    for (d, want), got, full in zip(docs.items(), part, whole, strict=True):
-        assert got is not None and full is not None
-        for sf in sfs:
-            assert dict(got[sf]) == {t: tf for t, tf in want[sf].items() if t in terms[sf]}, (d, sf)
-            assert got[sf].partial and not full[sf].partial
-            assert (got[sf].length, got[sf].distinct) == (want[sf].length, len(want[sf])) == \
-                (full[sf].length, full[sf].distinct)
-            matched += len(got[sf])
+    for sf in sfs:
+        m = matrices[sf]
+        assert m.terms == terms[sf] and m.tf.shape == (len(rows), len(terms[sf]))
+        assert m.rows.tolist() == rows.tolist()
+        for k, pos in enumerate(rows.tolist()):
+            want = docs[keys[pos][0]][sf]
+            assert m.tf[k].tolist() == [want.get(t, 0) for t in terms[sf]], (pos, sf)
+            assert (m.length[k], m.distinct[k]) == (want.length, len(want))
+        matched += int((m.tf > 0).sum())
     assert matched > 20  # the terms are common enough for the check to mean something
     # versions still decide: another _seq_no is a miss
-    assert store.get_many(ID, [("d1", 9, 1)], sfs, terms=terms) == [None]
+    rows, matrices = store.read_terms(ID, [("d1", 9, 1)], sfs, terms)
+    assert len(rows) == 0 and matrices["all.base"].tf.shape == (0, 5)
 
 
-def test_partial_vectors_are_not_kept_in_memory_and_cannot_be_added_up(tmp_path: Path) -> None:
+def test_a_read_for_some_terms_is_not_kept_in_memory(tmp_path: Path) -> None:
     key = (ID, "a", 3, 1)
     TermVectorCache(max_entries=10, disk=tmp_path).put(key, _doc(3), ["all.base", "all.prefix"])
     cache = TermVectorCache(max_entries=10, disk=DiskVectorStore(tmp_path))
-    some = sorted(_doc(3)["all.base"])[:2]
-    got = cache.get_many([key], ["all.base"], terms={"all.base": set(some)})[0]
-    assert got is not None and sorted(got["all.base"]) == some and got["all.base"].partial
+    some = tuple(sorted(_doc(3)["all.base"])[:2])
+    missing = (ID, "b", 1, 1)
+    got, from_disk, matrices = cache.read_terms([missing, key], ["all.base"], {"all.base": some})
+    assert got == [None, None] and from_disk.tolist() == [1]
+    assert matrices["all.base"].rows.tolist() == [1]
+    assert matrices["all.base"].tf.tolist() == [[_doc(3)["all.base"][t] for t in some]]
     assert cache.counts().size == 0  # memory keeps whole vectors only
+    assert (cache.hits, cache.misses, cache.disk_hits) == (1, 1, 1)
     whole = cache.get(key, ["all.base"])  # a read for every term is kept
     assert whole is not None and dict(whole["all.base"]) == dict(_doc(3)["all.base"])
     assert cache.counts().size == 1
-    # memory answers with the whole vector, whatever terms are asked
-    again = cache.get_many([key], ["all.base"], terms={"all.base": set(some)})[0]
-    assert again is not None and not again["all.base"].partial
-    with pytest.raises(ValueError, match="one query's terms"):
-        sum_vectors([got["all.base"], whole["all.base"]])
-    copied = FieldVector(got["all.base"])  # a copy stays partial, with the whole field's sizes
-    assert copied.partial and (copied.distinct, copied.length) == (got["all.base"].distinct, got["all.base"].length)
+    # with a disk store, a read for some terms is the store's (what memory holds, it holds too)
+    got, from_disk, matrices = cache.read_terms([key], ["all.base"], {"all.base": some})
+    assert got == [None] and from_disk.tolist() == [0] and matrices["all.base"].tf.shape == (1, 2)
+    # without one, memory answers with the whole vector, whatever terms are asked
+    memory = TermVectorCache(max_entries=10)
+    memory.put(key, _doc(3), ["all.base"])
+    got, from_disk, matrices = memory.read_terms([key, missing], ["all.base"], {"all.base": some})
+    assert got[0] is not None and dict(got[0]["all.base"]) == dict(_doc(3)["all.base"]) and got[1] is None
+    assert len(from_disk) == 0 and "all.base" not in matrices
 
 
 def test_concurrent_readers_and_writer_see_whole_documents(tmp_path: Path) -> None:
@@ -217,7 +228,9 @@ def test_engine_time_values_read_as_seconds() -> None:
             StatsCache(None, "i", refresh_interval=bad_interval)  # type: ignore[arg-type]
 
 
-def test_the_scorer_input_is_the_same_from_partial_and_whole_vectors(tmp_path: Path) -> None:
+def test_the_scorer_input_is_the_same_from_arrays_and_whole_vectors(tmp_path: Path) -> None:
+    """Candidates read as arrays for the query's terms, whole vectors, and a mix of both
+    (memory holds some candidates, the disk store the others) give the scorer the same input."""
     layout = IndexLayout()
     sfs = [layout.subfield(layout.combined, ch) for ch in ("base", "prefix")]
     docs = [{sfs[0]: _doc(i)["all.base"], sfs[1]: _doc(i)["all.prefix"]} for i in range(40)]
@@ -228,20 +241,35 @@ def test_the_scorer_input_is_the_same_from_partial_and_whole_vectors(tmp_path: P
              "prefix": QueryChannel(("w1", "w3"), (1, 1))}
     stats = {layout.subfield(layout.combined, ch): FieldStats(doc_count=40, sum_ttf=800, df={t: 3 for t in qc.terms})
              for ch, qc in query.items()}
-    inputs = []
-    for terms in (None, {sfs[0]: set(query["base"].terms), sfs[1]: set(query["prefix"].terms)}):
-        got = store.get_many(ID, keys, sfs, terms=terms)
-        cands = CandidateVectors(ids=tuple(k[0] for k in keys), vectors=tuple(g or {} for g in got),
-                                 found=(True,) * len(keys))
-        inputs.append(build_input(FetchResult(cands, stats, 0), layout, query, fields=[layout.combined]))
-    whole, partial = inputs
-    for ch in query:
-        a, b = whole.channels[ch], partial.channels[ch]
-        assert a.tf.sum() > 0
-        np.testing.assert_array_equal(a.tf, b.tf)
-        np.testing.assert_array_equal(a.doc_len, b.doc_len)
-        assert a.unique_terms is not None and b.unique_terms is not None
-        np.testing.assert_array_equal(a.unique_terms, b.unique_terms)
+    terms = {sfs[0]: query["base"].terms, sfs[1]: query["prefix"].terms}
+    ids = tuple(k[0] for k in keys)
+
+    def scored(vectors: list[dict[str, FieldVector]], matrices: dict[str, TermMatrix]) -> ScoringInput:
+        cands = CandidateVectors(ids=ids, vectors=tuple(vectors), found=(True,) * len(keys), matrices=matrices)
+        return build_input(FetchResult(cands, stats, 0), layout, query, fields=[layout.combined])
+
+    whole = scored([g or {} for g in store.get_many(ID, keys, sfs)], {})
+    rows, matrices = store.read_terms(ID, keys, sfs, terms)
+    assert rows.tolist() == list(range(40))
+    arrays = scored([{} for _ in keys], matrices)
+    odd = [k for k in range(1, 40, 2)]  # every other candidate from arrays, the rest whole
+    half_rows, half = store.read_terms(ID, [keys[k] for k in odd], sfs, terms)
+    mixed = scored([{} if k % 2 else docs[k] for k in range(40)],
+                   {sf: m.moved(np.array(odd)) for sf, m in half.items()})
+    for other in (arrays, mixed):
+        for ch in query:
+            a, b = whole.channels[ch], other.channels[ch]
+            assert a.tf.sum() > 0
+            np.testing.assert_array_equal(a.tf, b.tf)
+            np.testing.assert_array_equal(a.doc_len, b.doc_len)
+            assert a.unique_terms is not None and b.unique_terms is not None
+            np.testing.assert_array_equal(a.unique_terms, b.unique_terms)
+    with pytest.raises(ValueError, match="one query's terms"):  # fields cannot be added up from arrays
+        cands = CandidateVectors(ids=ids, vectors=tuple({} for _ in keys), found=(True,) * len(keys),
+                                 matrices=matrices)
+        both = {layout.subfield(f, ch): stats[layout.subfield(layout.combined, ch)]
+                for f in (layout.combined, "title") for ch in query}
+        build_input(FetchResult(cands, both, 0), layout, query, fields=[layout.combined, "title"])
 
 
 def test_rows_a_reader_remembers_never_serve_another_version(tmp_path: Path,
@@ -255,7 +283,7 @@ def test_rows_a_reader_remembers_never_serve_another_version(tmp_path: Path,
     writer.put_many(ID, [((f"d{i}", 1, 1), _doc(i)) for i in range(20)])
     keys = [(f"d{i}", 1, 1) for i in range(20)]
     assert all(e is not None for e in reader.get_many(ID, keys, ["all.base", "all.prefix"]))
-    assert len(reader.part(ID)._rows) == 40  # remembered
+    assert len(reader.part(ID)._known[("all.base", "all.prefix")]) == 20  # remembered
     # d3 is updated elsewhere: its new version is read from the store, never the remembered row
     writer.put_many(ID, [(("d3", 2, 1), {"all.base": FieldVector({"fresh": 4}, length=4),
                                          "all.prefix": FieldVector({"fr": 4})})])
@@ -273,7 +301,7 @@ def test_rows_a_reader_remembers_never_serve_another_version(tmp_path: Path,
                 continue
             assert entry is not None, (i, _)
             assert dict(entry["all.base"]) == dict(_doc(i)["all.base"])
-        assert len(small.part(ID)._rows) <= 40
+        assert sum(len(k) for k in small.part(ID)._known.values()) <= 20
 
 
 def test_blocks_are_stored_in_term_order_and_every_asked_term_is_found(tmp_path: Path) -> None:
@@ -296,11 +324,11 @@ def test_blocks_are_stored_in_term_order_and_every_asked_term_is_found(tmp_path:
     part = store.part(ID)
     pairs = part._pairs(10**9)
     keys = [(d, 1, 1) for d in docs]
-    for located in part._locate(keys, ["all.base", "all.prefix"]):
-        assert located is not None
-        for start, count, _ in located:
-            block = pairs[start:start + count, 0]
-            assert (np.diff(block) > 0).all()
+    hits, blocks = part._locate(keys, ["all.base", "all.prefix"])
+    assert hits == list(range(len(keys)))
+    for start, count, _ in blocks.reshape(-1, 3).tolist():
+        block = pairs[start:start + count, 0]
+        assert (np.diff(block) > 0).all()
     for trial in range(20):
         asked_base = set(rng.sample(sorted({t for v in docs.values() for t in v["all.base"]}), 15))
         asked_base |= {"t-missing", "o1"}  # a term in no document, and one of the other sub-field
@@ -309,11 +337,12 @@ def test_blocks_are_stored_in_term_order_and_every_asked_term_is_found(tmp_path:
             if v["all.base"]:
                 ordered = sorted(v["all.base"], key=lambda t: part._ids[t])
                 asked_base |= {ordered[0], ordered[-1]}
-        terms = {"all.base": asked_base, "all.prefix": {"o1", "o2", "o3", "t1"}}
+        terms = {"all.base": tuple(sorted(asked_base)), "all.prefix": ("o1", "o2", "o3", "t1")}
         reader = DiskVectorStore(tmp_path) if trial % 2 else store  # a new process knows no terms
-        got = reader.get_many(ID, keys, ["all.base", "all.prefix"], terms=terms)
-        for (d, want), entry in zip(docs.items(), got, strict=True):
-            assert entry is not None
+        rows, matrices = reader.read_terms(ID, keys, ["all.base", "all.prefix"], terms)
+        assert rows.tolist() == list(range(len(keys)))
+        for k, want in enumerate(docs.values()):
             for sf in ("all.base", "all.prefix"):
-                assert dict(entry[sf]) == {t: tf for t, tf in want[sf].items() if t in terms[sf]}, (d, sf)
-                assert entry[sf].distinct == len(want[sf])
+                m = matrices[sf]
+                assert m.tf[k].tolist() == [want[sf].get(t, 0) for t in terms[sf]], (k, sf)
+                assert m.distinct[k] == len(want[sf])
