@@ -217,10 +217,11 @@ class TermVectorCache:
 
     def _from_memory(self, keys: Sequence[DocKey], subfields: Sequence[str]) -> list[dict[str, FieldVector] | None]:
         out: list[dict[str, FieldVector] | None] = []
+        wanted = set(subfields)
         with self._lock:
             for key in keys:
                 entry = self._data.get(key)
-                if entry is None or any(sf not in entry for sf in subfields):
+                if entry is None or not entry.keys() >= wanted:
                     out.append(None)
                 else:
                     self._data.move_to_end(key)

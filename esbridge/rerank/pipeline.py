@@ -119,6 +119,7 @@ class RerankerCore:
         self._analysis: OrderedDict[tuple[str, str], QueryChannel] = OrderedDict()
         self._max_window: int | None = None
         self._n_shards: int | None = None
+        self._channels_of: tuple[object, object, tuple[str, ...]] | None = None
 
     def _setup_plan(self) -> Plan[None]:
         """What needs the engine before the first search: the scripted similarity of a
@@ -177,7 +178,10 @@ class RerankerCore:
     @property
     def channels(self) -> tuple[str, ...]:
         """The channels the scorer reads with these parameters."""
-        return channels_needed(self.params, self._scorer.channels)
+        got = self._channels_of  # parameters are frozen: worked out once per parameters object
+        if got is None or got[0] is not self.params or got[1] is not self._scorer:
+            got = self._channels_of = (self.params, self._scorer, channels_needed(self.params, self._scorer.channels))
+        return got[2]
 
     def _fields(self) -> tuple[str, ...]:
         return fields_to_read(self._scorer, self._layout, self.field_weights)
