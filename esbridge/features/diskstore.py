@@ -382,43 +382,8 @@ class _IdentityStore:
             if len(pairs) < end:  # only if the array file was cut
                 hits, blocks, n = [], blocks[:0], 0
         rows = np.asarray(hits, dtype=np.int64)
-        tf = {sf: np.zeros((n, len(asked[sf])), dtype=np.float64) for sf in subfields}
         ids = self._term_ids({t for sf in subfields for t in asked[sf]}) if n else {}
-        q_at: list[np.ndarray] = []
-        q_size: list[np.ndarray] = []
-        q_tid: list[np.ndarray] = []
-        q_cell: list[np.ndarray] = []  # where a found tf goes in its sub-field's matrix (flat)
-        spans: list[tuple[str, int, int]] = []  # each sub-field's part of the lookups
-        done = 0
-        for slot, sf in enumerate(subfields):
-            cols = [(j, ids[t]) for j, t in enumerate(asked[sf]) if t in ids]
-            if not cols:
-                continue
-            col = np.array([j for j, _ in cols], dtype=np.int64)
-            tid = np.array([t for _, t in cols], dtype=np.int64)
-            size = np.repeat(blocks[:, slot, 1], len(cols))
-            keep = size > 0  # an empty block holds nothing
-            q_at.append(np.repeat(blocks[:, slot, 0], len(cols))[keep])
-            q_size.append(size[keep])
-            q_tid.append(np.tile(tid, n)[keep])
-            q_cell.append((np.repeat(np.arange(n) * len(asked[sf]), len(cols)) + np.tile(col, n))[keep])
-            spans.append((sf, done, done + int(keep.sum())))
-            done = spans[-1][2]
-        if done:
-            at, size, target = np.concatenate(q_at), np.concatenate(q_size), np.concatenate(q_tid)
-            col_tid = pairs[:, 0]
-            # the last pair of [at, at + size) whose term id is at most the target (or the
-            # first pair), every lookup in step; the span halves each round
-            while int(size.max()) > 1:
-                half = size >> 1
-                probe = at + half
-                at = np.where(col_tid[probe] <= target, probe, at)
-                size -= half
-            found = col_tid[at] == target
-            cell = np.concatenate(q_cell)
-            for sf, lo, hi in spans:
-                hit = np.flatnonzero(found[lo:hi]) + lo
-                tf[sf].ravel()[cell[hit]] = pairs[at[hit], 1]
+        tf = find_terms(pairs[:, 0], pairs[:, 1], blocks, subfields, asked, ids)
         return rows, {sf: TermMatrix(rows=rows, terms=asked[sf], tf=tf[sf],
                                      length=blocks[:, slot, 2].astype(np.float64),
                                      distinct=blocks[:, slot, 1].astype(np.float64))
@@ -493,3 +458,49 @@ def _blocks_of(rows: Mapping[str, tuple[int, int, int, int, int]], subfields: Se
     if first is None or any(r is None or r[0] != first[0] or r[1] != first[1] for r in got):
         return None
     return first[0], first[1], tuple(x for r in got if r is not None for x in r[2:])
+
+
+def find_terms(term_ids: np.ndarray, freqs: np.ndarray, blocks: np.ndarray, subfields: Sequence[str],
+               asked: Mapping[str, Sequence[str]], ids: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Per sub-field, the ``(hits, len(asked[sub-field]))`` frequencies of the asked terms in
+    each hit's block: ``blocks[h, k]`` is ``(start, count, length)`` of hit ``h``'s block of
+    ``subfields[k]`` in ``term_ids``/``freqs``, whose term ids increase within a block; ``ids``
+    maps terms to ids (a term it lacks is in no block).  Each (block, term) is looked up by
+    binary search, all lookups in step: a lookup per block and term, not a read of every pair."""
+    n = len(blocks)
+    tf = {sf: np.zeros((n, len(asked[sf])), dtype=np.float64) for sf in subfields}
+    q_at: list[np.ndarray] = []
+    q_size: list[np.ndarray] = []
+    q_tid: list[np.ndarray] = []
+    q_cell: list[np.ndarray] = []  # where a found tf goes in its sub-field's matrix (flat)
+    spans: list[tuple[str, int, int]] = []  # each sub-field's part of the lookups
+    done = 0
+    for slot, sf in enumerate(subfields):
+        cols = [(j, ids[t]) for j, t in enumerate(asked[sf]) if t in ids]
+        if not cols or not n:
+            continue
+        col = np.array([j for j, _ in cols], dtype=np.int64)
+        tid = np.array([t for _, t in cols], dtype=np.int64)
+        size = np.repeat(blocks[:, slot, 1], len(cols))
+        keep = size > 0  # an empty block holds nothing
+        q_at.append(np.repeat(blocks[:, slot, 0], len(cols))[keep])
+        q_size.append(size[keep])
+        q_tid.append(np.tile(tid, n)[keep])
+        q_cell.append((np.repeat(np.arange(n) * len(asked[sf]), len(cols)) + np.tile(col, n))[keep])
+        spans.append((sf, done, done + int(keep.sum())))
+        done = spans[-1][2]
+    if done:
+        at, size, target = np.concatenate(q_at), np.concatenate(q_size), np.concatenate(q_tid)
+        # the last pair of [at, at + size) whose term id is at most the target (or the first
+        # pair), every lookup in step; the span halves each round
+        while int(size.max()) > 1:
+            half = size >> 1
+            probe = at + half
+            at = np.where(term_ids[probe] <= target, probe, at)
+            size -= half
+        found = term_ids[at] == target
+        cell = np.concatenate(q_cell)
+        for sf, lo, hi in spans:
+            hit = np.flatnonzero(found[lo:hi]) + lo
+            tf[sf].ravel()[cell[hit]] = freqs[at[hit]]
+    return tf
