@@ -462,8 +462,9 @@ class FeatureStore:
         skips the index-state check, for a caller that just ran :meth:`prefetch_stats`.
         ``terms_only``: candidates read from the disk store come as arrays of the query's
         terms of each channel (``candidates.matrices``, their ``vectors[i]`` empty; enough to
-        score the query with one field, not for feedback or for adding fields up); vectors from
-        memory or the engine are whole either way.
+        score the query with one field, not for feedback or for adding fields up); those
+        fetched from the engine, and without a disk store those memory holds, come as whole
+        vectors.
         """
         return run(self.fetch_plan(query, ids, versions, fields=fields, validate=validate, terms_only=terms_only),
                    sync_engine(self.engine))
