@@ -383,7 +383,7 @@ class _IdentityStore:
                 hits, blocks, n = [], blocks[:0], 0
         rows = np.asarray(hits, dtype=np.int64)
         ids = self._term_ids({t for sf in subfields for t in asked[sf]}) if n else {}
-        tf = find_terms(pairs[:, 0], pairs[:, 1], blocks, subfields, asked, ids)
+        tf = _find_terms(pairs[:, 0], pairs[:, 1], blocks, subfields, asked, ids)
         return rows, {sf: TermMatrix(rows=rows, terms=asked[sf], tf=tf[sf],
                                      length=blocks[:, slot, 2].astype(np.float64),
                                      distinct=blocks[:, slot, 1].astype(np.float64))
@@ -460,7 +460,7 @@ def _blocks_of(rows: Mapping[str, tuple[int, int, int, int, int]], subfields: Se
     return first[0], first[1], tuple(x for r in got if r is not None for x in r[2:])
 
 
-def find_terms(term_ids: np.ndarray, freqs: np.ndarray, blocks: np.ndarray, subfields: Sequence[str],
+def _find_terms(term_ids: np.ndarray, freqs: np.ndarray, blocks: np.ndarray, subfields: Sequence[str],
                asked: Mapping[str, Sequence[str]], ids: Mapping[str, int]) -> dict[str, np.ndarray]:
     """Per sub-field, the ``(hits, len(asked[sub-field]))`` frequencies of the asked terms in
     each hit's block: ``blocks[h, k]`` is ``(start, count, length)`` of hit ``h``'s block of
