@@ -14,6 +14,7 @@ from esbridge.errors import ConfigurationError
 from esbridge.hybrid import HybridSearcher
 from esbridge.index import IndexLayout, VectorField, create_index
 from esbridge.ingest import ingest
+from esbridge.rerank import Reranker
 from esbridge.semantic.engine_vectors import EngineVectors, open_vectors
 from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text
@@ -99,6 +100,11 @@ def test_hybrid_pipeline_uses_the_engine_vectors(knn_engine: Engine, knn_index: 
         for window in (10, 1000):
             hits = hs.reranker.search(q, size=3, window=window)["hits"]["hits"]
             assert all(set(h["_source"]) == {"title", "text"} for h in hits), window
+            # a reranker that has not yet seen the vector field (asks for all of _source) drops it too
+            with Reranker(knn_engine, knn_index, window=window) as fresh:
+                for _ in range(2):
+                    hits = fresh.search(q, size=3)["hits"]["hits"]
+                    assert all(set(h["_source"]) == {"title", "text"} for h in hits), window
 
 
 def test_engines_without_vector_search_refuse_a_vector_field(engine: Engine, index_name: str) -> None:
