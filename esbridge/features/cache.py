@@ -44,6 +44,7 @@ from esbridge.features.termvectors import (
     QueryChannel,
     ShardRouting,
     TermMatrix,
+    analyze_with_stats_plan,
     fetch_raw_plan,
 )
 from esbridge.index.definitions import IndexLayout
@@ -432,6 +433,27 @@ class FeatureStore:
         self.requests = 0
         #: documents whose term vectors came back newer than their hit (not written back)
         self.raced = 0
+
+    def analyze_plan(self, text: str, channels: Sequence[str]) -> Plan[dict[str, QueryChannel]]:
+        """``text`` analysed in ``channels`` of the combined field by the engine, keeping the
+        index-wide statistics of its terms that come with that analysis
+        (:func:`~esbridge.features.termvectors.analyze_with_stats_plan`: one request per shard
+        instead of one ``_analyze`` per channel and then one per shard for statistics).
+
+        The statistics go into the generation of the statistics cache that was current before
+        they were read (none before the first validation): had the index been recreated or
+        written to since, the next validation replaces that generation — at once for a new
+        UUID, after the refresh interval for writes — exactly as for statistics read after a
+        validation.  An esbridge index only (not a plain one: ``IndexLayout.plain``)."""
+        gen = self.stats.current()
+        routings = yield from self.routing.routings_plan()
+        query, stats = yield from analyze_with_stats_plan(self.index, self.layout, text, channels, routings)
+        self.requests += len(routings)
+        if gen.identity is not None:
+            combined = self.layout.combined
+            read = {ch: qc for ch, qc in query.items() if self.layout.subfield(combined, ch) in stats}
+            self.stats.store(stats, read, self.layout, [combined], gen)
+        return query
 
     def prefetch_stats(self, query: Mapping[str, QueryChannel], *, fields: Sequence[str]) -> None:
         """Validate the statistics cache and fetch what ``query`` lacks, without candidates.

@@ -293,6 +293,43 @@ def _shard_statistics_plan(index: str, stats_docs: Sequence[Mapping[str, Any]]) 
     return list(answers)
 
 
+def analyze_with_stats_plan(index: str, layout: IndexLayout, text: str, channels: Sequence[str],
+                            routings: Sequence[str]) -> Plan[tuple[dict[str, QueryChannel], dict[str, FieldStats]]]:
+    """``text`` analysed in ``channels`` of the combined field, and the index-wide statistics
+    of its terms there, from one ``_termvectors`` request per shard (sent together).
+
+    The request's artificial document holds the text in the combined field, which each
+    channel sub-field analyses with its own analyzer — the one ``_analyze`` uses for it — and
+    the answer lists each sub-field's terms with their positions (so the tokens come back in
+    their order) and that shard's document frequencies; summed over ``routings`` (one per
+    shard, :class:`ShardRouting`) they are index-wide.  Statistics are returned only for the
+    sub-fields every shard answered with field statistics (a channel that keeps no term of the
+    text is left to :func:`fetch_raw`).  For an esbridge index, whose combined field is a field
+    of the index; a plain index's is not (see :meth:`IndexLayout.analysis`).
+
+    Raises:
+        ConfigurationError: a plain layout, or no routings.
+    """
+    if layout.plain:
+        raise ConfigurationError("a plain index's combined field is not a field of the index: analyse with _analyze")
+    if not routings:
+        raise ConfigurationError("analysing with statistics needs one routing value per shard")
+    subfields = [layout.subfield(layout.combined, ch) for ch in channels]
+    doc = {"doc": {layout.combined: text}, "fields": subfields, "positions": True, "offsets": False,
+           "payloads": False, "term_statistics": True, "field_statistics": True}
+    answers = yield from _shard_statistics_plan(index, [dict(doc, routing=r) for r in routings])
+    first = answers[0].get("term_vectors") or {}
+    query = {}
+    for ch, sf in zip(channels, subfields, strict=True):
+        terms = (first.get(sf) or {}).get("terms") or {}
+        tokens = sorted((int(tok["position"]), term) for term, info in terms.items()
+                        for tok in (info.get("tokens") or ()))
+        query[ch] = QueryChannel.from_tokens(term for _, term in tokens)
+    complete = [sf for sf in subfields
+                if all(((ans.get("term_vectors") or {}).get(sf) or {}).get("field_statistics") for ans in answers)]
+    return query, {sf: _sum_stats(answers, sf) for sf in complete}
+
+
 def _candidate_doc(doc_id: str, subfields: Sequence[str], positions: bool = False) -> dict[str, Any]:
     return {
         "_id": doc_id,

@@ -217,16 +217,22 @@ class RerankerCore:
         return AnalyzedQuery(query=query, dropped=dropped_terms(self.first_stage, self._layout, query))
 
     def _analyze_cached_plan(self, text: str, channels: Sequence[str]) -> Plan[dict[str, QueryChannel]]:
-        """Per-channel analysis, from an LRU of recent query texts or (concurrently, one
-        ``_analyze`` per channel) from the engine.  An index's analyzers cannot change
-        while it is open, so an entry stays valid for the reranker's lifetime."""
+        """Per-channel analysis, from an LRU of recent query texts or from the engine: for an
+        esbridge index one ``_termvectors`` per shard, which also brings the statistics of the
+        text's terms (:meth:`FeatureStore.analyze_plan`); for a plain index one ``_analyze``
+        per channel, concurrently.  An index's analyzers cannot change while it is open, so an
+        entry stays valid for the reranker's lifetime."""
         missing = [ch for ch in channels if (text, ch) not in self._analysis]
         layout = self._layout
         if missing:
-            parts = yield gather(*(analyze_query_plan(self.index, layout, text, [ch]) for ch in missing))
-            for got in parts:
-                for ch, qc in got.items():
-                    self._analysis[(text, ch)] = qc
+            got: dict[str, QueryChannel] = {}
+            if layout.plain or not text:
+                for part in (yield gather(*(analyze_query_plan(self.index, layout, text, [ch]) for ch in missing))):
+                    got.update(part)
+            else:
+                got = yield from self.store.analyze_plan(text, missing)
+            for ch, qc in got.items():
+                self._analysis[(text, ch)] = qc
             while len(self._analysis) > 20_000:
                 self._analysis.popitem(last=False)
         return {ch: self._analysis[(text, ch)] for ch in channels}

@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from esbridge.engine.client import Engine
-from esbridge.features import QueryChannel, ShardRouting, build_input, fetch_raw
+from esbridge.engine.plan import run
+from esbridge.features import QueryChannel, ShardRouting, analyze_query, build_input, fetch_raw
+from esbridge.features.cache import FeatureStore
+from esbridge.features.termvectors import analyze_with_stats_plan
 from esbridge.index import IndexLayout, create_index
 
 
@@ -42,6 +45,41 @@ def test_statistics_are_index_wide_on_three_shards(engine: Engine, index_name: s
                                       "field_statistics": True})["term_vectors"]["text"]["field_statistics"]["doc_count"]
                  for r in routing.routings()]
     assert sum(per_shard) == 30 and max(per_shard) < 30
+
+
+TEXTS = ["Apple banana apple, CHERRY! apples", "the of and", "date-date 42 bananas' cherries", "x", "  "]
+
+
+def test_analysis_with_statistics_is_analyze_and_the_index_wide_statistics(engine: Engine, index_name: str) -> None:
+    """One ``_termvectors`` per shard gives the tokens ``_analyze`` gives, in the same order,
+    and the statistics the separate statistics read gives, summed over three shards."""
+    create_index(engine, index_name, IndexLayout(), shards=3)
+    _docs(engine, index_name, DOCS)
+    layout = IndexLayout()
+    routing = ShardRouting(engine, index_name)
+    checked = 0
+    for text in TEXTS:
+        query, stats = run(analyze_with_stats_plan(index_name, layout, text, layout.channels, routing.routings()),
+                           engine)
+        assert query == analyze_query(engine, index_name, layout, text, layout.channels), text
+        fetched = fetch_raw(engine, index_name, layout, query, [], fields=[layout.combined], routing=routing)
+        for ch, qc in query.items():
+            sf = layout.subfield(layout.combined, ch)
+            if sf not in stats:  # left to fetch_raw: only where the channel kept none of the text
+                assert not qc.terms, (text, ch)
+                continue
+            want = fetched.stats[sf]
+            assert (stats[sf].doc_count, stats[sf].sum_ttf) == (want.doc_count, want.sum_ttf) == (30, want.sum_ttf)
+            assert stats[sf].df == {t: want.df.get(t, 0) for t in qc.terms}, (text, ch)
+            checked += 1
+    assert checked >= 8
+    # the store keeps them in the statistics cache once it has validated the index once
+    store = FeatureStore(engine, index_name, layout)
+    store.stats.validate()
+    query = run(store.analyze_plan(TEXTS[0], ["base", "bigram"]), engine)
+    assert store.stats.missing([layout.subfield(layout.combined, "base"), layout.subfield(layout.combined, "bigram")],
+                               query, layout, [layout.combined]) == {}
+    assert store.stats.get(layout.subfield(layout.combined, "base"), ["appl"]).df == {"appl": 30}
 
 
 def _explained_counts(engine: Engine, index: str, doc_id: str, term: str) -> tuple[int, int]:
