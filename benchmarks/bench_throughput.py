@@ -3,7 +3,7 @@
 The same judged queries are sent by ``--threads`` client threads for ``--seconds`` each run,
 first as the engine's own BM25 query at the window, then through one :class:`Reranker`
 shared by the threads (evolved, window 100), its term vectors warm (every candidate fetched
-once before) and cold (the vector cache cleared before each query).  Target (issue-level):
+once before) and cold (the vector cache cleared before each query).  The aim:
 esbridge's warm rerank at least 0.8x the engine's queries per second.
 
 Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
