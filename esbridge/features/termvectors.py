@@ -300,13 +300,14 @@ def analyze_with_stats_plan(index: str, layout: IndexLayout, text: str, channels
 
     The request's artificial document holds the text in the combined field, which each
     channel sub-field analyses with its own analyzer — the one ``_analyze`` uses for it — and
-    the answer lists each sub-field's terms with their positions (so the tokens come back in
-    position order; tokens an analyzer stacks at one position, such as synonyms, come in term
-    order, not necessarily ``_analyze``'s) and that shard's document frequencies; summed over ``routings`` (one per
-    shard, :class:`ShardRouting`) they are index-wide.  Statistics are returned only for the
-    sub-fields every shard answered with field statistics (a channel that keeps no term of the
-    text is left to :func:`fetch_raw`).  For an esbridge index, whose combined field is a field
-    of the index; a plain index's is not (see :meth:`IndexLayout.analysis`).
+    the answer lists each sub-field's terms with their positions, so the tokens come back in
+    position order (tokens an analyzer stacks at one position, such as synonyms, in term order,
+    not necessarily ``_analyze``'s), and that shard's document frequencies; summed over
+    ``routings`` (one per shard, :class:`ShardRouting`) they are index-wide.  Statistics are
+    returned only for the sub-fields every shard answered with field statistics (a channel
+    that keeps no term of the text is left to :func:`fetch_raw`).  For an esbridge index,
+    whose combined field is a field of the index; a plain index's is not (see
+    :meth:`IndexLayout.analysis`).
 
     Raises:
         ConfigurationError: a plain layout, or no routings.
