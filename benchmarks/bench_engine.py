@@ -31,6 +31,7 @@ from pathlib import Path
 
 from esbridge.engine.client import Engine
 from esbridge.engine.provision import provision
+from esbridge.features import fetch_raw
 from esbridge.features.build import build_store
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.diskstore import DiskVectorStore
@@ -80,8 +81,6 @@ def bench_termvectors(engine: Engine, index: str, queries: list[str]) -> list[st
             hits = engine.search(index, {"size": n, "_source": False,
                                          "query": rr.first_stage_query(prepared, q)})["hits"]["hits"]
             ids = [h["_id"] for h in hits]
-            from esbridge.features import fetch_raw
-
             t0 = time.perf_counter()
             layout = rr.layout
             assert layout is not None, "the benchmark index has esbridge's layout"
@@ -89,6 +88,7 @@ def bench_termvectors(engine: Engine, index: str, queries: list[str]) -> list[st
             times.append(time.perf_counter() - t0)
             reqs = res.requests
         lines.append(f"| {n} | {reqs} | {ms(times, 50):.1f} | {ms(times, 95):.1f} |")
+    rr.close()
     return lines
 
 
@@ -136,6 +136,8 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
             t0 = time.perf_counter()
             rs.search(q, size=10)
             stored.append(time.perf_counter() - t0)
+        rr.close()
+        rs.close()
         rows.append((f"esbridge {scorer}, never-seen candidates (cold)", window, cold))
         rows.append((f"esbridge {scorer}, candidates in the disk store", window, stored))
         rows.append((f"esbridge {scorer}, candidates in memory (warm)", window, warm))
