@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from esbridge.cli_search import fields_args, fields_option
 from esbridge.errors import ConfigurationError
 
 
@@ -31,6 +32,7 @@ def _cmd_export(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
     for name in scorers:
         get_scorer(name)
     params = parse_param_overrides(args.param or [], scorers)
+    fields = fields_option(args.fields)
     # every input file is read before the engine is reached: a malformed line fails at once
     topics = read_topics(args.topics, args.topic_field)
     qrels = read_qrels(args.qrels) if args.qrels else None
@@ -41,7 +43,7 @@ def _cmd_export(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
     engine = connect(args)
     report = export_features(engine, args.index, topics, output, qrels=qrels, window=args.window,
                              fmt=args.format, scorers=scorers, params=params, topic_field=args.topic_field,
-                             progress=not args.quiet)
+                             fields=fields, progress=not args.quiet)
     if report.without_candidates:
         listed = ", ".join(report.without_candidates[:10]) + (" ..." if len(report.without_candidates) > 10 else "")
         print(f"esbridge: note: the first stage found nothing for {len(report.without_candidates)} topic(s), "
@@ -112,7 +114,9 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                "            line's qid, topic and docid in <output>.docids",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    e.add_argument("--index", required=True, help="an index created by `esbridge index`")
+    e.add_argument("--index", required=True,
+                   help="an index created by `esbridge index`, or one of yours: scorers that read only the base "
+                        "channel (e.g. --scorers bm25,bmx) work on any index with text fields")
     e.add_argument("--topics", required=True,
                    help="BEIR queries.jsonl (_id, text), a TREC topics file (<top> <num> <title> <desc> <narr>) "
                         "or id<TAB>text lines")
@@ -128,6 +132,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="a scorer parameter, e.g. evolved.w_bi=0.2 (repeat)")
     e.add_argument("--topic-field", choices=["title", "desc", "title+desc"], default="title",
                    help="what of a TREC topic is the query text (default title)")
+    fields_args(e)
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     connection_args(e)
     e.set_defaults(func=lambda a: _cmd_export(a, connect))

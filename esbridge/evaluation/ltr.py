@@ -2,7 +2,9 @@
 
 For each topic, the engine's first stage finds the top ``window`` candidates
 (:meth:`Reranker.analyze`, then :meth:`Reranker.fetch_candidates`); each scorer's reranker
-turns them into its arrays (:meth:`Reranker.scoring_input`) and scores them.  Every
+turns them into its arrays (:meth:`Reranker.scoring_input`) and scores them.  Only the
+scorers asked for are built, so an index of yours without esbridge's channels serves the
+scorers that read its text fields alone (``bm25``, ``bmx``, the BM25F scorers, ...).  Every
 candidate becomes one line:
 
 - ``svmrank`` (SVMrank, RankLib, LETOR, scikit-learn's ``load_svmlight_file(query_id=True)``)::
@@ -34,7 +36,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -42,6 +44,7 @@ import numpy as np
 
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, IndexNotFoundError
+from esbridge.evaluation.runner import SharedAnalysis
 from esbridge.evaluation.trecfiles import Topic, read_qrels, read_topics
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.entropy import CollectionEntropy
@@ -148,22 +151,18 @@ class _Writer:
         self.lines += len(docs)
 
 
-def _lead_params() -> Any:
-    """Evolved parameters that read every channel, so that one analysis of a topic serves every scorer."""
-    params = get_scorer("evolved").params_type()
-    return replace(params, **{n: 0.1 for n in ("w_pfx", "w_bi", "w_mic") if getattr(params, n) <= 0.0})
-
-
 def export_features(engine: Engine, index: str, topics: Sequence[Topic] | str | Path, output: str | Path, *,
                     qrels: Mapping[str, Mapping[str, int]] | str | Path | None = None, window: int = 1000,
                     fmt: str = "svmrank", scorers: Sequence[str] | None = None,
                     params: Mapping[str, Any] | None = None, topic_field: str = "title",
-                    progress: bool = True) -> ExportReport:
+                    fields: str | Sequence[str] | None = None, progress: bool = True) -> ExportReport:
     """Write the learning-to-rank features of every topic's first-stage candidates.
 
     Args:
         engine: the connected engine.
-        index: an index created by esbridge.
+        index: an index created by esbridge, or one of yours (a plain index, see
+            :func:`esbridge.index.open_layout`): scorers that read only the ``base`` channel
+            (``bm25``, ``bmx``, the BM25F scorers, ...) work on its text fields.
         topics: the topics, or a topics file (:func:`~esbridge.evaluation.trecfiles.read_topics`).
         output: the feature file; ``<output>.features.json`` (and, for LightGBM, ``.query`` and
             ``.docids``) are written beside it.  Each file is written whole, then moved into place.
@@ -175,10 +174,13 @@ def export_features(engine: Engine, index: str, topics: Sequence[Topic] | str | 
         params: a scorer's parameter object by scorer name (default: its defaults).
         topic_field: with a TREC topics file, what the query text is (``title``, ``desc``,
             ``title+desc``).
+        fields: the text fields to read, as :class:`~esbridge.rerank.Reranker`'s ``fields``
+            (default: every text field of an esbridge index, those a plain index's mapping has).
 
     Raises:
-        ConfigurationError: a wrong format, window or scorer, or a candidate that left the index
-            while its features were read.
+        ConfigurationError: a wrong format, window or scorer, a scorer that needs channels the
+            index lacks (the message names the scorer and the channels), or a candidate that left
+            the index while its features were read.
         InputFileError: an unreadable or malformed topics or judgments file (the message names
             the file and the line); raised before the engine is reached.
         IndexNotFoundError: ``index`` does not exist.
@@ -208,20 +210,26 @@ def export_features(engine: Engine, index: str, topics: Sequence[Topic] | str | 
     sidecar, extra = feature_files(out, fmt)
     qids = _qids(topic_list)
     vectors = TermVectorCache()
-    lead = Reranker(engine, index, scorer="evolved", params=_lead_params(), window=window, vector_cache=vectors)
-    rerankers = {name: Reranker(engine, index, scorer=name, params=(params or {}).get(name), window=window,
-                                vector_cache=vectors, layout=lead.layout) for name in names}
-    entropy = None
-    for rr in rerankers.values():
-        if get_scorer(rr.scorer).needs_entropy:  # one collection entropy for BMX and its normalised form
-            entropy = entropy or CollectionEntropy(engine, index, rr._layout, progress=progress)
-            rr._entropy = entropy
+    rerankers: dict[str, Reranker] = {}
     parts = [Path(f"{p}.part") for p in (out, *extra)]
     without: list[str] = []
     queries: list[dict[str, Any]] = []
     from tqdm import tqdm
 
     try:
+        # only the scorers asked for: each reranker checks that the index has the channels its scorer
+        # reads (the error names the scorer and what is missing); they share the first one's layout
+        for name in names:
+            rerankers[name] = Reranker(engine, index, scorer=name, params=(params or {}).get(name), window=window,
+                                       vector_cache=vectors, fields=fields,
+                                       layout=rerankers[names[0]].layout if rerankers else None)
+        lead = rerankers[names[0]]  # the first stage (the engine's BM25 over the base channel) is the same for all
+        shared = SharedAnalysis(list(rerankers.values()))  # one analysis per topic where its channels serve
+        entropy = None
+        for rr in rerankers.values():
+            if get_scorer(rr.scorer).needs_entropy:  # one collection entropy for BMX and its normalised form
+                entropy = entropy or CollectionEntropy(engine, index, rr._layout, progress=progress)
+                rr._entropy = entropy
         with ExitStack() as files:
             opened = [files.enter_context(open(p, "w", encoding="utf-8")) for p in parts]
             writer = _Writer(fmt, opened[0], *(opened[1:] if extra else (None, None)))
@@ -230,8 +238,8 @@ def export_features(engine: Engine, index: str, topics: Sequence[Topic] | str | 
             for topic in tqdm(topic_list, desc="features", unit="topic", disable=not progress, file=sys.stderr):
                 text = topic.text(topic_field)
                 # the reranker's own path: analysis, first stage, then candidates -> features -> scores
-                prepared = lead.analyze(text)
-                hits = lead.fetch_candidates(prepared, text, window=window)["hits"]["hits"]
+                analysed = shared.analyse(text)
+                hits = lead.fetch_candidates(analysed[lead.scorer], text, window=window)["hits"]["hits"]
                 if not hits:
                     without.append(topic.id)
                     continue
@@ -240,7 +248,7 @@ def export_features(engine: Engine, index: str, topics: Sequence[Topic] | str | 
                 columns: dict[str, np.ndarray] = {
                     ENGINE_FEATURE: np.array([float(h["_score"]) for h in hits], dtype=np.float64)}
                 for name, rr in rerankers.items():
-                    inputs, found = rr.scoring_input(prepared, ids, versions)
+                    inputs, found = rr.scoring_input(analysed[name], ids, versions)
                     gone = [i for i, ok in zip(ids, found) if not ok]
                     if gone:
                         raise ConfigurationError(
@@ -262,18 +270,20 @@ def export_features(engine: Engine, index: str, topics: Sequence[Topic] | str | 
     finally:
         for p in parts:
             p.unlink(missing_ok=True)
-        lead.close()
         for rr in rerankers.values():
             rr.close()
 
     unjudged = [t.id for t in topic_list if judged is not None and t.id not in judged]
+    layout = lead._layout
     meta = {
         "format": fmt,
         "file": out.name,
         "files": {"groups": extra[0].name, "docids": extra[1].name} if extra else {},
         "index": index,
         "window": window,
-        "first_stage": "the engine's BM25 over the combined field's base channel (the index's similarity)",
+        "first_stage": f"the engine's BM25 over {', '.join(layout.indexed(layout.combined, 'base'))} "
+                       "(the index's similarity)",
+        "fields": list(layout.fields),
         "topic_field": topic_field,
         "judgments": judged is not None,
         "features": [{"index": i, "name": n, **_describe(n, names)} for i, n in enumerate(writer.names, start=1)],

@@ -47,6 +47,7 @@ __all__ = [
     "PIPELINE_SYSTEMS",
     "EvalConfig",
     "EvalResult",
+    "SharedAnalysis",
     "SystemRun",
     "SystemSet",
     "parse_param_overrides",
@@ -290,8 +291,9 @@ def _hits(engine: Engine, index: str, query: Mapping[str, Any], size: int,
     return hits
 
 
-class _SharedAnalysis:
-    """Analysed queries shared between rerankers whose channels they cover."""
+class SharedAnalysis:
+    """Analysed queries shared between rerankers whose channels they cover (one analysis
+    of a query serves every reranker that reads no channel beyond it)."""
 
     def __init__(self, rerankers: Sequence[Reranker]) -> None:
         # analyse with the reranker that reads the most channels first; others reuse it
@@ -379,7 +381,7 @@ class SystemSet:
             if config.window > limit:
                 raise ConfigurationError(f"window {config.window} is above index.max_result_window ({limit}) of "
                                          f"{index!r}; lower --window")
-        self._prep = _SharedAnalysis(self.rerankers or ([self.first] if self.first is not None else []))
+        self._prep = SharedAnalysis(self.rerankers or ([self.first] if self.first is not None else []))
 
         self.systems: dict[str, SystemRun] = {}
         if baseline is not None:

@@ -254,3 +254,46 @@ def test_add_channels_refuses_what_would_lose_data(engine: Engine, index_name: s
         add_channels(engine, index_name, progress=False)
     with pytest.raises(ConfigurationError, match="no text field esbridge can read"):
         open_layout(engine, index_name)
+
+
+def test_features_export_on_a_plain_index_builds_only_the_scorers_asked_for(
+        engine: Engine, own: Own, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conn = ["--url", engine.options.url, "--quiet"]
+    out = tmp_path / "feats.txt"
+    code, stdout, err = run(capsys, "features", "export", "--index", own.index, "--topics", str(own.topics),
+                            "--qrels", str(own.qrels), "--output", str(out), "--scorers", "bm25,bmx",
+                            "--fields", "text,stored", "--window", "20", *conn)
+    assert code == 0, err
+    meta = json.loads((tmp_path / "feats.txt.features.json").read_text())
+    names = [f["name"] for f in meta["features"]]
+    assert names[:3] == ["engine_bm25", "bm25", "bmx"] and not any(n.startswith("evolved") for n in names)
+    assert meta["fields"] == ["text", "stored"] and "text, stored" in meta["first_stage"]
+    column = {n: i for i, n in enumerate(names, start=1)}
+    rows: dict[str, dict[str, dict[int, float]]] = {}
+    for line in out.read_text().splitlines():
+        head, _, doc = line.partition(" # ")
+        label, qid, *pairs = head.split()
+        rows.setdefault(qid.removeprefix("qid:"), {})[doc] = {int(k): float(v) for k, v in
+                                                               (p.split(":") for p in pairs)}
+    assert len(rows) == TOPICS and f"{sum(map(len, rows.values()))} candidates of {TOPICS} topics" in stdout
+    # each feature is what the reranker computes on the same fields of the plain index
+    with Reranker(engine, own.index, scorer="bm25", fields=["text", "stored"], window=20) as bm25, \
+            Reranker(engine, own.index, scorer="bmx", fields=["text", "stored"], window=20) as bmx:
+        texts = {t["_id"]: t["text"] for t in map(json.loads, own.topics.read_text().splitlines())}
+        for q in meta["queries"]:
+            text, feats = texts[q["topic"]], rows[str(q["qid"])]
+            for rr in (bm25, bmx):
+                hits = rr.search(text, size=20)["hits"]["hits"]
+                assert {h["_id"] for h in hits} == set(feats)
+                for h in hits:
+                    assert feats[h["_id"]][column[rr.scorer]] == pytest.approx(h["_score"], rel=1e-12)
+                    assert feats[h["_id"]][column["engine_bm25"]] == h["_esbridge"]["first_stage_score"]
+
+    # a scorer that needs channels the index lacks: one line naming it and the channels, nothing written
+    out2 = tmp_path / "evolved.txt"
+    code, _, err = run(capsys, "features", "export", "--index", own.index, "--topics", str(own.topics),
+                       "--output", str(out2), "--scorers", "bm25,evolved", "--fields", "text", *conn)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "scorer 'evolved' needs the prefix, bigram and micro channels" in err and "--add-channels" in err
+    assert not list(tmp_path.glob("evolved.txt*"))
+
