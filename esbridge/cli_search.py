@@ -229,10 +229,31 @@ def _index_bm25(engine: Any, index: str) -> tuple[float, float]:
 
 
 def _bm25_note(rr: Any) -> str:
-    """One line on why esbridge's bm25 and the engine's first-stage BM25 differ, and how to match them."""
+    """One line on why esbridge's bm25 and the engine's first-stage BM25 differ, and how to match them
+    where a setting can."""
+    from esbridge.rerank.candidates import fields_to_read
+    from esbridge.scoring import get_scorer
+
     k1, b = _index_bm25(rr.engine, rr.index)
     params = rr.params
     plus = rr.engine.info.bm25_k1_plus_one
+    # every parameter that must differ from the defaults or from what was given, so the line works as it stands
+    same = f"--param k1={_num(k1)} --param b={_num(b)} --param lucene_norms=true" + (
+        f" --param k1_plus_one={'true' if plus else 'false'}"
+        if plus != type(params)().k1_plus_one or params.k1_plus_one != plus else "")
+    layout = rr.layout
+    # the first stage has one term clause per field it scores and query term: the sum of their BM25 scores
+    scored = layout.indexed(layout.combined, "base")
+    read = fields_to_read(get_scorer(rr.scorer), layout, rr.field_weights)
+    if len(scored) > 1:
+        return (f"esbridge's bm25 cannot reproduce the engine's score here, whatever its parameters: the engine adds "
+                f"up the BM25 of each of {', '.join(scored)} (each field with its own statistics and length norms), "
+                "while esbridge's bm25 scores them as one field (term frequencies and lengths added up, statistics "
+                f"merged as in combined_fields); with one field in --fields, {same} reproduces the engine's score.")
+    if read != (layout.combined,):
+        return (f"esbridge's bm25 cannot reproduce the engine's score here, whatever its parameters: with field "
+                f"weights it scores {', '.join(read)} BM25F-style (weighted term frequencies and lengths added up), "
+                f"while the engine scores {scored[0]}; without --field-weight, {same} reproduces the engine's score.")
     differs = []
     if not params.lucene_norms:
         differs.append("exact document lengths where the engine rounds them to one-byte norms")
@@ -243,8 +264,6 @@ def _bm25_note(rr: Any) -> str:
     if not differs:
         return ("esbridge's bm25 here uses the engine's one-byte length norms and the index's k1 and b, so it "
                 "reproduces the engine's score.")
-    same = f"--param k1={_num(k1)} --param b={_num(b)} --param lucene_norms=true" + (
-        f" --param k1_plus_one={'true' if plus else 'false'}" if params.k1_plus_one != plus else "")
     return (f"esbridge's bm25 differs from the engine's on purpose: {'; '.join(differs)} "
             f"({same} reproduces the engine's score).")
 

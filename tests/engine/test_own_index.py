@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,3 +298,39 @@ def test_features_export_on_a_plain_index_builds_only_the_scorers_asked_for(
     assert "scorer 'evolved' needs the prefix, bigram and micro channels" in err and "--add-channels" in err
     assert not list(tmp_path.glob("evolved.txt*"))
 
+
+def test_bm25_note_on_several_plain_fields_says_no_parameter_reproduces_the_engine(
+        engine: Engine, own: Own, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a plain index the first stage scores each text field with its own statistics and adds
+    them up; esbridge's bm25 reads the fields as one, so the note must not promise parity."""
+    plus = "true" if engine.info.bm25_k1_plus_one else "false"
+    parity = ["--param", "k1=1.2", "--param", "b=0.75", "--param", "lucene_norms=true",
+              "--param", f"k1_plus_one={plus}"]
+    conn = ["--url", engine.options.url]
+    q = own.queries[0]
+    code, out, err = run(capsys, "search", own.index, q, "--scorer", "bm25", "--fields", "text,stored",
+                         *parity, *conn)
+    assert code == 0, err
+    note = [line for line in out.splitlines() if line.startswith("esbridge's bm25")]
+    assert len(note) == 1 and "cannot reproduce the engine's score here, whatever its parameters" in note[0]
+    assert "text, stored" in note[0] and "reproduces the engine's score." in note[0]
+    with Reranker(engine, own.index, scorer="bm25", params=_bm25(engine), fields=["text", "stored"],
+                  window=30) as both, \
+            Reranker(engine, own.index, scorer="bm25", params=_bm25(engine), fields=["text"], window=30) as text, \
+            Reranker(engine, own.index, scorer="bm25", params=_bm25(engine), fields=["stored"], window=30) as stored:
+        hits = both.search(q, size=30)["hits"]["hits"]
+        ids = [h["_id"] for h in hits]
+        engine_scores = np.array([h["_esbridge"]["first_stage_score"] for h in hits])
+        ours = np.array([h["_score"] for h in hits])
+        # what the note says: the engine's score is each field's own BM25 added up, not the fields read as one
+        per_field = [rr.score_hits(rr.analyze(q), ids, [None] * len(ids))[0].scores for rr in (text, stored)]
+        assert np.allclose(per_field[0] + per_field[1], engine_scores, rtol=1e-5)
+        assert np.max(np.abs(ours - engine_scores) / engine_scores) > 1e-2
+    # with one field, the parameters the note names do reproduce it
+    params = [a for p in re.findall(r"--param (\S+)", note[0].rpartition("with one field")[2]) for a in ("--param", p)]
+    assert "lucene_norms=true" in params
+    code, out, err = run(capsys, "search", own.index, q, "--scorer", "bm25", "--fields", "text", "--size", "10",
+                         *params, *conn)
+    assert code == 0 and "so it reproduces the engine's score" in out, out
+    rows = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+-?\d", line)]
+    assert len(rows) == 10 and all(r[1] == r[2] for r in rows)
