@@ -14,6 +14,7 @@ from esbridge.engine.client import Engine
 from esbridge.ingest import ingest, read_jsonl
 from tests.cli import run
 from tests.data import beir
+from tests.smallindex import create_small_index
 
 QUERY = "blood glucose in diabetes"
 
@@ -109,3 +110,22 @@ def test_rescore_reads_a_file_or_dash_and_hints_in_a_terminal(engine: Engine, me
     assert sorted(h["_id"] for h in json.loads(out)["hits"]["hits"]) == sorted(ids[0])
     code, _, err = run(capsys, "rescore", med_index, "blood glucose", str(tmp_path / "missing.json"), "--url", url)
     assert code == 2 and "response file" in err and "missing.json" in err
+
+
+def test_bm25_note_with_field_weights_promises_no_parity(engine: Engine, index_name: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """With field weights esbridge's bm25 reads the text fields BM25F-style, the engine the combined
+    field: no parameter makes them equal, and the note says so."""
+    create_small_index(engine, index_name)
+    conn = ["--url", engine.options.url]
+    parity = ["--param", "k1=1.2", "--param", "b=0.75", "--param", "lucene_norms=true",
+              "--param", f"k1_plus_one={'true' if engine.info.bm25_k1_plus_one else 'false'}"]
+    code, out, err = run(capsys, "search", index_name, "glucose diabetes", "--scorer", "bm25", "--field-weight",
+                         "title=3", *parity, *conn)
+    assert code == 0, err
+    note = [line for line in out.splitlines() if line.startswith("esbridge's bm25")]
+    assert len(note) == 1 and "cannot reproduce the engine's score here" in note[0] and "esb_all" in note[0]
+    assert any(r[1] != r[2] for r in rows(out))
+    code, out, err = run(capsys, "search", index_name, "glucose diabetes", "--scorer", "bm25", *parity, *conn)
+    assert code == 0 and "so it reproduces the engine's score" in out, err
+    assert rows(out) and all(r[1] == r[2] for r in rows(out))
