@@ -37,15 +37,18 @@ from esbridge.engine.client import (
     analyze_plan,
     backoff_wait,
     client_installed,
+    elasticsearch_client_version,
     engine_error,
     identify_plan,
     log,
     probe_options,
+    refused_product_message,
     request_target,
     usable_answer,
     require_client,
     search_plan,
     unavailable_error,
+    warn_newer_client,
 )
 from esbridge.engine.plan import run_async
 from esbridge.errors import ConfigurationError
@@ -186,7 +189,7 @@ class _AsyncElasticsearchTransport(_AsyncTransport):
     async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                       headers: Mapping[str, str]) -> Any:
         from elastic_transport import ConnectionError as ESConnectionError
-        from elasticsearch import ApiError
+        from elasticsearch import ApiError, UnsupportedProductError
 
         from esbridge.engine.client import compatibility_headers
 
@@ -196,6 +199,8 @@ class _AsyncElasticsearchTransport(_AsyncTransport):
                                                      body=body)
         except ESConnectionError as err:
             raise _unreachable(err) from err
+        except UnsupportedProductError as err:
+            raise ConfigurationError(refused_product_message(elasticsearch_client_version(), err.body)) from err
         except ApiError as err:
             raise _HttpError(err.meta.status, err.body) from err
         return resp.body
@@ -273,10 +278,12 @@ class AsyncEngine(EngineBase):
     async def from_client(cls, client: Any, *, max_retries: int = 5, backoff: float = 0.5) -> AsyncEngine:
         """Use an asynchronous client the caller built: an ``opensearchpy.AsyncOpenSearch``, an
         ``elasticsearch.AsyncElasticsearch`` (8/9) or an ``elasticsearch7.AsyncElasticsearch``.
-        esbridge sends its requests through it and never closes it.
+        esbridge sends its requests through it and never closes it; a client of a later major
+        version than the server is warned of, as by :meth:`Engine.from_client`.
 
         Raises:
-            ConfigurationError: ``client`` is none of those (or a synchronous one).
+            ConfigurationError: ``client`` is none of those (or a synchronous one), or refuses the
+                server.
         """
         transport = _async_client_transport(client)
         options = ConnectionOptions(url=_client_url(client), max_retries=max_retries, backoff=backoff)
@@ -286,6 +293,7 @@ class AsyncEngine(EngineBase):
                                probe)
         if isinstance(transport, _AsyncElasticsearchTransport):
             transport.server_major = info.version[0]
+            warn_newer_client(info)
         return cls(options, info, transport)
 
     async def close(self) -> None:

@@ -29,6 +29,7 @@ import logging
 import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -290,6 +291,40 @@ def require_client(module: str, needed_by: str) -> None:
         )
 
 
+def elasticsearch_client_version() -> tuple[int, ...]:
+    """The version of the installed ``elasticsearch`` client library (8/9), e.g. ``(9, 5, 1)``."""
+    import elasticsearch
+
+    return tuple(int(p) for p in elasticsearch.__version__)
+
+
+def newer_client_message(client_version: Sequence[int], info: EngineInfo) -> str | None:
+    """One line when an ``elasticsearch`` client of ``client_version`` is of a later major version
+    than the Elasticsearch server ``info`` (``None`` otherwise): esbridge's requests through it carry
+    the server's compatibility headers and work, but the client's own calls ask for its own major
+    version, which the server refuses ("Accept version must be either version 8 or 7")."""
+    major = info.version[0]
+    if info.distribution != "elasticsearch" or client_version[0] <= major:
+        return None
+    return (f"the elasticsearch client {'.'.join(map(str, client_version))} is newer than {info.label}: esbridge's "
+            "requests through it carry the server's compatibility headers, but the client's own calls (search(), "
+            f"index(), ...) are refused by the server; install the client of the server's version: "
+            f"pip install 'elasticsearch>={major},<{major + 1}'")
+
+
+def refused_product_message(client_version: Sequence[int], root: Any) -> str:
+    """One line for an ``elasticsearch`` client (8/9) that refuses the server (its product check:
+    it talks only to Elasticsearch 8 and later, and 7.14+ of Elastic's default distribution);
+    ``root`` is the server's ``GET /`` answer the client refused."""
+    try:
+        server = parse_info(root).label if isinstance(root, Mapping) else "this server"
+    except UnsupportedEngineError:
+        server = "this server"
+    return (f"the given elasticsearch client {'.'.join(map(str, client_version))} refuses {server} (it talks only to "
+            "Elasticsearch's own distribution, 7.14 and later); pass the URL instead and esbridge builds a client "
+            "that talks to it, or pass an opensearchpy.OpenSearch client")
+
+
 class _Transport:
     """A thin adapter: one ``perform(method, path, params, body, headers)`` per client."""
 
@@ -454,7 +489,7 @@ class _ElasticsearchTransport(_Transport):
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
         from elastic_transport import ConnectionError as ESConnectionError
-        from elasticsearch import ApiError
+        from elasticsearch import ApiError, UnsupportedProductError
 
         try:
             resp = self.client.perform_request(method, path, params=dict(params or {}),
@@ -462,6 +497,8 @@ class _ElasticsearchTransport(_Transport):
                                                body=body)
         except ESConnectionError as err:
             raise _Unreachable(str(err)) from err
+        except UnsupportedProductError as err:
+            raise ConfigurationError(refused_product_message(elasticsearch_client_version(), err.body)) from err
         except ApiError as err:
             raise _HttpError(err.meta.status, err.body) from err
         return resp.body
@@ -490,6 +527,14 @@ def _client_transport(client: Any) -> _Transport:
         f"cannot use a {type(client).__module__}.{name} as an engine client; pass a URL, ConnectionOptions, "
         "or an opensearchpy.OpenSearch, elasticsearch.Elasticsearch or elasticsearch7.Elasticsearch client"
     )
+
+
+def warn_newer_client(info: EngineInfo) -> None:
+    """Warn (:func:`newer_client_message`) when the caller's ``elasticsearch`` client is of a later
+    major version than the server."""
+    message = newer_client_message(elasticsearch_client_version(), info)
+    if message is not None:
+        warnings.warn(message, stacklevel=3)
 
 
 def _client_url(client: Any) -> str:
@@ -731,8 +776,13 @@ class Engine(EngineBase):
         (8/9) or an ``elasticsearch7.Elasticsearch``.  esbridge sends its requests through it and
         never closes it; its own retry settings apply on top of the client's.
 
+        An ``elasticsearch`` client of a later major version than the server works for esbridge
+        (its requests carry the server's compatibility headers), but the server refuses the
+        client's own calls: a warning names the client to install.
+
         Raises:
-            ConfigurationError: ``client`` is none of those (or an asynchronous one).
+            ConfigurationError: ``client`` is none of those (or an asynchronous one), or refuses the
+                server (an ``elasticsearch`` 8/9 client and OpenSearch or Elasticsearch before 7.14).
         """
         transport = _client_transport(client)
         options = ConnectionOptions(url=_client_url(client), max_retries=max_retries, backoff=backoff)
@@ -741,6 +791,7 @@ class Engine(EngineBase):
         info = run(identify_plan(where, es7_client=isinstance(transport, _Elasticsearch7Transport)), probe)
         if isinstance(transport, _ElasticsearchTransport):
             transport.server_major = info.version[0]
+            warn_newer_client(info)
         return cls(options, info, transport)
 
     def close(self) -> None:

@@ -107,3 +107,47 @@ def test_a_client_that_refuses_the_server_says_what_to_do(engine: Engine) -> Non
     else:
         assert Engine.connect(client).info == engine.info
     client.close()
+
+
+def test_an_elasticsearch_client_newer_than_the_server_names_the_one_to_install(engine: Engine,
+                                                                                small_index: str) -> None:
+    """The installed ``elasticsearch`` client (8/9) handed to esbridge: against an older
+    Elasticsearch, esbridge's requests work (compatibility headers) and a one-line warning names
+    the client whose own calls the server takes; against a server it refuses, one line says what
+    to pass instead."""
+    import warnings
+
+    import elasticsearch
+    from elasticsearch import BadRequestError, Elasticsearch
+
+    version = tuple(elasticsearch.__version__)  # the installed client's
+    opts = engine.options
+    auth = {"basic_auth": (str(opts.username), str(opts.password))} if opts.username else {}
+    client = Elasticsearch(opts.url, ca_certs=opts.ca_certs, **auth)  # type: ignore[arg-type]
+    try:
+        major = engine.info.version[0]
+        if engine.distribution == "opensearch" or major < 8:
+            with pytest.raises(ConfigurationError) as err:
+                Engine.connect(client)
+            assert "\n" not in str(err.value) and "pass the URL instead" in str(err.value)
+            assert str(err.value).startswith(f"the given elasticsearch client "
+                                             f"{'.'.join(map(str, version))} "
+                                             f"refuses {engine.info.label} (")
+            return
+        newer = version[0] > major
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            own = Engine.connect(client)
+        said = [str(w.message) for w in caught if "elasticsearch client" in str(w.message)]
+        # esbridge's own requests work through it either way
+        assert own.count(small_index) == len(DOCS)
+        if newer:
+            assert len(said) == 1 and "\n" not in said[0] and f"newer than {engine.info.label}" in said[0]
+            assert said[0].endswith(f"pip install 'elasticsearch>={major},<{major + 1}'")
+            # what the warning says: the server refuses the client's own calls
+            with pytest.raises(BadRequestError, match="Accept version must be"):
+                client.count(index=small_index)
+        else:
+            assert said == [] and client.count(index=small_index)["count"] == len(DOCS)
+    finally:
+        client.close()

@@ -92,3 +92,75 @@ def test_elasticsearch_7_falls_back_to_opensearch_py(fake_elasticsearch: str, mo
     assert type(engine._transport).__name__ == "_OpenSearchTransport"
     assert engine.info.label == "Elasticsearch 7.10.2"
     engine.close()
+
+
+@pytest.mark.parametrize(("client", "server", "hint"), [
+    ((9, 5, 1), "8.19.21", "pip install 'elasticsearch>=8,<9'"),
+    ((10, 0, 0), "9.1.0", "pip install 'elasticsearch>=9,<10'"),
+    ((8, 19, 0), "8.19.21", None),
+    ((8, 13, 0), "9.1.0", None),
+    ((9, 5, 1), "9.1.0", None),
+])
+def test_a_client_newer_than_the_server_names_the_client_to_install(
+        client: tuple[int, ...], server: str, hint: str | None) -> None:
+    from esbridge.engine.client import newer_client_message, parse_info
+
+    message = newer_client_message(client, parse_info(_root(server)))
+    if hint is None:
+        assert message is None
+    else:
+        assert message is not None and "\n" not in message and message.endswith(hint)
+        assert f"elasticsearch client {'.'.join(map(str, client))} is newer than Elasticsearch {server}" in message
+    opensearch = parse_info({"version": {"number": "3.8.0", "distribution": "opensearch"}})
+    assert newer_client_message(client, opensearch) is None
+
+
+@pytest.mark.parametrize("fake_elasticsearch", ["8.19.21"], indirect=True)
+@pytest.mark.parametrize("version", [(9, 5, 1), (8, 19, 0)])
+def test_the_users_client_is_checked_against_the_server(fake_elasticsearch: str, version: tuple[int, ...],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Engine.from_client`` with the installed ``elasticsearch`` client reporting ``version``: a
+    warning naming the client to install where it is newer than the server, none otherwise."""
+    import warnings
+
+    from elasticsearch import Elasticsearch
+
+    monkeypatch.setattr(client_mod, "elasticsearch_client_version", lambda: version)
+    client = Elasticsearch(fake_elasticsearch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine = Engine.connect(client)
+    said = [str(w.message) for w in caught if "newer than" in str(w.message)]
+    if version[0] > 8:
+        assert len(said) == 1 and said[0].endswith("pip install 'elasticsearch>=8,<9'")
+    else:
+        assert said == []
+    assert engine.info.label == "Elasticsearch 8.19.21"
+    client.close()
+
+    import asyncio
+
+    from elasticsearch import AsyncElasticsearch
+
+    from esbridge.aio import AsyncEngine
+
+    async def connect_async() -> list[str]:
+        async_client = AsyncElasticsearch(fake_elasticsearch)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                await AsyncEngine.connect(async_client)
+            return [str(w.message) for w in caught if "newer than" in str(w.message)]
+        finally:
+            await async_client.close()
+
+    assert asyncio.run(connect_async()) == said
+
+
+def test_a_client_that_refuses_the_server_names_it() -> None:
+    from esbridge.engine.client import refused_product_message
+
+    message = refused_product_message((9, 5, 1), {**_root("7.10.2"), "version": {"number": "7.10.2"}})
+    assert message.startswith("the given elasticsearch client 9.5.1 refuses Elasticsearch 7.10.2 (")
+    assert "pass the URL instead" in message and "\n" not in message
+    assert "refuses this server" in refused_product_message((9, 5, 1), "<html>not json</html>")
