@@ -142,7 +142,13 @@ def _check_eval_mode(args: argparse.Namespace) -> None:
 
 def _cmd_eval(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
     from esbridge.evaluation.datasets import SplitSpec, load_dataset
-    from esbridge.evaluation.report import markdown_table, marks_legend, reference_table, write_report
+    from esbridge.evaluation.report import (
+        markdown_table,
+        marks_legend,
+        reference_table,
+        significance_tables,
+        write_report,
+    )
     from esbridge.evaluation.runner import run_evaluation, run_index_evaluation
     from esbridge.evaluation.trecfiles import read_qrels, read_run, read_topics
 
@@ -176,6 +182,9 @@ def _cmd_eval(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     legend = marks_legend(result)
     if legend:
         print(legend)
+    tables = significance_tables(result)
+    if tables:
+        print(f"\n{tables}")
     ref = reference_table(result.dataset) if not args.index else ""
     if ref:
         print("\nReference figures from other systems (not measured here):")

@@ -43,6 +43,7 @@ __all__ = [
     "plot_measures",
     "plot_per_query",
     "significance_markdown",
+    "significance_tables",
     "write_report",
     "write_trec_run",
 ]
@@ -176,9 +177,16 @@ def marks_legend(result: EvalResult) -> str:
     sig = result.significance()
     named = "; ".join(f"{letter} = `{b}`" for letter, b in zip(_LETTERS, bases))
     return (f"▲x / ▼x: significantly better / worse than baseline x ({named}): two-sided paired randomisation "
-            f"test over the {sig['queries']} queries, p-values corrected with Holm–Bonferroni over the "
-            f"{len(result.systems) - len(bases)} systems compared with that baseline (per measure), "
-            f"α = {sig['alpha']:g}.")
+            f"test over the {sig['queries']} queries, p-values corrected with Holm–Bonferroni over "
+            f"{_family(sig)} (per baseline and measure), α = {sig['alpha']:g}.")
+
+
+def _family(sig: Mapping[str, Any]) -> str:
+    """The Holm family of a significance summary, named: 'the 3 systems compared with that baseline
+    (`a`, `b`, `c`)'."""
+    family = list(sig.get("family") or [])
+    listed = ", ".join(f"`{name}`" for name in family)
+    return f"the {len(family)} system{'s' if len(family) != 1 else ''} compared with that baseline ({listed})"
 
 
 def _p(value: float) -> str:
@@ -186,11 +194,11 @@ def _p(value: float) -> str:
 
 
 def significance_markdown(result: EvalResult) -> str:
-    """The significance section of ``results.md``: the tests, and for each baseline the gains of
-    nDCG@10 and R@100 with their 95% confidence intervals and corrected p-values."""
+    """The significance section of ``results.md``: the tests, the family of the correction, and
+    :func:`significance_tables`."""
     sig = result.significance()
-    comparisons = sig.get("comparisons") or {}
-    if not comparisons:
+    tables = significance_tables(result)
+    if not tables:
         return ""
     n = sig["queries"]
     how = (f"all {sig['trials']} sign assignments (exact)" if sig.get("seed") is None else
@@ -199,24 +207,38 @@ def significance_markdown(result: EvalResult) -> str:
         "## Significance", "",
         f"Each system is compared with each baseline on the same {n} queries, measure by measure, with a "
         f"two-sided paired randomisation test (the sign of each per-query difference flipped at random; "
-        f"{how}) and a two-sided paired t-test. For one baseline and one measure, the p-values of all the "
-        f"systems compared with it are corrected with Holm–Bonferroni (family-wise error rate "
+        f"{how}) and a two-sided paired t-test. For one baseline and one measure, the p-values of "
+        f"{_family(sig)} form one family, corrected together with Holm–Bonferroni (family-wise error rate "
         f"α = {sig['alpha']:g}); a value in the table above is marked when the corrected randomisation-test "
-        "p-value is below α. Intervals are t-based 95% confidence intervals of the mean per-query difference. "
-        "`results.json` holds every measure's figures.",
+        "p-value is below α. A system's corrected p-value depends on the family (another system, such as a "
+        "--run file, added to it can raise it); its raw p-value does not. Intervals are t-based 95% "
+        "confidence intervals of the mean per-query difference. `results.json` holds every measure's figures.",
+        "", tables,
     ]
+    return "\n".join(lines)
+
+
+def significance_tables(result: EvalResult) -> str:
+    """For each baseline, the gains of nDCG@10 and R@100 with their 95% confidence intervals, raw
+    p-values and p-values corrected within the family ('' without comparisons)."""
+    sig = result.significance()
+    comparisons = sig.get("comparisons") or {}
+    if not comparisons:
+        return ""
+    lines: list[str] = []
     for base, systems in comparisons.items():
-        lines += ["", f"Against `{base}`:", "",
-                  "| system | Δ nDCG@10 [95% CI] | p rand. (Holm) | p t (Holm) | queries better / worse "
-                  "| Δ R@100 [95% CI] | p rand. (Holm) |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [*([""] if lines else []), f"Against `{base}` (p: raw / Holm-corrected within the family):", "",
+                  "| system | Δ nDCG@10 [95% CI] | p rand. | p rand. Holm | p t | p t Holm | queries better / worse "
+                  "| Δ R@100 [95% CI] | p rand. | p rand. Holm |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for name, measures in systems.items():
             nd, rc = measures["ndcg@10"], measures["recall@100"]
             lines.append(
                 f"| {name} | {nd['difference']:+.4f} [{nd['ci95'][0]:+.4f}, {nd['ci95'][1]:+.4f}] | "
-                f"{_p(nd['p_randomization_holm'])}{' *' if nd['significant'] else ''} | {_p(nd['p_t_holm'])} | "
-                f"{nd['wins']} / {nd['losses']} | {rc['difference']:+.4f} [{rc['ci95'][0]:+.4f}, "
-                f"{rc['ci95'][1]:+.4f}] | {_p(rc['p_randomization_holm'])}{' *' if rc['significant'] else ''} |")
+                f"{_p(nd['p_randomization'])} | {_p(nd['p_randomization_holm'])}{' *' if nd['significant'] else ''} | "
+                f"{_p(nd['p_t'])} | {_p(nd['p_t_holm'])} | {nd['wins']} / {nd['losses']} | "
+                f"{rc['difference']:+.4f} [{rc['ci95'][0]:+.4f}, {rc['ci95'][1]:+.4f}] | {_p(rc['p_randomization'])} | "
+                f"{_p(rc['p_randomization_holm'])}{' *' if rc['significant'] else ''} |")
     lines += ["", f"\\* corrected p-value below α = {sig['alpha']:g}."]
     return "\n".join(lines)
 

@@ -13,7 +13,9 @@ Every system is compared with each baseline on the same queries, measure by meas
 For one baseline and one measure the systems compared with it form a family, whose p-values
 are corrected with **Holm–Bonferroni** (step-down; it controls the family-wise error rate at
 ``alpha`` without assuming independence).  A difference is marked significant when the
-randomisation test's Holm-adjusted p-value is below ``alpha``.
+randomisation test's Holm-adjusted p-value is below ``alpha``.  A system's adjusted p-value
+depends on the family (adding a system, e.g. a run file, can raise it), its raw p-value does
+not: both are reported, and the family is named (``family`` of :func:`compare_systems`).
 
 The 95% confidence interval of a mean difference is t-based: ``mean ± t(0.975, n-1) · sd / √n``.
 """
@@ -153,10 +155,13 @@ def compare_systems(per_query: Mapping[str, Mapping[str, Mapping[str, float]]], 
         queries: the queries compared (each system has a value for each).
 
     Returns:
-        ``{"test", "correction", "alpha", "trials", "seed", "queries", "comparisons":
+        ``{"test", "correction", "family", "alpha", "trials", "seed", "queries", "comparisons":
         {baseline: {system: {measure: {"baseline", "system", "difference", "ci95", "wins",
         "losses", "p_randomization", "p_randomization_holm", "p_t", "p_t_holm",
-        "significant"}}}}}`` where ``significant`` is ``p_randomization_holm < alpha``.
+        "significant"}}}}}`` where ``p_randomization`` and ``p_t`` are raw, their ``_holm``
+        forms adjusted within the family, ``family`` the systems whose p-values against one
+        baseline on one measure are corrected together (the compared systems, in order), and
+        ``significant`` is ``p_randomization_holm < alpha``.
     """
     n = len(queries)
     exact = n < 63 and 2 ** n <= trials
@@ -165,7 +170,8 @@ def compare_systems(per_query: Mapping[str, Mapping[str, Mapping[str, float]]], 
                  + (f"exact over all {2 ** n} sign assignments" if exact else
                     f"{trials} random sign assignments, seed {seed}")
                  + "; paired t-test, two-sided, alongside"),
-        "correction": "Holm-Bonferroni over the systems compared with one baseline, per measure",
+        "correction": "Holm-Bonferroni over the systems compared with one baseline, per measure (the family)",
+        "family": [],
         "alpha": alpha,
         "trials": 2 ** n if exact else trials,
         "seed": None if exact else seed,
@@ -175,6 +181,7 @@ def compare_systems(per_query: Mapping[str, Mapping[str, Mapping[str, float]]], 
     compared = [s for s in systems if s not in baselines]
     if not compared or not baselines or n == 0:
         return out
+    out["family"] = list(compared)
     cells = [(base, name, m) for base in baselines for name in compared for m in measures]
     values = {(name, m): _values(per_query[name], queries, m) for name in (*baselines, *compared) for m in measures}
     diffs = np.stack([values[(name, m)] - values[(base, m)] for base, name, m in cells], axis=1)

@@ -256,7 +256,7 @@ def test_markdown_marks_significant_differences_and_states_the_test(tmp_path: Pa
     assert "BM25 (k1=1.2, b=0.75)" in md
     assert "▲x / ▼x: significantly better / worse than baseline x (a = `engine-bm25-pyserini`)" in md
     assert "## Significance" in md and "Holm–Bonferroni" in md and "exact" in md
-    assert "| evolved | +0.5000 [+0.5000, +0.5000] | 0.0156 * |" in md  # 2/256, times 2 systems
+    assert "| evolved | +0.5000 [+0.5000, +0.5000] | 0.0078 | 0.0156 * |" in md  # 2/256 raw, times 2 systems
     assert "## Coverage" in md and "- 2 topics have no judgments" in md
     assert not (tmp_path / "runs" / "theirs.trec").exists()  # the user's file is not copied
     assert (tmp_path / "runs" / "evolved.trec").exists()
@@ -328,3 +328,46 @@ def test_eval_and_run_reject_bad_arguments_and_files_before_any_engine_work(tmp_
         args = parser.parse_args(argv)
         with pytest.raises(error, match=message):
             args.func(args)
+
+
+def test_reports_name_the_holm_family_and_give_raw_and_corrected_p(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A run file added to the evaluation joins the family: the corrected p-values of the other
+    systems change, their raw ones do not; every report names the family and gives both."""
+    from esbridge.evaluation import runner
+
+    alone = _clear_result()
+    del alone.systems["theirs"], alone.per_query["theirs"], alone.means["theirs"]
+    with_run = _clear_result()
+    a = alone.significance()["comparisons"][BASELINE_PYSERINI]["evolved"]["ndcg@10"]
+    b = with_run.significance()["comparisons"][BASELINE_PYSERINI]["evolved"]["ndcg@10"]
+    assert a["p_randomization"] == b["p_randomization"] == pytest.approx(2 / 256)
+    assert (a["p_randomization_holm"], b["p_randomization_holm"]) == pytest.approx((2 / 256, 4 / 256))
+    assert alone.significance()["family"] == ["evolved"]
+    assert with_run.significance()["family"] == ["evolved", "theirs"]
+
+    write_report(with_run, tmp_path / "report", plots=False, machine={"cpu": "test"})
+    data = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert data["significance"]["family"] == ["evolved", "theirs"]
+    cell = data["significance"]["comparisons"][BASELINE_PYSERINI]["evolved"]["ndcg@10"]
+    assert cell["p_randomization"] == pytest.approx(2 / 256) and cell["p_randomization_holm"] == pytest.approx(4 / 256)
+    md = (tmp_path / "report" / "results.md").read_text()
+    family = "the 2 systems compared with that baseline (`evolved`, `theirs`)"
+    assert f"Holm–Bonferroni over {family} (per baseline and measure)" in md  # the table's legend
+    assert f"the p-values of {family} form one family" in md and "its raw p-value does not" in md
+    assert "| system | Δ nDCG@10 [95% CI] | p rand. | p rand. Holm | p t | p t Holm |" in md
+    assert "| evolved | +0.5000 [+0.5000, +0.5000] | 0.0078 | 0.0156 * |" in md
+
+    # the console: the table, the legend naming the family, raw and corrected p-values
+    topics, qrels = tmp_path / "topics.tsv", tmp_path / "qrels.txt"
+    topics.write_text("".join(f"{q}\tquery {q}\n" for q in with_run.queries))
+    qrels.write_text("".join(f"{q} 0 {q}-rel 1\n" for q in with_run.queries))
+    monkeypatch.setattr(runner, "run_index_evaluation", lambda *args, **kwargs: with_run)
+    args = _eval_parser(lambda a: object()).parse_args(
+        ["eval", "--index", "mine", "--topics", str(topics), "--qrels", str(qrels), "--no-plots",
+         "--out", str(tmp_path / "console")])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert f"Holm–Bonferroni over {family}" in out
+    assert f"Against `{BASELINE_PYSERINI}` (p: raw / Holm-corrected within the family):" in out
+    assert "| evolved | +0.5000 [+0.5000, +0.5000] | 0.0078 | 0.0156 * |" in out

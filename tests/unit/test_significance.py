@@ -95,3 +95,21 @@ def test_compare_systems_marks_and_corrects() -> None:
     assert out["comparisons"]["base"]["better"]["recall@1000"]["p_t"] == 1.0  # no difference at all
     assert set(out["comparisons"]) == {"base"} and set(out["comparisons"]["base"]) == {"better", "noise"}
     assert compare_systems(pq, queries, ["base"], ["base"], ["ndcg@10"])["comparisons"] == {}
+
+
+def test_the_holm_family_is_named_and_a_raw_p_value_does_not_depend_on_it() -> None:
+    base = [0.2, 0.3, 0.4, 0.5, 0.1, 0.6, 0.2, 0.3, 0.4, 0.5, 0.1, 0.6]
+    better = [v + 0.2 for v in base]
+    noise = [v + (0.05 if i % 2 else -0.05) for i, v in enumerate(base)]
+    pq = _per_query({"base": base, "better": better, "noise": noise, "run": [v + 0.1 for v in base]})
+    queries = [f"q{i}" for i in range(12)]
+    two = compare_systems(pq, queries, ["base", "better", "noise"], ["base"], ["ndcg@10"])
+    three = compare_systems(pq, queries, ["base", "better", "noise", "run"], ["base"], ["ndcg@10"])
+    assert two["family"] == ["better", "noise"] and three["family"] == ["better", "noise", "run"]
+    a, b = two["comparisons"]["base"]["better"]["ndcg@10"], three["comparisons"]["base"]["better"]["ndcg@10"]
+    assert a["p_randomization"] == b["p_randomization"] == pytest.approx(2 / 4096)
+    assert a["p_t"] == b["p_t"]
+    # Holm: the smallest of m p-values times m, so the family's size shows in the adjusted value
+    assert a["p_randomization_holm"] == pytest.approx(2 * 2 / 4096)
+    assert b["p_randomization_holm"] == pytest.approx(3 * 2 / 4096)
+    assert compare_systems(pq, queries, ["base"], ["base"], ["ndcg@10"])["family"] == []
