@@ -177,8 +177,8 @@ def marks_legend(result: EvalResult) -> str:
     sig = result.significance()
     named = "; ".join(f"{letter} = `{b}`" for letter, b in zip(_LETTERS, bases))
     return (f"▲x / ▼x: significantly better / worse than baseline x ({named}): two-sided paired randomisation "
-            f"test over the {sig['queries']} queries, p-values corrected with Holm–Bonferroni over "
-            f"{_family(sig)} (per baseline and measure), α = {sig['alpha']:g}.")
+            f"test over the {sig['queries']} queries, p-values corrected with Holm–Bonferroni per baseline and "
+            f"measure over {_family(sig)}, α = {sig['alpha']:g}.")
 
 
 def _family(sig: Mapping[str, Any]) -> str:
@@ -239,7 +239,7 @@ def significance_tables(result: EvalResult) -> str:
                 f"{_p(nd['p_t'])} | {_p(nd['p_t_holm'])} | {nd['wins']} / {nd['losses']} | "
                 f"{rc['difference']:+.4f} [{rc['ci95'][0]:+.4f}, {rc['ci95'][1]:+.4f}] | {_p(rc['p_randomization'])} | "
                 f"{_p(rc['p_randomization_holm'])}{' *' if rc['significant'] else ''} |")
-    lines += ["", f"\\* corrected p-value below α = {sig['alpha']:g}."]
+    lines += ["", f"(*: corrected p-value below α = {sig['alpha']:g}.)"]
     return "\n".join(lines)
 
 

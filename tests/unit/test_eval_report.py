@@ -353,7 +353,7 @@ def test_reports_name_the_holm_family_and_give_raw_and_corrected_p(tmp_path: Pat
     assert cell["p_randomization"] == pytest.approx(2 / 256) and cell["p_randomization_holm"] == pytest.approx(4 / 256)
     md = (tmp_path / "report" / "results.md").read_text()
     family = "the 2 systems compared with that baseline (`evolved`, `theirs`)"
-    assert f"Holm–Bonferroni over {family} (per baseline and measure)" in md  # the table's legend
+    assert f"Holm–Bonferroni per baseline and measure over {family}, α = 0.05." in md  # the table's legend
     assert f"the p-values of {family} form one family" in md and "its raw p-value does not" in md
     assert "| system | Δ nDCG@10 [95% CI] | p rand. | p rand. Holm | p t | p t Holm |" in md
     assert "| evolved | +0.5000 [+0.5000, +0.5000] | 0.0078 | 0.0156 * |" in md
@@ -368,6 +368,7 @@ def test_reports_name_the_holm_family_and_give_raw_and_corrected_p(tmp_path: Pat
          "--out", str(tmp_path / "console")])
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert f"Holm–Bonferroni over {family}" in out
+    assert f"Holm–Bonferroni per baseline and measure over {family}, α = 0.05." in out
+    assert "(*: corrected p-value below α = 0.05.)" in out
     assert f"Against `{BASELINE_PYSERINI}` (p: raw / Holm-corrected within the family):" in out
     assert "| evolved | +0.5000 [+0.5000, +0.5000] | 0.0078 | 0.0156 * |" in out
