@@ -339,7 +339,8 @@ EXIT_ENGINE = 6        # the engine refused a request
 EXIT_CODES = """exit codes:
   0  done
   2  a wrong option, parameter or input
-  3  the engine could not be reached (or a local node could not be started)
+  3  the engine could not be reached, also part-way through indexing (or a local node could not
+     be started)
   4  some documents were not indexed (each is reported)
   5  the named index does not exist
   6  the engine refused a request (its reason is printed)
@@ -347,7 +348,8 @@ EXIT_CODES = """exit codes:
 
 
 def exit_code(err: EsbridgeError) -> int:
-    """The exit code of an esbridge error."""
+    """The exit code of an esbridge error; documents not indexed because indexing stopped on another
+    error (the engine lost, a request refused) take that error's code."""
     from esbridge.errors import (
         EngineError,
         EngineUnavailableError,
@@ -359,7 +361,8 @@ def exit_code(err: EsbridgeError) -> int:
     if isinstance(err, (EngineUnavailableError, ProvisioningError, UnsupportedEngineError)):
         return EXIT_UNREACHABLE
     if isinstance(err, IngestError):
-        return EXIT_NOT_INDEXED
+        cause = err.__cause__
+        return exit_code(cause) if isinstance(cause, EsbridgeError) else EXIT_NOT_INDEXED
     if isinstance(err, IndexNotFoundError):
         return EXIT_NO_INDEX
     if isinstance(err, EngineError):
