@@ -169,9 +169,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
         if not args.index:
             raise EsbridgeError("--index is required with --input")
         index = args.index
+    # the input is checked (it exists, can be read, holds a document that can be indexed) before the engine is
+    # touched: input that cannot be read never leaves an empty index or costs an existing one its content
+    docs = read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes)
     engine = _connect(args)
-    if args.recreate:
-        engine.delete_index(index)
     layout = IndexLayout(fields=fields)
     if args.per_field_channels:
         layout = IndexLayout(fields=fields, field_channels=layout.channels)
@@ -184,15 +185,12 @@ def _cmd_index(args: argparse.Namespace) -> int:
             from esbridge.semantic.models import load_encoder
 
             encoder = load_encoder()
-            if engine.vector_search() == "knn_vector" and not engine.index_exists(index):
+            if engine.vector_search() == "knn_vector" and (args.recreate or not engine.index_exists(index)):
                 # the engine keeps and searches the vectors itself
                 vector = VectorField(dim=encoder.dim, model=encoder.name)
     try:
-        report = ingest(
-            engine, index,
-            read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes),
-            layout=layout, shards=args.shards, replicas=args.replicas, progress=not args.quiet, vector=vector,
-        )
+        report = ingest(engine, index, docs, layout=layout, replace=args.recreate, shards=args.shards,
+                        replicas=args.replicas, progress=not args.quiet, vector=vector)
     except IngestError as err:
         if err.report is not None:
             _print_failures(err.report, args.show_failures)
@@ -300,7 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give every text field all four channel sub-fields (default: base only; the combined "
                         "field always has all four). Only a multi-channel scorer with --field-weight reads them; "
                         "each costs an analysis of the field at every write")
-    p.add_argument("--recreate", action="store_true", help="delete the index first")
+    p.add_argument("--recreate", action="store_true",
+                   help="replace the index's content: the documents go into a new index, which takes the name "
+                        "(as an alias) once they are indexed, and only then is the old index deleted; if "
+                        "indexing stops, or not one document could be indexed, the old index is kept unchanged")
     p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024,
                    help="documents larger than this are reported, not indexed (default 8 MiB)")
     p.add_argument("--show-failures", type=int, default=20, help="failures to list (default 20)")

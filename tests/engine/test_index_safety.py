@@ -1,5 +1,6 @@
-"""`esbridge index` never costs an index its content: `--add-channels` checks what it needs before
-changing anything (real engines)."""
+"""`esbridge index` never costs an index its content: input is checked before the engine is touched,
+`--recreate` swaps in a new index only once it holds the documents, `--add-channels` checks what it
+needs before changing anything (real engines)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ from typing import Any
 import pytest
 
 from esbridge.engine.client import Engine
+from esbridge.ingest import ingest
 from tests.cli import run
 
 DOCS = [{"_id": f"d{i}", "title": f"title {i}", "text": f"the body of document {i}"} for i in range(6)]
+NEW_DOCS = [{"_id": f"n{i}", "title": f"new title {i}", "text": f"new body {i}"} for i in range(4)]
 
 
 @pytest.fixture
 def prefix(engine: Engine) -> Iterator[str]:
-    """A fresh name prefix; every index whose name starts with it is deleted after the test."""
+    """A fresh name prefix; every index whose name starts with it is deleted after the test
+    (an index replaced by `--recreate` answers to its name through an alias, which cannot be
+    deleted by that name)."""
     name = f"esb-test-{uuid.uuid4().hex[:10]}"
     yield name
     for row in engine.request("GET", f"/_cat/indices/{name}*", params={"format": "json", "h": "index"}):
@@ -39,6 +44,89 @@ def _state(engine: Engine, prefix: str) -> dict[str, Any]:
                          (h["_id"], json.dumps(h["_source"], sort_keys=True))
                          for h in engine.search(name, {"size": 100, "query": {"match_all": {}}})["hits"]["hits"])}
     return out
+
+
+def _write(path: Path, docs: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    return path
+
+
+def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(bytes(range(256)) * 8)
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text('not json\n{"title": "no id"}\n[1, 2]\n{"_id": "x", "text": ["not", "a", "string"]}\n')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    (tmp_path / "folder.jsonl").mkdir()
+    return {
+        "missing": (tmp_path / "missing.jsonl", "does not exist"),
+        "all garbage": (garbage, "holds no document that can be indexed (none of its 4 lines); the first: line 1: "
+                                 "malformed JSON"),
+        "binary": (binary, "holds no document that can be indexed"),
+        "empty": (empty, "holds no documents (it is empty)"),
+        "a folder": (tmp_path / "folder.jsonl", "is not a regular file"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing", "all garbage", "binary", "empty", "a folder"])
+def test_unreadable_input_never_touches_an_index(engine: Engine, prefix: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str], case: str) -> None:
+    ingest(engine, prefix, DOCS, progress=False, strict=True)
+    before = _state(engine, prefix)
+    source, needle = _bad_inputs(tmp_path)[case]
+    conn = ["--url", engine.options.url, "--no-semantic", "--no-store", "--quiet"]
+    for argv in (["--index", prefix, "--recreate"], ["--index", prefix], ["--index", f"{prefix}-new"],
+                 ["--index", f"{prefix}-new", "--recreate"]):
+        code, out, err = run(capsys, "index", "--input", str(source), *argv, *conn)
+        assert code == 2 and out == "", (argv, err)
+        assert err.count("\n") == 1 and err.startswith("esbridge: error: input file") and needle in err, (argv, err)
+        assert _state(engine, prefix) == before, argv  # nothing deleted, created or written
+
+
+def test_recreate_swaps_in_the_new_content_only_once_indexed(engine: Engine, prefix: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    ingest(engine, prefix, DOCS, progress=False, strict=True)
+    old_uuid = _state(engine, prefix)[prefix]["uuid"]
+    engine.request("POST", "/_aliases", body={"actions": [{"add": {"index": prefix, "alias": f"{prefix}-mine",
+                                                                   "filter": {"term": {"_id": "n1"}}}}]})
+    conn = ["--url", engine.options.url, "--no-semantic", "--no-store", "--quiet"]
+    code, out, err = run(capsys, "index", "--input", str(_write(tmp_path / "new.jsonl", NEW_DOCS)),
+                         "--index", prefix, "--recreate", *conn)
+    assert code == 0, err
+    state = _state(engine, prefix)
+    assert prefix not in state and len(state) == 1  # the old index is gone, the new one took its name
+    (target, new), = state.items()
+    assert new["uuid"] != old_uuid and set(new["aliases"]) == {prefix, f"{prefix}-mine"}
+    assert new["aliases"][f"{prefix}-mine"]["filter"] == {"term": {"_id": "n1"}}  # the user's alias moved as it was
+    assert [d for d, _ in new["docs"]] == sorted(d["_id"] for d in NEW_DOCS)
+    assert f"{prefix!r} is now an alias of the new index {target!r}; the old index {prefix!r} was deleted" in out
+    assert engine.count(prefix) == len(NEW_DOCS) and engine.count(f"{prefix}-mine") == 1
+    # written through its name (an alias now), and replaced again
+    code, out, err = run(capsys, "index", "--input", str(_write(tmp_path / "more.jsonl", DOCS[:2])),
+                         "--index", prefix, *conn)
+    assert code == 0 and engine.count(prefix) == len(NEW_DOCS) + 2, err
+    code, out, err = run(capsys, "index", "--input", str(_write(tmp_path / "last.jsonl", DOCS)),
+                         "--index", prefix, "--recreate", *conn)
+    assert code == 0, err
+    state = _state(engine, prefix)
+    (last, final), = state.items()
+    assert last != target and f"{prefix!r} now names the new index {last!r}; {target!r}, which it named before, " \
+                              "was deleted" in out
+    assert [d for d, _ in final["docs"]] == sorted(d["_id"] for d in DOCS)
+    assert set(final["aliases"]) == {prefix, f"{prefix}-mine"}
+
+
+def test_recreate_of_an_alias_of_several_indices_is_refused(engine: Engine, prefix: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    for part in ("a", "b"):
+        ingest(engine, f"{prefix}-{part}", DOCS[:2], progress=False, strict=True)
+        engine.request("POST", "/_aliases", body={"actions": [{"add": {"index": f"{prefix}-{part}", "alias": prefix}}]})
+    before = _state(engine, prefix)
+    code, _, err = run(capsys, "index", "--input", str(_write(tmp_path / "d.jsonl", NEW_DOCS)), "--index", prefix,
+                       "--recreate", "--no-semantic", "--no-store", "--quiet", "--url", engine.options.url)
+    assert code == 2 and f"{prefix!r} is an alias of 2 indices" in err and err.count("\n") == 1
+    assert _state(engine, prefix) == before
 
 
 @pytest.mark.without_reindex
