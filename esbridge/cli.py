@@ -218,6 +218,21 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 0 if report.ok else 4
 
 
+def _cmd_indices(args: argparse.Namespace) -> int:
+    from esbridge.index.listing import list_indices, render_table
+
+    engine = _connect(args)
+    entries = list_indices(engine, include_plain=args.all)
+    if args.json:
+        print(json.dumps([e.to_json() for e in entries], indent=2))
+    elif entries:
+        sys.stdout.write(render_table(entries))
+    else:
+        print(f"no index at {engine.options.display_url} was made by esbridge"
+              + ("" if args.all else " (--all lists the others)"))
+    return 0
+
+
 def _print_failures(report: IngestReport, limit: int) -> None:
     for failure in report.failures[:limit]:
         print(f"not indexed: {failure}", file=sys.stderr)
@@ -317,6 +332,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _connection_args(p)
     p.set_defaults(func=_cmd_index)
+
+    p = sub.add_parser(
+        "indices", help="list the indices esbridge made on the engine, with their layouts",
+        description="List the indices esbridge made on the engine (those whose mapping records esbridge's layout "
+                    "in _meta.esbridge): their aliases, document count, text fields, channels (those of the combined "
+                    "field, and of each text field where fewer) and the dense-vector field the engine searches, if "
+                    "any. An index `esbridge index --recreate` replaced answers to its name through an alias.")
+    p.add_argument("--all", action="store_true",
+                   help="also list the indices esbridge did not make (marked as not esbridge's; the engine's own, "
+                        "hidden or named with a leading dot, are left out)")
+    p.add_argument("--json", action="store_true", help="print JSON: one object per index")
+    _connection_args(p)
+    p.set_defaults(func=_cmd_indices)
 
     from esbridge import cli_eval, cli_features, cli_search
 

@@ -1,6 +1,6 @@
 """`esbridge index` never costs an index its content: input is checked before the engine is touched,
 `--recreate` swaps in a new index only once it holds the documents, `--add-channels` checks what it
-needs before changing anything (real engines)."""
+needs before changing anything; and `esbridge indices` lists what esbridge made (real engines)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,9 @@ def test_recreate_swaps_in_the_new_content_only_once_indexed(engine: Engine, pre
     assert last != target and f"{prefix!r} now names the new index {last!r}; {target!r}, which it named before, " \
                               "was deleted" in out
     assert [d for d, _ in final["docs"]] == sorted(d["_id"] for d in DOCS)
-    assert set(final["aliases"]) == {prefix, f"{prefix}-mine"}
+    code, out, err = run(capsys, "indices", "--json", "--url", engine.options.url)
+    rows = {r["index"]: r for r in json.loads(out)}
+    assert rows[last]["aliases"] == sorted([prefix, f"{prefix}-mine"]) and rows[last]["documents"] == len(DOCS)
 
 
 def test_recreate_of_an_alias_of_several_indices_is_refused(engine: Engine, prefix: str, tmp_path: Path,
@@ -146,3 +148,40 @@ def test_add_channels_without_update_by_query_changes_nothing(engine: Engine, pr
     assert "nothing was changed" in err
     assert _state(engine, prefix) == before
     assert engine.request("GET", f"/{prefix}/_settings", params={"flat_settings": "true"}) == settings
+
+
+def test_indices_lists_what_esbridge_made_and_with_which_layout(engine: Engine, prefix: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from esbridge.index import IndexLayout
+
+    ingest(engine, f"{prefix}-a", DOCS, progress=False, strict=True)
+    layout = IndexLayout(fields=("headline", "body"), field_channels=("base", "prefix", "bigram", "micro"))
+    ingest(engine, f"{prefix}-b", [{"_id": "1", "headline": "h", "body": "b"}], layout=layout, progress=False,
+           strict=True)
+    engine.request("PUT", f"/{prefix}-plain", body={"mappings": {"properties": {"text": {"type": "text"}}}})
+    engine.request("POST", "/_aliases", body={"actions": [{"add": {"index": f"{prefix}-a", "alias": f"{prefix}-x"}}]})
+    url = ["--url", engine.options.url]
+    code, out, err = run(capsys, "indices", "--json", *url)
+    assert code == 0, err
+    rows = {r["index"]: r for r in json.loads(out) if r["index"].startswith(prefix)}
+    assert set(rows) == {f"{prefix}-a", f"{prefix}-b"}
+    a, b = rows[f"{prefix}-a"], rows[f"{prefix}-b"]
+    assert a["esbridge"] and a["documents"] == len(DOCS) and a["aliases"] == [f"{prefix}-x"]
+    assert a["fields"] == ["title", "text"] and a["channels"] == ["base", "prefix", "bigram", "micro"]
+    assert a["field_channels"] == ["base"] and a["vector"] is None and a["combined"] == "esb_all"
+    assert b["fields"] == ["headline", "body"] and b["field_channels"] == b["channels"] and b["documents"] == 1
+    code, out, _ = run(capsys, "indices", "--all", "--json", *url)
+    rows = {r["index"]: r for r in json.loads(out) if r["index"].startswith(prefix)}
+    plain = rows[f"{prefix}-plain"]
+    assert not plain["esbridge"] and plain["fields"] is None and plain["documents"] == 0
+    assert plain["notes"][0].startswith("not esbridge's")
+    code, out, _ = run(capsys, "indices", *url)
+    lines = {line.split()[0]: line for line in out.splitlines()}
+    assert lines["index"].split() == ["index", "aliases", "docs", "fields", "channels", "vector", "notes"]
+    assert lines[f"{prefix}-a"].split()[:5] == [f"{prefix}-a", f"{prefix}-x", "6", "title,text",
+                                                "base,prefix,bigram,micro"]
+    assert "(each field: base)" in lines[f"{prefix}-a"]
+    assert lines[f"{prefix}-b"].split()[:5] == [f"{prefix}-b", "-", "1", "headline,body", "base,prefix,bigram,micro"]
+    assert f"{prefix}-plain" not in lines
+    code, out, _ = run(capsys, "indices", "--all", *url)
+    assert "not esbridge's" in next(line for line in out.splitlines() if line.startswith(f"{prefix}-plain "))
