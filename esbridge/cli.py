@@ -169,9 +169,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
         if not args.index:
             raise EsbridgeError("--index is required with --input")
         index = args.index
+    # the input is checked (it exists, can be read, holds a document that can be indexed) before the engine is
+    # touched: input that cannot be read never leaves an empty index or costs an existing one its content
+    docs = read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes)
     engine = _connect(args)
-    if args.recreate:
-        engine.delete_index(index)
     layout = IndexLayout(fields=fields)
     if args.per_field_channels:
         layout = IndexLayout(fields=fields, field_channels=layout.channels)
@@ -184,15 +185,12 @@ def _cmd_index(args: argparse.Namespace) -> int:
             from esbridge.semantic.models import load_encoder
 
             encoder = load_encoder()
-            if engine.vector_search() == "knn_vector" and not engine.index_exists(index):
+            if engine.vector_search() == "knn_vector" and (args.recreate or not engine.index_exists(index)):
                 # the engine keeps and searches the vectors itself
                 vector = VectorField(dim=encoder.dim, model=encoder.name)
     try:
-        report = ingest(
-            engine, index,
-            read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes),
-            layout=layout, shards=args.shards, replicas=args.replicas, progress=not args.quiet, vector=vector,
-        )
+        report = ingest(engine, index, docs, layout=layout, replace=args.recreate, shards=args.shards,
+                        replicas=args.replicas, progress=not args.quiet, vector=vector)
     except IngestError as err:
         if err.report is not None:
             _print_failures(err.report, args.show_failures)
@@ -218,6 +216,21 @@ def _cmd_index(args: argparse.Namespace) -> int:
     _print_failures(report, args.show_failures)
     print(report.summary())
     return 0 if report.ok else 4
+
+
+def _cmd_indices(args: argparse.Namespace) -> int:
+    from esbridge.index.listing import list_indices, render_table
+
+    engine = _connect(args)
+    entries = list_indices(engine, include_plain=args.all)
+    if args.json:
+        print(json.dumps([e.to_json() for e in entries], indent=2))
+    elif entries:
+        sys.stdout.write(render_table(entries))
+    else:
+        print(f"no index at {engine.options.display_url} was made by esbridge"
+              + ("" if args.all else " (--all lists the others)"))
+    return 0
 
 
 def _print_failures(report: IngestReport, limit: int) -> None:
@@ -300,7 +313,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give every text field all four channel sub-fields (default: base only; the combined "
                         "field always has all four). Only a multi-channel scorer with --field-weight reads them; "
                         "each costs an analysis of the field at every write")
-    p.add_argument("--recreate", action="store_true", help="delete the index first")
+    p.add_argument("--recreate", action="store_true",
+                   help="replace the index's content: the documents go into a new index, which takes the name "
+                        "(as an alias) once they are indexed, and only then is the old index deleted; if "
+                        "indexing stops, or not one document could be indexed, the old index is kept unchanged")
     p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024,
                    help="documents larger than this are reported, not indexed (default 8 MiB)")
     p.add_argument("--show-failures", type=int, default=20, help="failures to list (default 20)")
@@ -316,6 +332,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _connection_args(p)
     p.set_defaults(func=_cmd_index)
+
+    p = sub.add_parser(
+        "indices", help="list the indices esbridge made on the engine, with their layouts",
+        description="List the indices esbridge made on the engine (those whose mapping records esbridge's layout "
+                    "in _meta.esbridge): their aliases, document count, text fields, channels (those of the combined "
+                    "field, and of each text field where fewer) and the dense-vector field the engine searches, if "
+                    "any. An index `esbridge index --recreate` replaced answers to its name through an alias.")
+    p.add_argument("--all", action="store_true",
+                   help="also list the indices esbridge did not make (marked as not esbridge's; the engine's own, "
+                        "hidden or named with a leading dot, are left out)")
+    p.add_argument("--json", action="store_true", help="print JSON: one object per index")
+    _connection_args(p)
+    p.set_defaults(func=_cmd_indices)
 
     from esbridge import cli_eval, cli_features, cli_search
 
@@ -339,7 +368,8 @@ EXIT_ENGINE = 6        # the engine refused a request
 EXIT_CODES = """exit codes:
   0  done
   2  a wrong option, parameter or input
-  3  the engine could not be reached (or a local node could not be started)
+  3  the engine could not be reached, also part-way through indexing (or a local node could not
+     be started)
   4  some documents were not indexed (each is reported)
   5  the named index does not exist
   6  the engine refused a request (its reason is printed)
@@ -347,7 +377,8 @@ EXIT_CODES = """exit codes:
 
 
 def exit_code(err: EsbridgeError) -> int:
-    """The exit code of an esbridge error."""
+    """The exit code of an esbridge error; documents not indexed because indexing stopped on another
+    error (the engine lost, a request refused) take that error's code."""
     from esbridge.errors import (
         EngineError,
         EngineUnavailableError,
@@ -359,7 +390,8 @@ def exit_code(err: EsbridgeError) -> int:
     if isinstance(err, (EngineUnavailableError, ProvisioningError, UnsupportedEngineError)):
         return EXIT_UNREACHABLE
     if isinstance(err, IngestError):
-        return EXIT_NOT_INDEXED
+        cause = err.__cause__
+        return exit_code(cause) if isinstance(cause, EsbridgeError) else EXIT_NOT_INDEXED
     if isinstance(err, IndexNotFoundError):
         return EXIT_NO_INDEX
     if isinstance(err, EngineError):

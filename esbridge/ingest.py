@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esbridge.engine.client import Engine, check_index_name, ndjson_lines
-from esbridge.errors import ConfigurationError, EsbridgeError, IngestError
+from esbridge.engine.client import Engine, check_index_name, ndjson_lines, path_segment
+from esbridge.errors import ConfigurationError, EngineUnavailableError, EsbridgeError, IngestError
 from esbridge.index.definitions import IndexLayout, VectorField, create_index, read_layout
 
 #: Documents above this many bytes of JSON are reported, not sent.
@@ -67,19 +67,26 @@ class IngestReport:
     #: documents whose id an earlier document of the same input already had (the later one
     #: replaced the earlier, as the engine does); they are counted in ``indexed``.
     duplicates: list[DocumentFailure] = field(default_factory=list)
+    #: the index the documents were written to: ``index``, or with ``replace`` the new index
+    #: that replaced it.
+    target: str = ""
+    #: what became of the index besides the documents (replaced, or left unchanged), if anything.
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
         return not self.failures
 
     def summary(self) -> str:
-        text = (f"{self.indexed} of {self.read} documents indexed into {self.index!r} "
+        text = (f"{self.indexed} of {self.read} documents indexed into {self.target or self.index!r} "
                 f"in {self.seconds:.1f}s")
         if self.failures:
             text += f"; {len(self.failures)} failed"
         if self.duplicates:
             text += (f"; {len(self.duplicates)} repeated an earlier id and replaced it, so "
                      f"{self.indexed - len(self.duplicates)} distinct documents were written")
+        if self.note:
+            text += f"; {self.note}"
         return text
 
 
@@ -97,22 +104,51 @@ def read_jsonl(
     ``max_doc_bytes`` gives one with ``error`` set instead of raising.  Blank
     lines are skipped.  Fields other than ``fields`` are not indexed.
 
+    The file is checked when this is called, before any document is yielded (so before
+    an index is created or replaced for it): it must be a readable file holding at least
+    one document that can be indexed.  Only the lines up to that first good document are
+    read for the check (and read again when iterating); a file holding none is read once.
+
     Raises:
-        ConfigurationError: the file does not exist or holds no document.
+        ConfigurationError: the file does not exist, cannot be read, or holds no document
+            that can be indexed (the message gives the first line's reason).
     """
     p = Path(path)
-    if not p.is_file():
-        raise ConfigurationError(f"input file {str(p)!r} does not exist")
+    shown = str(p)
     seen = 0
+    first: SourceDocument | None = None  # the first line that cannot be indexed
+    try:
+        if not p.exists():
+            raise ConfigurationError(f"input file {shown!r} does not exist")
+        if not p.is_file():
+            raise ConfigurationError(f"input file {shown!r} is not a regular file")
+        with open(p, "rb") as f:
+            for line_no, raw in enumerate(f, start=1):
+                if not raw.strip():
+                    continue
+                seen += 1
+                doc = parse_document(raw, line_no, id_field=id_field, fields=fields, max_doc_bytes=max_doc_bytes)
+                if doc.error is None:
+                    break
+                if first is None:
+                    first = doc
+            else:
+                if first is None:
+                    raise ConfigurationError(f"input file {shown!r} holds no documents (it is empty)")
+                lines = f"its {seen} lines" if seen > 1 else "its one line"
+                raise ConfigurationError(f"input file {shown!r} holds no document that can be indexed (none of "
+                                         f"{lines}); the first: "
+                                         f"{DocumentFailure(first.line, first.doc_id, first.error or '')}")
+    except OSError as err:
+        raise ConfigurationError(f"input file {shown!r} cannot be read: {err.strerror or err}") from err
+    return _read_lines(p, id_field=id_field, fields=fields, max_doc_bytes=max_doc_bytes)
+
+
+def _read_lines(p: Path, *, id_field: str, fields: Sequence[str], max_doc_bytes: int) -> Iterator[SourceDocument]:
     with open(p, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            seen += 1
-            yield parse_document(raw, line_no, id_field=id_field, fields=fields,
-                                 max_doc_bytes=max_doc_bytes)
-    if seen == 0:
-        raise ConfigurationError(f"input file {str(p)!r} holds no documents (it is empty)")
+            if raw.strip():
+                yield parse_document(raw, line_no, id_field=id_field, fields=fields, max_doc_bytes=max_doc_bytes)
 
 
 def parse_document(
@@ -259,6 +295,7 @@ def ingest(
     *,
     layout: IndexLayout | None = None,
     create: bool = True,
+    replace: bool = False,
     shards: int = 1,
     replicas: int = 0,
     bm25: tuple[float, float] | None = None,
@@ -278,6 +315,13 @@ def ingest(
             with their line (or position), id and reason, never raised one by one.
         layout: the text fields; for an existing index it must match the index's own.
         create: create the index if it does not exist.
+        replace: the documents replace all that an existing ``index`` holds.  They are
+            indexed into a new index (``<index>-<UTC time>``, with ``layout``), which takes
+            the name ``index`` as an alias once they are all in, in one atomic change that
+            also deletes the index replaced (its other aliases move to the new one).  Until
+            then ``index`` keeps its old content; if indexing stops, or not one document
+            could be indexed, ``index`` is left unchanged and the new index deleted (where
+            the engine can still be reached).  An ``index`` that does not exist is created.
         shards: primary shards of an index created here.
         replicas: replicas of each shard of an index created here (on a cluster of several
             nodes, 1 keeps every document on two nodes).
@@ -287,6 +331,9 @@ def ingest(
             engine's kNN search; the vectors are filled by
             :func:`esbridge.semantic.engine_vectors.open_vectors`).
 
+    An index created here for documents of which not one could be indexed is deleted again
+    (the report's ``note`` says so): no empty index is left behind.
+
     Returns:
         The report: counts, every failure with line, id and reason, and the number
         of input ids found in the index after a refresh.
@@ -294,8 +341,21 @@ def ingest(
     if chunk_docs < 1 or chunk_bytes < 1:
         raise ConfigurationError("chunk_docs and chunk_bytes must be >= 1")
     check_index_name(index)
+    if replace and not create:
+        raise ConfigurationError("replace=True creates a new index for the documents; it cannot go with create=False")
     started = time.monotonic()
-    if engine.index_exists(index):
+    target = index  # where the documents are written
+    replaced: tuple[str, dict[str, Any]] | None = None  # the index replaced at the end, and its aliases
+    created = False
+    exists = engine.index_exists(index)
+    if replace and exists:
+        replaced = _named_index(engine, index)
+        target = _replacement_name(engine, index)
+        create_index(engine, target, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
+                     meta={"replaces": index})
+        created = True
+        fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
+    elif exists:
         existing = read_layout(engine, index)
         fields, id_field = existing.fields, existing.id_field
         if layout is not None and (layout.fields, layout.combined, layout.id_field) != \
@@ -306,10 +366,11 @@ def ingest(
             )
     elif create:
         create_index(engine, index, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector)
+        created = True
         fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     else:
         raise ConfigurationError(f"index {index!r} does not exist (and create=False)")
-    report = IngestReport(index=index)
+    report = IngestReport(index=index, target=target)
     indexed_ids: set[str] = set()
     first_line: dict[str, int] = {}
     from tqdm import tqdm
@@ -330,7 +391,7 @@ def ingest(
                             d.line, d.doc_id, f"repeats the id of line {first}; this line replaced it"))
                 good.append(d)
             if good:
-                failed = _send(engine, index, good, max_retries=max_retries, backoff=backoff)
+                failed = _send(engine, target, good, max_retries=max_retries, backoff=backoff)
                 bad = {(f.line, f.doc_id) for f in failed}
                 report.failures.extend(failed)
                 for d in good:
@@ -340,26 +401,119 @@ def ingest(
             bar.update(len(batch))
     except EsbridgeError as err:
         report.seconds = time.monotonic() - started
-        raise IngestError(
-            f"indexing into {index!r} stopped after {report.indexed} of the {report.read} documents read so far "
-            f"were indexed: {err}. Nothing indexed is lost; re-run the same command to finish (documents are "
-            f"written by id, so a re-run does not duplicate them)",
-            report.failures, report=report,
-        ) from err
+        raise IngestError(_stopped(engine, report, err, replaced=replaced is not None, created=created),
+                          report.failures, report=report) from err
+    except KeyboardInterrupt:
+        if replaced is not None:
+            _discard(engine, target)  # the index replaced is unchanged
+        raise
     finally:
         bar.close()
-    engine.refresh(index)
-    report.present = count_present(engine, index, indexed_ids)
+    engine.refresh(target)
+    report.present = count_present(engine, target, indexed_ids)
     report.seconds = time.monotonic() - started
     if report.present != len(indexed_ids):
+        kept = ""
+        if replaced is not None:
+            kept = f"; {index!r} is unchanged" + ("" if _discard(engine, target) else
+                                                  f", and the new index {target!r} is left: delete it")
         raise IngestError(
             f"after indexing, {report.present} of the {len(indexed_ids)} distinct indexed ids are in "
-            f"{index!r}; documents were lost or deleted concurrently",
+            f"{target!r}; documents were lost or deleted concurrently{kept}",
             report.failures,
         )
+    if created and report.indexed == 0 and (replaced is not None or engine.count(target) == 0):
+        engine.delete_index(target)
+        report.note = (f"{index!r} is unchanged: not one document could be indexed, so the new index that was to "
+                       "replace it was deleted" if replaced is not None else
+                       f"not one document could be indexed, so the index {index!r} created for them was deleted")
+    elif replaced is not None:
+        report.note = _take_name(engine, index, replaced, target, report)
     if strict and report.failures:
         raise IngestError(
             f"{len(report.failures)} document(s) were not indexed into {index!r}; first: "
             f"{report.failures[0]}", report.failures,
         )
     return report
+
+
+def _named_index(engine: Engine, index: str) -> tuple[str, dict[str, Any]]:
+    """The one concrete index ``index`` names (itself, or the index of an alias), with its aliases.
+
+    Raises:
+        ConfigurationError: ``index`` is an alias of several indices.
+    """
+    resp = engine.request("GET", f"/{path_segment(index)}/_alias", context=f"reading which index {index!r} names")
+    names = sorted(resp)
+    if len(names) != 1:
+        raise ConfigurationError(f"{index!r} is an alias of {len(names)} indices ({', '.join(names[:5])}); "
+                                 "replace one index at a time")
+    return names[0], dict((resp[names[0]] or {}).get("aliases") or {})
+
+
+def _replacement_name(engine: Engine, index: str) -> str:
+    """A free index name for the index that is to replace ``index``: ``<index>-<UTC time>``."""
+    base = index.encode("utf-8")[:230].decode("utf-8", "ignore")
+    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+    name, n = f"{base}-{stamp}", 1
+    while engine.index_exists(name):
+        n += 1
+        name = f"{base}-{stamp}-{n}"
+    return name
+
+
+def _discard(engine: Engine, index: str) -> bool:
+    """Delete an index esbridge created for this run; whether it is gone."""
+    try:
+        engine.delete_index(index)
+    except EsbridgeError:
+        return False
+    return True
+
+
+def _stopped(engine: Engine, report: IngestReport, err: EsbridgeError, *, replaced: bool, created: bool) -> str:
+    """The message of an ingestion that stopped part-way, saying what is where and how to finish."""
+    index, target = report.index, report.target
+    done = f"stopped after {report.indexed} of the {report.read} documents read so far were indexed: {err}"
+    reachable = not isinstance(err, EngineUnavailableError)
+    if replaced:
+        left = (f"the new index {target!r} was deleted" if reachable and _discard(engine, target) else
+                f"the partial new index {target!r} is left: delete it")
+        return (f"indexing into {target!r}, the new index that was to replace {index!r}, {done}. {index!r} is "
+                f"unchanged; {left}, and run the same command again to replace it")
+    if created and report.indexed == 0 and reachable and _discard(engine, target):
+        return (f"indexing into {index!r} {done}. Not one document was indexed, so the index created for them was "
+                "deleted; run the same command again")
+    return (f"indexing into {index!r} {done}. Nothing indexed is lost; re-run the same command to finish "
+            "(documents are written by id, so a re-run does not duplicate them)")
+
+
+def _take_name(engine: Engine, index: str, replaced: tuple[str, Mapping[str, Any]], target: str,
+               report: IngestReport) -> str:
+    """Give ``target`` the name ``index`` (an alias) and the other aliases of the index it replaces,
+    and delete that index, in one atomic ``_aliases`` request; what was done, in words."""
+    old, aliases = replaced
+    actions: list[dict[str, Any]] = [{"add": {"index": target, "alias": index}}]
+    actions += [{"add": {**dict(spec or {}), "index": target, "alias": alias}}
+                for alias, spec in aliases.items() if alias != index]
+    actions.append({"remove_index": {"index": old}})
+    try:
+        engine.request("POST", "/_aliases", body={"actions": actions},
+                       context=f"replacing {old!r} with {target!r} as {index!r}")
+    except EsbridgeError as err:
+        # an answer lost after the engine applied the change (a retry then finds the old index gone)
+        try:
+            done = target in engine.request("GET", f"/{path_segment(index)}/_alias",
+                                            context=f"reading which index {index!r} names")
+        except EsbridgeError:
+            raise IngestError(f"the documents are in the new index {target!r}, but replacing {old!r} with it "
+                              f"failed: {err}; `esbridge indices` shows which index {index!r} now names (delete "
+                              "the other, and run the same command again if it is the old one)",
+                              report.failures, report=report) from err
+        if not done:
+            raise IngestError(f"the documents are in the new index {target!r}, but it could not replace {old!r}: "
+                              f"{err}. {index!r} is unchanged; delete {target!r} and run the same command again",
+                              report.failures, report=report) from err
+    if old == index:
+        return f"{index!r} is now an alias of the new index {target!r}; the old index {index!r} was deleted"
+    return f"{index!r} now names the new index {target!r}; {old!r}, which it named before, was deleted"

@@ -13,7 +13,8 @@ Which tests run on which engine is decided here, by parametrisation (never by a 
 * tests marked ``painless`` run only on engines with Painless (not ``elasticsearch8``, the
   secured Elasticsearch 8.19 node, whose distribution has no lang-painless module), tests
   marked ``without_painless`` only on engines without it, tests marked ``secured`` only on
-  engines with security on (``elasticsearch8``);
+  engines with security on (``elasticsearch8``), tests marked ``without_reindex`` only on engines
+  without ``_update_by_query`` (``elasticsearch8``);
 * on ``elasticsearch8`` only the modules of :data:`ELASTICSEARCH8_MODULES` run, and on
   ``elasticsearch`` (7.10) every module but those of :data:`ELASTICSEARCH7_LEFT_OUT` (the
   suite's time budget; the README's compatibility table lists them).
@@ -53,10 +54,14 @@ ENGINE_IDENTITY: dict[str, tuple[str, int | None]] = {
 WITHOUT_PAINLESS = frozenset({"elasticsearch8"})
 #: Engines with security on (TLS, authentication): tests marked ``secured`` run only on them.
 SECURED = frozenset({"elasticsearch8"})
+#: Engines without ``_update_by_query`` (the minimal Elasticsearch distribution has no reindex
+#: module): tests marked ``without_reindex`` run only on them.
+WITHOUT_REINDEX = frozenset({"elasticsearch8"})
 #: The test modules that run on ``elasticsearch8`` (every module runs on the others);
 #: ``ESBRIDGE_TEST_ELASTICSEARCH8_MODULES`` (module names, or ``all``) replaces the list.
 ELASTICSEARCH8_MODULES = frozenset({
     "test_parity", "test_rerank", "test_ingest", "test_user_client", "test_security", "test_async",
+    "test_index_safety",
 })
 _ES8_MODULES_ENV = os.environ.get("ESBRIDGE_TEST_ELASTICSEARCH8_MODULES", "").strip()
 if _ES8_MODULES_ENV:
@@ -116,6 +121,8 @@ def engines_for(item_module: str, markers: set[str]) -> list[str]:
         if "without_painless" in markers and name not in WITHOUT_PAINLESS:
             continue
         if "secured" in markers and name not in SECURED:
+            continue
+        if "without_reindex" in markers and name not in WITHOUT_REINDEX:
             continue
         if name == "elasticsearch8" and item_module not in ELASTICSEARCH8_MODULES and "all" not in ELASTICSEARCH8_MODULES:
             continue

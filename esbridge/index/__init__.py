@@ -1,5 +1,6 @@
 """Index definitions: the index body built from ``mappings/``, the layout read back, and your
-own (plain) indices: read as they are, or given esbridge's channels in place."""
+own (plain) indices: read as they are, or given esbridge's channels in place; and the list of the
+indices esbridge made on an engine."""
 
 from esbridge.index.definitions import (
     VECTOR_FIELD,
@@ -9,7 +10,8 @@ from esbridge.index.definitions import (
     create_index,
     read_layout,
 )
+from esbridge.index.listing import IndexEntry, list_indices
 from esbridge.index.plain import AddChannelsReport, add_channels, open_layout
 
-__all__ = ["VECTOR_FIELD", "AddChannelsReport", "IndexLayout", "VectorField", "add_channels", "build_index_body",
-           "create_index", "open_layout", "read_layout"]
+__all__ = ["VECTOR_FIELD", "AddChannelsReport", "IndexEntry", "IndexLayout", "VectorField", "add_channels",
+           "build_index_body", "create_index", "list_indices", "open_layout", "read_layout"]

@@ -31,7 +31,7 @@ from typing import Any
 
 from esbridge.engine.client import Engine, check_index_name, path_segment
 from esbridge.engine.plan import Call, Plan, run
-from esbridge.errors import ConfigurationError, EngineError
+from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, UnsupportedEngineError
 from esbridge.index.definitions import (
     _FIELD_PATH,
     DEFAULT_COMBINED,
@@ -511,6 +511,29 @@ def _add_analysis(engine: Engine, index: str, add: Mapping[str, Any]) -> None:
                        context=f"waiting for {index!r} to reopen")
 
 
+def _require_update_by_query(engine: Engine, concrete: str, index: str) -> None:
+    """Check, before anything changes, that the engine re-indexes in place: an
+    ``_update_by_query`` of no document.
+
+    Raises:
+        UnsupportedEngineError: the engine has no ``_update_by_query`` (Elasticsearch's and
+            OpenSearch's ``reindex`` module; the minimal Elasticsearch distribution lacks it).
+        EngineError: the engine refused it otherwise (e.g. the user lacks the privilege).
+    """
+    try:
+        engine.request("POST", f"/{path_segment(concrete)}/_update_by_query", params={"conflicts": "proceed"},
+                       body={"query": {"match_none": {}}},
+                       context=f"checking that {index!r} can be re-indexed in place (_update_by_query)")
+    except EngineError as err:
+        if isinstance(err, EngineUnavailableError) or err.status not in (400, 404, 405) or \
+                "no handler found" not in str(err.reason or ""):
+            raise
+        raise UnsupportedEngineError(
+            f"{engine.info.label} has no _update_by_query (its reindex module is not installed), which adding "
+            f"esbridge's channels needs to re-index the documents of {index!r} in place; nothing was changed. "
+            "Use an engine with the reindex module, or index the documents again with `esbridge index`") from err
+
+
 def _wait_for_task(engine: Engine, index: str, task: str, *, progress: bool, poll_interval: float) -> dict[str, Any]:
     """Poll the ``_update_by_query`` task until it ends, with a progress bar; its final answer."""
     from tqdm import tqdm
@@ -570,10 +593,15 @@ def add_channels(engine: Engine, index: str, fields: str | Sequence[str] | None 
         poll_interval: the most seconds between two looks at the re-indexing task (the first
             looks come sooner).
 
+    Everything it needs is checked before anything changes, ``_update_by_query`` too (an
+    ``_update_by_query`` of no document).
+
     Raises:
         ConfigurationError: the index already has esbridge's layout, has ``_source``
             disabled or filtered (re-indexing from it would lose data), a field is not text,
             or a name esbridge needs is taken.
+        UnsupportedEngineError: the engine has no ``_update_by_query`` (its ``reindex``
+            module is not installed); nothing was changed.
         EngineError: the engine refused a step, a document failed to re-index, or the
             checks found a difference.
     """
@@ -601,6 +629,7 @@ def add_channels(engine: Engine, index: str, fields: str | Sequence[str] | None 
     layout = IndexLayout(fields=names, field_channels=IndexLayout().channels, base_subfield=True)
     body = channel_mapping_update(index, mapping, layout.fields, layout.combined)
     add = _analysis_update(index, spec.analysis)
+    _require_update_by_query(engine, concrete, index)
     if add:
         _add_analysis(engine, concrete, add)
     where = path_segment(concrete)

@@ -95,7 +95,8 @@ def test_custom_fields_and_id_field(engine: Engine, index_name: str, tmp_path: P
     hit = engine.search(index_name, {"query": {"match": {"esb_all": "cardiac"}}})["hits"]["hits"][0]
     assert hit["_id"] == "p1" and hit["_source"]["pmid"] == "p1"
     with pytest.raises(ConfigurationError, match="exists with fields"):
-        ingest(engine, index_name, read_jsonl(src), layout=IndexLayout(), progress=False)
+        ingest(engine, index_name, read_jsonl(src, id_field="pmid", fields=("headline", "body")),
+               layout=IndexLayout(), progress=False)
 
 
 def test_mapping_is_accepted_and_channels_analyse_as_documented(engine: Engine, index_name: str) -> None:

@@ -1,0 +1,62 @@
+"""The input of `esbridge index` is checked when it is opened, before any engine is touched; and the
+table `esbridge indices` prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from esbridge.errors import ConfigurationError
+from esbridge.index.definitions import IndexLayout
+from esbridge.index.listing import IndexEntry, render_table
+from esbridge.ingest import read_jsonl
+
+
+def test_a_file_that_cannot_be_indexed_fails_when_opened(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_bytes(b"\xff\xfe\x00\n\n{\"_id\": \"x\", \"text\": 3}\n")
+    with pytest.raises(ConfigurationError) as info:
+        read_jsonl(garbage)  # not iterated: the check is made at once
+    assert str(info.value).startswith(f"input file {str(garbage)!r} holds no document that can be indexed (none of "
+                                      "its 2 lines); the first: line 1: malformed JSON: ")
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        read_jsonl(tmp_path / "missing.jsonl")
+    with pytest.raises(ConfigurationError, match="is not a regular file"):
+        read_jsonl(tmp_path)
+    (tmp_path / "blank.jsonl").write_text("\n  \n")
+    with pytest.raises(ConfigurationError, match="holds no documents"):
+        read_jsonl(tmp_path / "blank.jsonl")
+    with pytest.raises(ConfigurationError, match=r"none of its one line\); the first: line 1: missing id field 'id'"):
+        (tmp_path / "one.jsonl").write_text(json.dumps({"_id": "1", "text": "x"}) + "\n")
+        read_jsonl(tmp_path / "one.jsonl", id_field="id")
+
+
+def test_lines_before_the_first_good_document_are_still_reported(tmp_path: Path) -> None:
+    src = tmp_path / "d.jsonl"
+    good = [json.dumps({"_id": f"g{i}", "text": f"good {i}"}) for i in range(3)]
+    src.write_text("\n".join(["not json", "", good[0], '{"_id": "b", "text": []}', good[1], good[2]]) + "\n")
+    docs = list(read_jsonl(src))
+    assert [(d.line, d.doc_id, d.error is None) for d in docs] == [
+        (1, None, False), (3, "g0", True), (4, "b", False), (5, "g1", True), (6, "g2", True)]
+
+
+def test_the_indices_table_shows_each_layout() -> None:
+    esb = IndexEntry(name="docs-20250101000000", aliases=("docs",), status="open", documents=12,
+                     meta={"vector": {"field": "esbridge_vector", "dim": 384, "model": "all-MiniLM-L6-v2"},
+                           "replaces": "docs"},
+                     layout=IndexLayout(fields=("title", "text")))
+    left = IndexEntry(name="docs-20240101000000", aliases=(), status="close", documents=None,
+                      meta={"replaces": "docs", "channels_added": True}, layout=IndexLayout(fields=("body",)))
+    plain = IndexEntry(name="logs", aliases=(), status="open", documents=3, meta={}, layout=None)
+    lines = render_table([esb, left, plain]).splitlines()
+    assert lines[0].split() == ["index", "aliases", "docs", "fields", "channels", "vector", "notes"]
+    assert lines[1].split() == ["docs-20250101000000", "docs", "12", "title,text", "base,prefix,bigram,micro",
+                                "(each", "field:", "base)", "esbridge_vector", "(384d,", "all-MiniLM-L6-v2)"]
+    assert lines[2].split()[:4] == ["docs-20240101000000", "-", "closed", "body"]
+    assert lines[2].endswith("unfinished: was to replace 'docs', which does not name it (delete it); "
+                             "channels added in place")
+    assert lines[3].split()[:6] == ["logs", "-", "3", "-", "-", "-"] and "not esbridge's" in lines[3]
+    assert esb.to_json()["vector"] == {"field": "esbridge_vector", "dim": 384, "model": "all-MiniLM-L6-v2"}
+    assert plain.to_json()["fields"] is None and not plain.to_json()["esbridge"]
