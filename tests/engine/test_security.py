@@ -9,6 +9,7 @@ API key and a CA made by esbridge); an engine without Painless says so in one li
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import stat
 import uuid
@@ -201,6 +202,41 @@ def test_the_cli_authenticates_with_an_api_key_and_a_ca(engine: Engine, api_key:
     monkeypatch.setenv("ESBRIDGE_API_KEY", base64.b64encode(f"{key_id}:{key}".encode()).decode())
     code, out, err = run(capsys, "search", "--url", engine.options.url, "--size", "2", small_index, "insulin")
     assert code == 0, err
+
+
+@pytest.mark.secured
+def test_the_local_nodes_ca_is_used_whatever_credentials_are_given(engine: Engine, api_key: tuple[str, str],
+                                                                   small_index: str,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The URL of esbridge's secured local node, no CA given: the node's own CA file is trusted
+    whether its recorded credentials or the user's are used."""
+    node = local.node_for_url(engine.options.url)
+    if node is None:
+        pytest.fail("the secured engine under test is not esbridge's local node; this test checks that its "
+                    "recorded CA is used")
+    key_id, key = api_key
+    for var in ("ESBRIDGE_USERNAME", "ESBRIDGE_PASSWORD", "ESBRIDGE_API_KEY", "ESBRIDGE_CA_CERTS", "ESBRIDGE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    base64_key = base64.b64encode(f"{key_id}:{key}".encode()).decode()
+    user_in_url = urlsplit(node.url)._replace(netloc=f"{node.username}:{node.password}@127.0.0.1:{node.port}").geturl()
+    for extra, env in (([], {}),  # the record's user
+                       (["--api-key", f"{key_id}:{key}"], {}),
+                       ([], {"ESBRIDGE_API_KEY": base64_key}),
+                       (["--username", str(node.username)], {"ESBRIDGE_PASSWORD": str(node.password)}),
+                       (["--url", user_in_url], {})):
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        code, out, err = run(capsys, "search", small_index, "insulin", "--url", node.url, *extra, "--no-store",
+                             "--size", "2", "--json")
+        for name in env:
+            monkeypatch.delenv(name)
+        assert code == 0, (extra, list(env), err)
+        assert {h["_id"] for h in json.loads(out)["hits"]["hits"]} == {"a", "c"}
+    # the user's credentials are the ones used: a wrong key is refused, not replaced by the record's user
+    code, _, err = run(capsys, "search", small_index, "insulin", "--url", node.url, "--api-key", f"{key_id}:wrong",
+                       "--max-retries", "0", "--no-store")
+    assert code == 6 and "did not accept the credentials" in err
 
 
 @pytest.mark.secured
