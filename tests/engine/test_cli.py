@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -53,6 +54,17 @@ def test_errors_are_one_clear_line(engine: Engine, med_index: str, capsys: pytes
     assert code == expected and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("esbridge: error:") and needle in lines[0]
+
+
+def test_a_tls_hint_never_shows_the_password(engine: Engine, capsys: pytest.CaptureFixture[str]) -> None:
+    """https to the plain-HTTP engine with a user and password in the URL: the hint names the
+    http URL to use, with the password hidden."""
+    parts = urlsplit(engine.options.url)
+    assert parts.scheme == "http"
+    url = parts._replace(scheme="https", netloc=f"admin:s3cretPW@{parts.netloc}").geturl()
+    code, out, err = run(capsys, "search", "any-index", "x", "--url", url, "--max-retries", "0")
+    assert code == 3 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"use http://admin:***@{parts.netloc}" in err and "s3cretPW" not in err
 
 
 def test_unreachable_engine(capsys: pytest.CaptureFixture[str]) -> None:

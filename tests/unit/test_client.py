@@ -170,6 +170,14 @@ def test_tls_failures_say_what_to_fix(url: str, raised: str, expected: str | Non
     assert (got is None) if expected is None else (got is not None and expected in got)
 
 
+def test_the_tls_hint_hides_the_password() -> None:
+    from esbridge.engine.client import _tls_problem
+
+    got = _tls_problem(ConnectionOptions("https://admin:s3cretPW@h:9205"),
+                       _Unreachable("[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)"), probe=False)
+    assert got is not None and "use http://admin:***@h:9205" in got and "s3cretPW" not in got
+
+
 def test_an_untrusted_certificate_is_not_retried() -> None:
     engine, transport, slept = make([_Unreachable("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")] * 3)
     with pytest.raises(EngineUnavailableError, match="--ca-certs"):
