@@ -386,8 +386,9 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="override a pipeline parameter, e.g. w_semantic=2, fusion=zscore, keyword_fb_docs=5 "
                         "(repeat; see esbridge.hybrid.PipelineParams)")
     p.add_argument("--json", help="also write the JSON summary here")
-    p.add_argument("--out", help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>, "
-                                 "or eval-results/<index>-<qrels name>)")
+    p.add_argument("--output", "--out", dest="out", metavar="DIR",
+                   help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>, "
+                        "or eval-results/<index>-<qrels name>)")
     p.add_argument("--index-prefix", help="with --dataset: evaluation index names start with this "
                                           "(default esbridge-eval)")
     p.add_argument("--reindex", action="store_true", help="with --dataset: rebuild the evaluation indices")
@@ -416,7 +417,8 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--topics", required=True,
                    help="BEIR queries.jsonl (_id, text), a TREC topics file (<top> <num> <title> <desc> <narr>) "
                         "or id<TAB>text lines")
-    p.add_argument("--output", required=True, help="the TREC run file to write (or to continue)")
+    p.add_argument("--output", "--out", required=True, metavar="FILE",
+                   help="the TREC run file to write (or to continue)")
     p.add_argument("--system", choices=RUN_SYSTEMS, default="rerank",
                    help="rerank: --scorer over the engine's BM25 top --window (default); hybrid: the hybrid "
                         "pipeline (--scorer and --window set its lexical strategy); engine-bm25: the engine's "
@@ -477,7 +479,8 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--half-seed", type=int, default=2024, help="seed of the fixed halves (default 2024)")
     p.add_argument("--window", type=int, default=1000, help="first-stage hits reranked (default 1000)")
     p.add_argument("--json", help="also write the JSON summary here")
-    p.add_argument("--out", help="folder for the report (default eval-results/tune-<scorer>)")
+    p.add_argument("--output", "--out", dest="out", metavar="DIR",
+                   help="folder for the report (default eval-results/tune-<scorer>)")
     p.add_argument("--index-prefix", default="esbridge-eval", help="evaluation index names start with this")
     p.add_argument("--no-features-cache", action="store_true",
                    help="fetch the features again instead of reading them from esbridge's cache")
@@ -489,9 +492,9 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m esbridge.cli_eval eval|run|tune ...``: the same commands without the rest of the CLI."""
-    from esbridge.cli import _connect, _connection_args, run_parsed
+    from esbridge.cli import Parser, _connect, _connection_args, run_parsed
 
-    parser = argparse.ArgumentParser(prog="esbridge")
+    parser = Parser(prog="esbridge")
     sub = parser.add_subparsers(dest="command", required=True)
     add_commands(sub, _connection_args, _connect)
     return run_parsed(parser.parse_args(argv))
