@@ -120,6 +120,7 @@ def _connect(args: argparse.Namespace) -> Any:
 def _cmd_engine(args: argparse.Namespace) -> int:
     from esbridge.engine import local
     from esbridge.engine.provision import find_local_node
+    from esbridge.errors import ConfigurationError
 
     if args.nodes < 1:
         raise EsbridgeError(f"--nodes must be >= 1, got {args.nodes}")
@@ -159,6 +160,12 @@ def _cmd_engine(args: argparse.Namespace) -> int:
             print(f"export ESBRIDGE_CA_CERTS={node.ca_certs}")
         print(f"export ESBRIDGE_URL={node.url}")
     elif args.action == "stop":
+        if name not in local.known_nodes():
+            known = local.known_nodes()
+            raise ConfigurationError(
+                f"no local node or cluster named {name!r} to stop; "
+                + (f"esbridge's nodes and clusters: {', '.join(known)}" if known else "esbridge has none")
+                + " (`esbridge engine status` lists the running ones)")
         members = local.cluster_members(name)
         what = f"cluster {name!r} ({len(members)} nodes)" if members is not None else f"node {name!r}"
         stopped = local.stop(name)
