@@ -23,6 +23,55 @@ if TYPE_CHECKING:
 
 Handler = Callable[[argparse.Namespace], int]
 
+
+class Parser(argparse.ArgumentParser):
+    """The parser of ``esbridge`` and of each of its commands (its sub-parsers are of this class
+    too): options are taken only as spelled out (``--api`` is not ``--api-key``), and arguments it
+    does not know are reported by name only, never with their values, which may be secrets.
+    The parsed arguments keep the command line as given (``command_argv``), which reports
+    record with the secrets among the parsed values hidden."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        given = list(sys.argv[1:] if args is None else args)
+        parsed, extras = self.parse_known_args(given, namespace)
+        if extras:
+            command = _command_parser(self, parsed)
+            command.error(_unrecognized(extras, command))
+        parsed.command_argv = given
+        return parsed
+
+
+def _command_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command ``parsed`` ran."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+            if chosen is not None:
+                return _command_parser(chosen, parsed)
+    return parser
+
+
+def _unrecognized(extras: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """What argparse's "unrecognized arguments" says, without the arguments' values."""
+    options = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-") and len(arg) > 1]
+    others = len(extras) - len(options)
+    known = [opt for action in parser._actions for opt in action.option_strings]
+    parts = []
+    for opt in options:
+        meant = [k for k in known if k.startswith(opt)]
+        parts.append(f"{opt} (did you mean {' or '.join(meant)}? options are taken only spelled out in full)"
+                     if meant else opt)
+    if others:
+        parts.append(f"{others} other argument{'s' if others > 1 else ''} (not shown: "
+                     f"{'they' if others > 1 else 'it'} may hold a secret)")
+    return f"unrecognized arguments: {', '.join(parts)}"
+
+
 #: The local node distributions (``esbridge.engine.local.RUNNERS``).
 DISTRIBUTIONS = ["opensearch", "opensearch-knn", "elasticsearch", "elasticsearch8"]
 
@@ -71,6 +120,7 @@ def _connect(args: argparse.Namespace) -> Any:
 def _cmd_engine(args: argparse.Namespace) -> int:
     from esbridge.engine import local
     from esbridge.engine.provision import find_local_node
+    from esbridge.errors import ConfigurationError
 
     if args.nodes < 1:
         raise EsbridgeError(f"--nodes must be >= 1, got {args.nodes}")
@@ -110,6 +160,12 @@ def _cmd_engine(args: argparse.Namespace) -> int:
             print(f"export ESBRIDGE_CA_CERTS={node.ca_certs}")
         print(f"export ESBRIDGE_URL={node.url}")
     elif args.action == "stop":
+        if name not in local.known_nodes():
+            known = local.known_nodes()
+            raise ConfigurationError(
+                f"no local node or cluster named {name!r} to stop; "
+                + (f"esbridge's nodes and clusters: {', '.join(known)}" if known else "esbridge has none")
+                + " (`esbridge engine status` lists the running ones)")
         members = local.cluster_members(name)
         what = f"cluster {name!r} ({len(members)} nodes)" if members is not None else f"node {name!r}"
         stopped = local.stop(name)
@@ -243,7 +299,7 @@ def _print_failures(report: IngestReport, limit: int) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from esbridge import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="esbridge",
         description="Exact modern lexical scoring (BM25F, BMX, evolved) on Elasticsearch and OpenSearch.",
         epilog=EXIT_CODES,

@@ -8,36 +8,62 @@ only when a command runs, with an install hint if missing.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import os
+import re
 import shlex
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from esbridge.errors import ConfigurationError
 
 DEFAULT_SCORERS = "bm25,bmx,evolved"
 
 
-#: Options whose value is a secret: written to reports as ``***``.
-SECRET_OPTIONS = ("--api-key", "--password")
+#: Words that mark an option (by its name or its parsed value's name) as holding a secret
+#: (``--api-key``, a password, a token): reports show its value as ``***``.
+SECRET_OPTION_WORDS = ("api_key", "password", "passwd", "secret", "token", "credential")
+#: Environment variables whose value is a secret.
+SECRET_ENV = ("ESBRIDGE_PASSWORD", "ESBRIDGE_API_KEY")
+
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#@:]*):([^/?#]*)@")
 
 
-def _command_line() -> str | None:
-    """The command as typed, when this process is the ``esbridge`` command, with secrets
-    (API keys, passwords, a password inside a URL) replaced by ``***``."""
-    prog = Path(sys.argv[0]).name if sys.argv else ""
-    if prog in ("esbridge", "cli.py", "__main__.py", "cli_eval.py"):
-        return shlex.join(["esbridge", *redact_argv(sys.argv[1:])])
-    return None
+def secret_values(args: argparse.Namespace) -> list[str]:
+    """The secrets the command was given: the values of its secret options, of
+    :data:`SECRET_ENV` and the passwords of URLs (longest first); an API key in its other
+    encodings too (``id:key``, base64, the key alone)."""
+    found = [value for name, value in vars(args).items() if isinstance(value, str) and value and _secret_name(name)]
+    found += [value for value in (os.environ.get(name) for name in SECRET_ENV) if value]
+    for url in (getattr(args, "url", None), os.environ.get("ESBRIDGE_URL")):
+        password = urlsplit(url).password if isinstance(url, str) else None
+        if password:
+            found += [password, unquote(password)]
+    more = []
+    for value in found:
+        plain = value
+        if ":" not in value:
+            try:
+                plain = base64.b64decode(value, validate=True).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                continue
+        if ":" in plain:
+            more += [plain, plain.split(":", 1)[1], base64.b64encode(plain.encode()).decode()]
+    return sorted({v for v in found + more if v}, key=len, reverse=True)
 
 
-def redact_argv(argv: list[str]) -> list[str]:
-    """``argv`` with the values of secret options and URL passwords replaced by ``***``."""
-    from esbridge.engine.client import redact_url
+def _secret_name(name: str) -> bool:
+    return any(word in name.lower().lstrip("-").replace("-", "_") for word in SECRET_OPTION_WORDS)
 
+
+def redact_argv(argv: Sequence[str], secrets: Sequence[str] = ()) -> list[str]:
+    """``argv`` with ``***`` for the value of every secret option (each time it is given), every
+    password inside a URL and every occurrence of ``secrets``."""
     out: list[str] = []
     hide_next = False
     for arg in argv:
@@ -46,15 +72,33 @@ def redact_argv(argv: list[str]) -> list[str]:
             hide_next = False
             continue
         opt, eq, _value = arg.partition("=")
-        if opt in SECRET_OPTIONS:
-            if eq:
-                out.append(f"{opt}=***")
-            else:
-                out.append(arg)
-                hide_next = True
+        if opt.startswith("--") and _secret_name(opt):
+            out.append(f"{opt}=***" if eq else arg)
+            hide_next = not eq
             continue
-        out.append(redact_url(arg) if "://" in arg else arg)
+        arg = _URL_USERINFO.sub(r"\1\2:***@", arg)
+        for secret in secrets:
+            arg = arg.replace(secret, "***")
+        out.append(arg)
     return out
+
+
+def command_line(args: argparse.Namespace) -> str | None:
+    """The command as given (``esbridge ...``), for reports, with its secrets replaced by ``***``:
+    those of the parsed values (:func:`secret_values`), whichever way they were spelled;
+    ``None`` when the arguments did not come from the command line."""
+    argv = getattr(args, "command_argv", None)
+    if argv is None:
+        return None
+    return shlex.join(["esbridge", *redact_argv(argv, secret_values(args))])
+
+
+def names_credentials(args: argparse.Namespace) -> bool:
+    """Whether the command was given credentials (a user, an API key or a password, in an option,
+    the environment or a URL): its reports are then readable by their owner only."""
+    url = getattr(args, "url", None) or os.environ.get("ESBRIDGE_URL")
+    return bool(secret_values(args) or getattr(args, "username", None) or os.environ.get("ESBRIDGE_USERNAME")
+                or (url and urlsplit(url).username))
 
 
 def _scorers(text: str) -> tuple[str, ...]:
@@ -175,8 +219,8 @@ def _cmd_eval(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     for note in result.notes:
         print(f"esbridge: note: {note}", file=sys.stderr)
     out = Path(args.out) if args.out else default_out
-    write_report(result, out, command=_command_line(), json_path=Path(args.json) if args.json else None,
-                 plots=not args.no_plots, runs=args.runs, run_depth=args.run_depth)
+    write_report(result, out, command=command_line(args), json_path=Path(args.json) if args.json else None,
+                 plots=not args.no_plots, runs=args.runs, run_depth=args.run_depth, private=names_credentials(args))
     print(f"{result.dataset} ({where}, {len(result.queries)} queries, window {config.window}, {result.engine}):")
     print(markdown_table(result))
     legend = marks_legend(result)
@@ -318,7 +362,9 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
             raise ConfigurationError(f"--warm-start {path!r} is not a JSON written by esbridge tune ({err})") from None
     result = search(args.scorer, train, held, trials=args.trials, seed=args.seed, space=args.space,
                     fixed=fixed, progress=not args.quiet, warm_start=warm)
-    command = _command_line()
+    from esbridge.evaluation.report import write_text
+
+    command, private = command_line(args), names_credentials(args)
     report = tuning_markdown(result, command)
     if augmentation is not None:
         report += (f"\nEvery query was scored with {augmentation.label()} (w_0 · score(query) + Σ w_i · "
@@ -326,22 +372,22 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     print(report)
     out = Path(args.out) if args.out else Path("eval-results") / f"tune-{args.scorer}"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"tune-{args.scorer}.md").write_text(report)
+    write_text(out / f"tune-{args.scorer}.md", report, private=private)
     from esbridge.evaluation.runner import jsonable
 
     summary = json.dumps({**result.to_json(),
                           **({"augmentation": jsonable(augmentation.describe())} if augmentation is not None else {})},
                          indent=2) + "\n"
-    (out / f"tune-{args.scorer}.json").write_text(summary)
+    write_text(out / f"tune-{args.scorer}.json", summary, private=private)
     if args.json:
-        Path(args.json).write_text(summary)
+        write_text(Path(args.json), summary, private=private)
     with open(out / f"tune-{args.scorer}-trials.tsv", "w") as f:
         names = sorted({k for _, _, v in result.trials for k in v})
         f.write("trial\tobjective\t" + "\t".join(names) + "\n")
         for number, value, values in result.trials:
             f.write(f"{number}\t{value:.6f}\t" + "\t".join(f"{values.get(n, float('nan')):.6g}" for n in names) + "\n")
     if command:
-        (out / f"tune-{args.scorer}-command.txt").write_text(command + "\n")
+        write_text(out / f"tune-{args.scorer}-command.txt", command + "\n", private=private)
     print(f"written to {out}/ in {result.seconds:.1f}s of search", file=sys.stderr)
     return 0
 
@@ -395,8 +441,9 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="override a pipeline parameter, e.g. w_semantic=2, fusion=zscore, keyword_fb_docs=5 "
                         "(repeat; see esbridge.hybrid.PipelineParams)")
     p.add_argument("--json", help="also write the JSON summary here")
-    p.add_argument("--out", help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>, "
-                                 "or eval-results/<index>-<qrels name>)")
+    p.add_argument("--output", "--out", dest="out", metavar="DIR",
+                   help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>, "
+                        "or eval-results/<index>-<qrels name>)")
     p.add_argument("--index-prefix", help="with --dataset: evaluation index names start with this "
                                           "(default esbridge-eval)")
     p.add_argument("--reindex", action="store_true", help="with --dataset: rebuild the evaluation indices")
@@ -425,7 +472,8 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--topics", required=True,
                    help="BEIR queries.jsonl (_id, text), a TREC topics file (<top> <num> <title> <desc> <narr>) "
                         "or id<TAB>text lines")
-    p.add_argument("--output", required=True, help="the TREC run file to write (or to continue)")
+    p.add_argument("--output", "--out", required=True, metavar="FILE",
+                   help="the TREC run file to write (or to continue)")
     p.add_argument("--system", choices=RUN_SYSTEMS, default="rerank",
                    help="rerank: --scorer over the engine's BM25 top --window (default); hybrid: the hybrid "
                         "pipeline (--scorer and --window set its lexical strategy); engine-bm25: the engine's "
@@ -486,7 +534,8 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--half-seed", type=int, default=2024, help="seed of the fixed halves (default 2024)")
     p.add_argument("--window", type=int, default=1000, help="first-stage hits reranked (default 1000)")
     p.add_argument("--json", help="also write the JSON summary here")
-    p.add_argument("--out", help="folder for the report (default eval-results/tune-<scorer>)")
+    p.add_argument("--output", "--out", dest="out", metavar="DIR",
+                   help="folder for the report (default eval-results/tune-<scorer>)")
     p.add_argument("--index-prefix", default="esbridge-eval", help="evaluation index names start with this")
     p.add_argument("--no-features-cache", action="store_true",
                    help="fetch the features again instead of reading them from esbridge's cache")
@@ -498,9 +547,9 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m esbridge.cli_eval eval|run|tune ...``: the same commands without the rest of the CLI."""
-    from esbridge.cli import _connect, _connection_args, run_parsed
+    from esbridge.cli import Parser, _connect, _connection_args, run_parsed
 
-    parser = argparse.ArgumentParser(prog="esbridge")
+    parser = Parser(prog="esbridge")
     sub = parser.add_subparsers(dest="command", required=True)
     add_commands(sub, _connection_args, _connect)
     return run_parsed(parser.parse_args(argv))

@@ -122,7 +122,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                         "or id<TAB>text lines")
     e.add_argument("--qrels", help="judgments for the labels, TREC qrels (qid 0 docid relevance) or a BEIR qrels "
                                    ".tsv (default: every label 0)")
-    e.add_argument("--output", required=True, help="the feature file to write")
+    e.add_argument("--output", "--out", required=True, metavar="FILE", help="the feature file to write")
     e.add_argument("--format", choices=["svmrank", "lightgbm"], default="svmrank",
                    help="svmrank (default) or lightgbm (see below)")
     e.add_argument("--window", type=int, default=1000, help="first-stage candidates per topic (default 1000)")

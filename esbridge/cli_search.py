@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from esbridge.errors import ConfigurationError, EsbridgeError, IndexNotFoundError
+from esbridge.errors import ConfigurationError, EngineError, EsbridgeError, IndexNotFoundError
 
 
 def _scorer_params(name: str, pairs: list[str] | None) -> Any:
@@ -29,18 +30,14 @@ def _scorer_params(name: str, pairs: list[str] | None) -> Any:
     try:
         return scorer.make_params(**overrides)
     except (TypeError, ValueError) as err:
-        raise ConfigurationError(f"scorer {name!r}: {err}") from err
+        raise ConfigurationError(f"--param: {err}") from err  # the message names the scorer
 
 
 def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> Any:
     from esbridge.rerank import Reranker
 
-    engine = connect(args)
-    if not engine.index_exists(args.index):
-        raise IndexNotFoundError(
-            f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`",
-            index=args.index,
-        )
+    # the options are checked before the engine is reached
+    params = _scorer_params(args.scorer, args.param)
     weights = {}
     for pair in args.field_weight or []:
         name, _, value = pair.partition("=")
@@ -48,7 +45,13 @@ def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
             weights[name] = float(value)
         except ValueError:
             raise ConfigurationError(f"--field-weight {pair!r} must be FIELD=NUMBER") from None
-    return Reranker(engine, args.index, scorer=args.scorer, params=_scorer_params(args.scorer, args.param),
+    engine = connect(args)
+    if not engine.index_exists(args.index):
+        raise IndexNotFoundError(
+            f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`",
+            index=args.index,
+        )
+    return Reranker(engine, args.index, scorer=args.scorer, params=params,
                     window=args.window, first_stage=getattr(args, "first_stage", "bm25"),
                     field_weights=weights or None, fields=fields_option(args.fields),
                     feature_store=store_option(args))
@@ -279,23 +282,57 @@ def _variants(spec: Any, rr: Any, query: str) -> Any:
     return got
 
 
+_FILTER_EXAMPLE = '{"term": {"lang": "en"}}'
+
+
+def filter_option(text: str | None) -> Any:
+    """The query clause (or list of clauses) of ``--filter``; ``None`` without the option."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ConfigurationError(f"--filter is not valid JSON ({err}); give a query clause such as "
+                                 f"'{_FILTER_EXAMPLE}'") from None
+    clauses = value if isinstance(value, list) else [value]
+    if not clauses or not all(isinstance(c, dict) and c for c in clauses):
+        raise ConfigurationError(f"--filter must be a query clause, a JSON object such as '{_FILTER_EXAMPLE}' (or a "
+                                 f"list of them), got {text[:80]!r}")
+    return value
+
+
+@contextmanager
+def _filter_refusals(filt: Any) -> Iterator[None]:
+    """An engine's refusal of the ``--filter`` clause becomes an error that names the option."""
+    try:
+        yield
+    except EngineError as err:
+        # the clause is the only ``filter`` of the bool query esbridge sends; the engines name that field
+        if filt is not None and err.status == 400 and "[filter]" in str(err):
+            raise ConfigurationError(f"--filter is not a query clause the engine accepts: {err}") from err
+        raise
+
+
 def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    filt = json.loads(args.filter) if args.filter else None
+    filt = filter_option(args.filter)
     spec = augmentation_spec(args)
     if args.hybrid and spec is not None:
         raise ConfigurationError("--augmentations and --augmenter apply to the reranker, not to --hybrid")
     if args.hybrid:
         from esbridge.cli_eval import pipeline_params
         from esbridge.hybrid import HybridSearcher
+        from esbridge.scoring import get_scorer
 
+        get_scorer(args.scorer)  # an unknown --scorer is named as such, before the engine is reached
+        params = pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
+                                  *(args.pipeline_param or [])])
         engine = connect(args)
         if not engine.index_exists(args.index):
             raise IndexNotFoundError(
                 f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`",
                 index=args.index)
-        params = pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
-                                  *(args.pipeline_param or [])])
-        with HybridSearcher(engine, args.index, params, fields=fields_option(args.fields)) as hs:
+        with HybridSearcher(engine, args.index, params, fields=fields_option(args.fields)) as hs, \
+                _filter_refusals(filt):
             response = hs.search(args.query, size=args.size, filter=filt, explain=args.explain)
         if args.json:
             _print_json(response)
@@ -304,8 +341,10 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
         return 0
     with _reranker(args, connect) as rr:
         variants = _variants(spec, rr, args.query)
-        response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain, augmentations=variants,
-                             original_weight=spec.original_weight if spec is not None else 1.0)
+        with _filter_refusals(filt):
+            response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain,
+                                 augmentations=variants,
+                                 original_weight=spec.original_weight if spec is not None else 1.0)
         if args.json:
             _print_json(response)
             return 0

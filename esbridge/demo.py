@@ -442,7 +442,8 @@ def render(result: DemoResult, stop_hint: Sequence[str] = ()) -> str:
 
 
 def stop_hint(url: str, index: str) -> list[str]:
-    """What the demo leaves running, and how to stop it."""
+    """What the demo leaves running, and how to stop it (a password in ``url`` shown as ``***``)."""
+    from esbridge.engine.client import redact_url
     from esbridge.engine.local import running_nodes
 
     base = url.rstrip("/")
@@ -452,8 +453,9 @@ def stop_hint(url: str, index: str) -> list[str]:
                     f"(process {node.pid}), holding the index {index!r}.",
                     f"Search it: esbridge search {index} \"your query\" --url {node.url}",
                     f"Stop it: esbridge engine stop --name {node.name}"]
-    return [f"The index {index!r} stays on the engine at {url}, which esbridge did not start; "
-            f"delete it with: curl -X DELETE '{base}/{index}'"]
+    shown = redact_url(base)
+    return [f"The index {index!r} stays on the engine at {shown}, which esbridge did not start; "
+            f"delete it with: curl -X DELETE '{shown}/{index}'"]
 
 
 def connect_with_progress(args: Any, connect: Callable[[Any], Engine], *, progress: bool = True) -> Engine:

@@ -1061,7 +1061,8 @@ def _tls_problem(options: ConnectionOptions, err: Exception, *, probe: bool) -> 
                 "for local testing only")
     if parts.scheme == "https" and any(m in text for m in ("WRONG_VERSION_NUMBER", "wrong version number",
                                                           "record layer failure", "RECORD_LAYER_FAILURE")):
-        return f"the engine does not speak TLS on this port; use {parts._replace(scheme='http').geturl()}"
+        http = redact_url(parts._replace(scheme="http").geturl())
+        return f"the engine does not speak TLS on this port; use {http}"
     if probe and parts.scheme == "http" and ("RemoteDisconnected" in text or "Connection reset" in text
                                              or "Connection aborted" in text) and _speaks_tls(parts):
         https = redact_url(parts._replace(scheme="https").geturl())

@@ -27,6 +27,8 @@ Layout under the cache directory (``$ESBRIDGE_HOME``, default
                                                   (and for a secured node its URL, CA
                                                   file and credentials; mode 0600)
     nodes/<name>/console.log                      the JVM's output
+    nodes/<name>/start.lock                       held while the node starts (the
+                                                  starting process's id)
     nodes/<cluster>/cluster.json                  a cluster's distribution and nodes
                                                   (<cluster>-1, <cluster>-2, ..., each
                                                   a node directory as above)
@@ -59,8 +61,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
@@ -459,6 +462,41 @@ def node_dir(name: str) -> Path:
 HTTP_PORTS = range(9201, 9300)
 
 
+def known_nodes() -> list[str]:
+    """The names of the nodes and clusters under the cache directory, running or not."""
+    root = cache_dir() / "nodes"
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+@contextmanager
+def _starting(name: str) -> Iterator[None]:
+    """Held while the node ``name`` starts (a lock on ``nodes/<name>/start.lock``): another
+    start of the same node meanwhile fails at once, saying which process is starting it."""
+    import fcntl
+
+    home = node_dir(name)
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "start.lock"
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise ProvisioningError(
+                f"another start of node {name!r} is under way (process {holder} holds {path}); wait for it to "
+                f"finish, then `esbridge engine status` shows the node"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _free_port(candidates: Sequence[int] | None = None) -> int:
     for port in candidates or ():
         if _port_free(port):
@@ -579,7 +617,8 @@ def start(
     If a node of that name is already running it is returned as it is.  When another
     process takes the chosen port before the node binds it, the node is stopped and, if
     the port was chosen here (no ``port`` given), started again on another free port
-    (up to three times); a given ``port`` is an error.
+    (up to three times); a given ``port`` is an error.  While one process starts a node,
+    another start of the same node fails at once, naming that process.
 
     Args:
         distribution: ``"opensearch"``, ``"opensearch-knn"`` or ``"elasticsearch"``.
@@ -589,20 +628,23 @@ def start(
         timeout: seconds to wait for the cluster to be at least yellow.
 
     Raises:
-        ProvisioningError: with the node's log tail when it does not come up.
+        ProvisioningError: with the node's log tail when it does not come up; when another
+            process is starting the same node.
     """
+    name = name or distribution
     taken: set[int] = set()
-    for attempt in range(3):
-        chosen = port
-        if chosen is None:
-            chosen = _free_port([p for p in HTTP_PORTS if p not in taken])
-        try:
-            return _start_once(distribution, name=name, port=chosen, heap=heap, timeout=timeout,
-                               progress=progress, given=port is not None)
-        except _PortTaken:
-            if port is not None or attempt == 2:
-                raise
-            taken.add(chosen)
+    with _starting(name):
+        for attempt in range(3):
+            chosen = port
+            if chosen is None:
+                chosen = _free_port([p for p in HTTP_PORTS if p not in taken])
+            try:
+                return _start_once(distribution, name=name, port=chosen, heap=heap, timeout=timeout,
+                                   progress=progress, given=port is not None)
+            except _PortTaken:
+                if port is not None or attempt == 2:
+                    raise
+                taken.add(chosen)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

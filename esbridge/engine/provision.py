@@ -20,6 +20,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from esbridge.engine import local
 from esbridge.engine.client import ConnectionOptions, Engine
@@ -76,15 +77,17 @@ class ProvisionedEngine:
 
     def options(self, **explicit: Any) -> ConnectionOptions:
         """Connection options: ``explicit`` ones, then the ``ESBRIDGE_*`` variables
-        (:meth:`ConnectionOptions.from_env`), then, when neither gives a user or an API key,
-        the credentials this engine was provisioned with."""
+        (:meth:`ConnectionOptions.from_env`), then what this engine was provisioned with: its
+        CA file when neither gives one (whatever credentials they give), its user and password
+        when neither gives a user, an API key or a URL with a user in it."""
         opts = ConnectionOptions.from_env(self.url, **explicit)
-        if self.credentials and opts.username is None and opts.api_key is None:
-            creds = dict(self.credentials)
-            if opts.ca_certs is not None or not opts.verify_certs:
-                creds.pop("ca_certs", None)
-            opts = replace(opts, **creds)
-        return opts
+        creds = dict(self.credentials)
+        if opts.ca_certs is not None or not opts.verify_certs:
+            creds.pop("ca_certs", None)
+        if opts.username is not None or opts.api_key is not None or urlsplit(opts.url).username:
+            creds.pop("username", None)
+            creds.pop("password", None)
+        return replace(opts, **creds) if creds else opts
 
     def release(self) -> None:
         """Stop what was started here (a container); local nodes keep running until

@@ -45,6 +45,7 @@ __all__ = [
     "significance_markdown",
     "significance_tables",
     "write_report",
+    "write_text",
     "write_trec_run",
 ]
 
@@ -398,15 +399,29 @@ def _ci(values: Any) -> tuple[float, float]:
     return mean_ci(values)
 
 
+def write_text(path: Path, text: str, *, private: bool = False) -> None:
+    """Write ``text`` to ``path``; ``private``: readable by its owner only (mode 0600 from the
+    start, also when the file existed)."""
+    if private:
+        from esbridge.engine.es_distribution import write_private
+
+        write_private(path, text)
+    else:
+        path.write_text(text)
+
+
 def write_report(result: EvalResult, out: Path, *, command: str | None = None,
                  json_path: Path | None = None, plots: bool = True,
                  machine: Mapping[str, str] | None = None, runs: str = "trec",
-                 run_depth: int | None = None) -> dict[str, Path]:
+                 run_depth: int | None = None, private: bool = False) -> dict[str, Path]:
     """Write every file of an evaluation under ``out`` (and the JSON at ``json_path`` if given).
 
     Args:
         runs: ``trec`` (plain run files), ``gz`` (gzip-compressed) or ``none``.
         run_depth: hits per query kept in the run files (default: all).
+        private: the files that record ``command`` (``results.md``, ``results.json`` and its
+            copy, ``command.txt``) are readable by their owner only (mode 0600), for a command
+            that was given credentials (their values are never in ``command``).
 
     Returns:
         ``{kind: path}`` of the files written.
@@ -434,11 +449,11 @@ def write_report(result: EvalResult, out: Path, *, command: str | None = None,
                 f.write(f"{name}\t{q}\t" + "\t".join(f"{vals[m]:.6f}" for m in MEASURES) + "\n")
     written["per_query"] = out / "per_query.tsv"
     summary = json.dumps(result.to_json(run_depth=run_depth, command=command), indent=2) + "\n"
-    (out / "results.json").write_text(summary)
+    write_text(out / "results.json", summary, private=private)
     written["json"] = out / "results.json"
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(summary)
+        write_text(json_path, summary, private=private)
         written["json_copy"] = json_path
     if plots:
         (out / "plots").mkdir(exist_ok=True)
@@ -447,7 +462,7 @@ def write_report(result: EvalResult, out: Path, *, command: str | None = None,
         if plot_per_query(result, out / "plots" / "per_query_ndcg10.png"):
             written["plot:per_query"] = out / "plots" / "per_query_ndcg10.png"
     if command:
-        (out / "command.txt").write_text(command + "\n")
+        write_text(out / "command.txt", command + "\n", private=private)
         written["command"] = out / "command.txt"
     machine = dict(machine or describe_machine(result.engine))
     what = "judgments" if result.source == "index" else "split"
@@ -483,6 +498,6 @@ def write_report(result: EvalResult, out: Path, *, command: str | None = None,
                "plain BM25; other software, analyzers and sometimes other text, so comparable only roughly.",
                "", ref]
     md += ["", "## Machine", ""] + [f"- {k}: {v}" for k, v in machine.items()] + [""]
-    (out / "results.md").write_text("\n".join(md))
+    write_text(out / "results.md", "\n".join(md), private=private)
     written["markdown"] = out / "results.md"
     return written

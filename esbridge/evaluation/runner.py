@@ -265,7 +265,7 @@ def parse_param_overrides(items: Sequence[str], scorers: Sequence[str]) -> dict[
         try:
             out[scorer] = get_scorer(scorer).make_params(**overrides)
         except (TypeError, ValueError) as err:
-            raise ConfigurationError(f"--param for {scorer!r}: {err}") from err
+            raise ConfigurationError(f"--param: {err}") from err  # the message names the scorer
     return out
 
 

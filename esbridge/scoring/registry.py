@@ -56,7 +56,12 @@ class Scorer(Generic[P]):
         return self.fn(inputs, params)
 
     def make_params(self, **overrides: Any) -> P:
-        """Defaults with ``overrides`` applied; an unknown name is an error naming it."""
+        """Defaults with ``overrides`` applied.
+
+        Raises:
+            ValueError: an unknown name (the message lists the valid ones) or a bad value; the
+                message names the scorer (callers need not).
+        """
         valid = set(getattr(self.params_type, "__dataclass_fields__", {}))
         unknown = sorted(set(overrides) - valid)
         if unknown:
@@ -64,7 +69,10 @@ class Scorer(Generic[P]):
                 f"scorer {self.name!r} has no parameter(s) {', '.join(unknown)}; "
                 f"valid: {', '.join(sorted(valid))}"
             )
-        return self.params_type(**overrides)
+        try:
+            return self.params_type(**overrides)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"scorer {self.name!r}: {err}") from err
 
 
 _REGISTRY: dict[str, Scorer[Any]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -12,6 +13,7 @@ from esbridge.engine.client import Engine
 from esbridge.ingest import ingest, read_jsonl
 from tests.cli import run
 from tests.data import beir
+from tests.smallindex import create_small_index
 
 
 @pytest.fixture
@@ -53,6 +55,49 @@ def test_errors_are_one_clear_line(engine: Engine, med_index: str, capsys: pytes
     assert code == expected and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("esbridge: error:") and needle in lines[0]
+
+
+def test_options_are_checked_first_and_errors_name_them(engine: Engine, index_name: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    small = create_small_index(engine, index_name)
+    cases = [
+        # an unknown scorer is reported before the index is looked for
+        (["search", "no-such-index", "x", "--scorer", "bm99"], "unknown scorer 'bm99'; valid scorers: "),
+        (["search", "no-such-index", "x", "--scorer", "bm99", "--hybrid"], "unknown scorer 'bm99'; valid scorers: "),
+        (["rescore", "no-such-index", "x", "--scorer", "bm99"], "unknown scorer 'bm99'; valid scorers: "),
+        (["search", "no-such-index", "x", "--scorer", "bm25", "--param", "k9=1"],
+         "--param: scorer 'bm25' has no parameter(s) k9; valid: b, k1, k1_plus_one, lucene_norms"),
+        # a bad filter: the option and what is wrong with it
+        (["search", small, "glucose", "--filter", "{bad"], "--filter is not valid JSON ("),
+        (["search", small, "glucose", "--filter", "[1]"], "--filter must be a query clause, a JSON object"),
+        (["search", small, "glucose", "--filter", "{}"], "--filter must be a query clause, a JSON object"),
+        (["search", small, "glucose", "--filter", '{"nosuch": {"a": 1}}'],
+         "--filter is not a query clause the engine accepts: "),
+        (["search", small, "glucose", "--filter", '{"term": 5}', "--scorer", "bm25"],
+         "--filter is not a query clause the engine accepts: "),
+    ]
+    for argv, needle in cases:
+        code, out, err = run(capsys, *argv, "--url", engine.options.url, "--no-store", stdin=json.dumps(
+            {"hits": {"hits": []}}))
+        lines = err.strip().splitlines()
+        assert (code, out, len(lines)) == (2, "", 1), (argv, err)
+        assert lines[0].startswith("esbridge: error: ") and needle in lines[0], (argv, err)
+        assert lines[0].count("scorer '") <= 1, lines[0]
+    code, out, err = run(capsys, "search", small, "glucose", "--filter", '{"term": {"title": "insulin"}}',
+                         "--url", engine.options.url, "--no-store", "--json")
+    assert code == 0, err
+    assert [h["_id"] for h in json.loads(out)["hits"]["hits"]] == ["b"]
+
+
+def test_a_tls_hint_never_shows_the_password(engine: Engine, capsys: pytest.CaptureFixture[str]) -> None:
+    """https to the plain-HTTP engine with a user and password in the URL: the hint names the
+    http URL to use, with the password hidden."""
+    parts = urlsplit(engine.options.url)
+    assert parts.scheme == "http"
+    url = parts._replace(scheme="https", netloc=f"admin:s3cretPW@{parts.netloc}").geturl()
+    code, out, err = run(capsys, "search", "any-index", "x", "--url", url, "--max-retries", "0")
+    assert code == 3 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"use http://admin:***@{parts.netloc}" in err and "s3cretPW" not in err
 
 
 def test_unreachable_engine(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ API key and a CA made by esbridge); an engine without Painless says so in one li
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import stat
 import uuid
@@ -25,7 +26,7 @@ from esbridge.index import IndexLayout, create_index
 from esbridge.rerank import Reranker
 from esbridge.rescore_script import EvolvedRescorer
 from tests.cli import run
-from tests.smallindex import create_small_index
+from tests.smallindex import create_small_index, sample_collection
 
 DOCS = {
     "a": {"title": "Insulin therapy", "text": "Insulin lowers glucose in diabetes."},
@@ -201,6 +202,142 @@ def test_the_cli_authenticates_with_an_api_key_and_a_ca(engine: Engine, api_key:
     monkeypatch.setenv("ESBRIDGE_API_KEY", base64.b64encode(f"{key_id}:{key}".encode()).decode())
     code, out, err = run(capsys, "search", "--url", engine.options.url, "--size", "2", small_index, "insulin")
     assert code == 0, err
+
+
+@pytest.mark.secured
+def test_the_local_nodes_ca_is_used_whatever_credentials_are_given(engine: Engine, api_key: tuple[str, str],
+                                                                   small_index: str,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The URL of esbridge's secured local node, no CA given: the node's own CA file is trusted
+    whether its recorded credentials or the user's are used."""
+    node = local.node_for_url(engine.options.url)
+    if node is None:
+        pytest.fail("the secured engine under test is not esbridge's local node; this test checks that its "
+                    "recorded CA is used")
+    key_id, key = api_key
+    for var in ("ESBRIDGE_USERNAME", "ESBRIDGE_PASSWORD", "ESBRIDGE_API_KEY", "ESBRIDGE_CA_CERTS", "ESBRIDGE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    base64_key = base64.b64encode(f"{key_id}:{key}".encode()).decode()
+    user_in_url = urlsplit(node.url)._replace(netloc=f"{node.username}:{node.password}@127.0.0.1:{node.port}").geturl()
+    for extra, env in (([], {}),  # the record's user
+                       (["--api-key", f"{key_id}:{key}"], {}),
+                       ([], {"ESBRIDGE_API_KEY": base64_key}),
+                       (["--username", str(node.username)], {"ESBRIDGE_PASSWORD": str(node.password)}),
+                       (["--url", user_in_url], {})):
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        code, out, err = run(capsys, "search", small_index, "insulin", "--url", node.url, *extra, "--no-store",
+                             "--size", "2", "--json")
+        for name in env:
+            monkeypatch.delenv(name)
+        assert code == 0, (extra, list(env), err)
+        assert {h["_id"] for h in json.loads(out)["hits"]["hits"]} == {"a", "c"}
+    # the user's credentials are the ones used: a wrong key is refused, not replaced by the record's user
+    code, _, err = run(capsys, "search", small_index, "insulin", "--url", node.url, "--api-key", f"{key_id}:wrong",
+                       "--max-retries", "0", "--no-store")
+    assert code == 6 and "did not accept the credentials" in err
+
+
+def _tiny_beir(folder: Path) -> Path:
+    """Part of the shipped SciFact sample as a BEIR folder (train and test judgments alike)."""
+    sample = sample_collection(3, size=30)
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in sample.docs))
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in sample.queries))
+    judged = "".join(f"{q['_id']}\t{d}\t{g}\n" for q in sample.queries for d, g in sample.judged[q["_id"]].items())
+    for split in ("train", "test"):
+        (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + judged)
+    return folder
+
+
+@pytest.mark.secured
+def test_no_command_writes_a_secret_in_any_spelling(engine: Engine, api_key: tuple[str, str], index_name: str,
+                                                    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command that writes files or prints a report, with the credentials given every way
+    (options spelled apart or with ``=``, a user and password in the URL, the environment): no
+    secret in any file written, on standard output or on standard error; an abbreviated option is
+    refused without showing its value; files that record the command are private."""
+    from esbridge.ingest import ingest
+
+    key_id, key = api_key
+    url, user, password = engine.options.url, str(engine.options.username), str(engine.options.password)
+    id_key = f"{key_id}:{key}"
+    b64_key = base64.b64encode(id_key.encode()).decode()
+    secrets = [password, key, id_key, b64_key]
+    parts = urlsplit(url)
+    in_url = parts._replace(netloc=f"{user}:{password}@{parts.netloc}").geturl()
+    monkeypatch.setenv("ESBRIDGE_HOME", str(tmp_path / "home"))  # every file a command writes is in tmp_path
+    monkeypatch.chdir(tmp_path)
+    beir = _tiny_beir(tmp_path / "tiny")
+    ingest(engine, index_name, [json.loads(line) for line in (beir / "corpus.jsonl").read_text().splitlines()],
+           progress=False, strict=True)
+    topics, qrels = str(beir / "queries.jsonl"), str(beir / "qrels" / "test.tsv")
+    # (name, options, environment, whether the command line holds a secret)
+    spellings: list[tuple[str, list[str], dict[str, str], bool]] = [
+        ("api-key-apart", ["--url", url, "--api-key", id_key], {}, True),
+        ("api-key-equals", ["--url", url, f"--api-key={b64_key}"], {}, True),
+        ("url-apart", ["--url", in_url], {}, True),
+        ("url-equals", [f"--url={in_url}"], {}, True),
+        ("url-env", [], {"ESBRIDGE_URL": in_url}, False),
+        ("password-env", ["--url", url, "--username", user], {"ESBRIDGE_PASSWORD": password}, False),
+        ("api-key-env", ["--url", url], {"ESBRIDGE_API_KEY": b64_key}, False),
+    ]
+
+    def commands(out: Path) -> list[list[str]]:
+        return [
+            ["eval", "--index", index_name, "--topics", topics, "--qrels", qrels, "--scorers", "bm25", "--no-pipeline",
+             "--no-plots", "--output", str(out / "eval"), "--json", str(out / "eval.json"), "--quiet"],
+            ["tune", "--dataset", str(beir), "--split", "train", "--scorer", "bm25", "--trials", "2", "--window", "20",
+             "--index-prefix", f"{index_name}-tune", "--no-features-cache", "--out", str(out / "tune"),
+             "--json", str(out / "tune.json"), "--quiet"],
+            ["run", "--index", index_name, "--topics", topics, "--scorer", "bm25", "--window", "20",
+             "--output", str(out / "run.trec"), "--quiet"],
+            ["features", "export", "--index", index_name, "--topics", topics, "--qrels", qrels, "--scorers", "bm25",
+             "--window", "20", "--output", str(out / "features.txt"), "--quiet"],
+            ["demo", "--dataset", str(beir), "--index", f"{index_name}-demo", "--lexical", "--queries", "1",
+             "--window", "20", "--quiet"],
+            ["search", index_name, "bone density", "--size", "2"],
+        ]
+
+    private = ["eval/results.md", "eval/results.json", "eval/command.txt", "eval.json", "tune/tune-bm25.md",
+               "tune/tune-bm25.json", "tune/tune-bm25-command.txt", "tune.json"]
+    try:
+        for label, given, env, on_line in spellings:
+            for var in ("ESBRIDGE_USERNAME", "ESBRIDGE_PASSWORD", "ESBRIDGE_API_KEY", "ESBRIDGE_URL"):
+                monkeypatch.delenv(var, raising=False)
+            for var, value in env.items():
+                monkeypatch.setenv(var, value)
+            out = tmp_path / label
+            for argv in commands(out):
+                code, stdout, stderr = run(capsys, *argv, *given)
+                assert code == 0, (label, argv[0], stderr)
+                for secret in secrets:
+                    assert secret not in stdout + stderr, f"{argv[0]} ({label}) printed a credential"
+            for name in private:
+                mode = stat.S_IMODE((out / name).stat().st_mode)
+                assert mode == 0o600, f"{label}: {name} has mode {oct(mode)}"
+            recorded = (out / "eval" / "command.txt").read_text()
+            assert recorded.startswith("esbridge eval --index ") and recorded.count("***") == on_line, recorded
+        # abbreviated secret options are not taken, and their values are not shown
+        for argv in (["--api", id_key], [f"--api={id_key}"], [f"--api-k={id_key}"]):
+            with pytest.raises(SystemExit) as refused:
+                run(capsys, "eval", "--index", index_name, "--topics", topics, "--qrels", qrels, "--url", url, *argv)
+            stdout, stderr = capsys.readouterr()
+            assert refused.value.code == 2 and stdout == "" and "did you mean --api-key?" in stderr
+            for secret in secrets:
+                assert secret not in stderr
+        written = [path for path in tmp_path.rglob("*") if path.is_file()]
+        assert len(written) > 40
+        for path in written:
+            data = path.read_bytes()
+            for secret in secrets:
+                assert secret.encode() not in data, f"a credential is written in {path.relative_to(tmp_path)}"
+    finally:
+        for prefix in (f"{index_name}-tune", f"{index_name}-demo"):
+            for row in engine.request("GET", f"/_cat/indices/{prefix}*", params={"format": "json"}):
+                engine.delete_index(row["index"])
 
 
 @pytest.mark.secured

@@ -72,3 +72,21 @@ def test_tune_help_lists_every_scorers_search_space(capsys: pytest.CaptureFixtur
             assert (f"{d.name}.FIELD" if d.per_field else d.name) in text, (scorer, d.name)
     assert "field_weights.FIELD" in listed["bm25f_robertson"] and "field_b.FIELD" in listed["bm25f_robertson"]
     assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_no_parser_takes_abbreviations() -> None:
+    parsers = [build_parser()]
+    for path, action, _ in _walk(parsers[0]):
+        if isinstance(action, argparse._SubParsersAction):
+            parsers += [p for p in action.choices.values() if p not in parsers]
+    assert len(parsers) > 10 and all(not p.allow_abbrev for p in parsers)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--index", "i", "--topics", "t", "--outp", "f"])
+
+
+def test_every_command_writing_files_takes_output_and_out() -> None:
+    for argv in (["eval", "--dataset", "d"], ["tune", "--dataset", "d", "--scorer", "bm25"],
+                 ["run", "--index", "i", "--topics", "t"], ["features", "export", "--index", "i", "--topics", "t"]):
+        for spelling in ("--output", "--out"):
+            args = build_parser().parse_args([*argv, spelling, "somewhere"])
+            assert (getattr(args, "out", None) or getattr(args, "output", None)) == "somewhere"

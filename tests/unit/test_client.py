@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -106,15 +107,34 @@ def test_connection_options_validate() -> None:
     assert "secret" not in repr(opts)
 
 
-def test_reports_never_carry_secrets() -> None:
-    from esbridge.cli_eval import redact_argv
+def test_reports_never_carry_secrets(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from esbridge.cli import build_parser
+    from esbridge.cli_eval import command_line, names_credentials
     from esbridge.engine.client import redact_url
 
-    argv = ["eval", "--api-key", "id:SECRETKEY", "--url", "https://u:pw123@h:9200/x", "--api-key=id:K2",
-            "--dataset", "scifact"]
-    shown = " ".join(redact_argv(argv))
-    assert "SECRETKEY" not in shown and "pw123" not in shown and "K2" not in shown
-    assert shown == "eval --api-key *** --url https://u:***@h:9200/x --api-key=*** --dataset scifact"
+    for name in ("ESBRIDGE_URL", "ESBRIDGE_USERNAME", "ESBRIDGE_PASSWORD", "ESBRIDGE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+    def shown(*argv: str) -> str:
+        args = build_parser().parse_args(["eval", "--dataset", "scifact", *argv])
+        assert names_credentials(args)
+        return str(command_line(args))
+
+    assert shown("--api-key", "id:SECRETKEY", "--url", "https://u:pw123@h:9200/x", "--api-key=id:K2") == (
+        "esbridge eval --dataset scifact --api-key '***' --url 'https://u:***@h:9200/x' '--api-key=***'")
+    # the parsed values are hidden wherever they show, whatever the spelling
+    assert shown("--url=https://u:pw123@h:9200") == "esbridge eval --dataset scifact '--url=https://u:***@h:9200'"
+    key = base64.b64encode(b"id:SECRETKEY").decode()
+    assert "SECRETKEY" not in shown("--api-key", key, "--index-prefix", "SECRETKEY")
+    assert key not in shown("--api-key", "id:SECRETKEY", "--index-prefix", key)
+    monkeypatch.setenv("ESBRIDGE_PASSWORD", "pw-from-env")
+    assert shown("--username", "u", "--index-prefix", "pw-from-env") == (
+        "esbridge eval --dataset scifact --username u --index-prefix '***'")
+    # abbreviations are not options: an abbreviated secret option is refused, its value not shown
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["eval", "--dataset", "scifact", "--api", "id:SECRETKEY"])
+    err = capsys.readouterr().err
+    assert "SECRETKEY" not in err and "--api (did you mean --api-key?" in err
     assert redact_url("http://h:9200") == "http://h:9200"
 
 
@@ -168,6 +188,14 @@ def test_tls_failures_say_what_to_fix(url: str, raised: str, expected: str | Non
 
     got = _tls_problem(ConnectionOptions(url), _Unreachable(raised), probe=False)
     assert (got is None) if expected is None else (got is not None and expected in got)
+
+
+def test_the_tls_hint_hides_the_password() -> None:
+    from esbridge.engine.client import _tls_problem
+
+    got = _tls_problem(ConnectionOptions("https://admin:s3cretPW@h:9205"),
+                       _Unreachable("[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)"), probe=False)
+    assert got is not None and "use http://admin:***@h:9205" in got and "s3cretPW" not in got
 
 
 def test_an_untrusted_certificate_is_not_retried() -> None:

@@ -90,9 +90,14 @@ def test_a_connection_uses_the_nodes_credentials_unless_given_others(tmp_path: P
     opts = prov.options()
     assert (opts.username, opts.password, opts.ca_certs) == ("esbridge", "pw", str(ca))
     assert prov.options(api_key="id:key").username is None  # an explicit key wins
+    assert prov.options(api_key="id:key").ca_certs == str(ca)  # and the node's CA still applies
+    in_url = ProvisionedEngine(url="https://me:mine@127.0.0.1:9203", source="url", distribution="elasticsearch8",
+                               credentials=prov.credentials).options()
+    assert (in_url.username, in_url.ca_certs) == (None, str(ca))  # the URL's user, the node's CA
     monkeypatch.setenv("ESBRIDGE_USERNAME", "other")
     monkeypatch.setenv("ESBRIDGE_PASSWORD", "other-pw")
     assert prov.options().username == "other"  # so do the variables
+    assert prov.options().ca_certs == str(ca)
     monkeypatch.delenv("ESBRIDGE_USERNAME")
     monkeypatch.delenv("ESBRIDGE_PASSWORD")
     assert prov.options(verify_certs=False).ca_certs is None
