@@ -109,12 +109,10 @@ def _url_problem(url: str) -> str | None:
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        problem = "is not an http(s) URL such as http://localhost:9200"
-    elif any(c.isspace() or c == "," for c in parts.hostname):
-        problem = f"has no valid host name ({parts.hostname!r})"
-    else:
-        return None
-    return problem
+        return "is not an http(s) URL such as http://localhost:9200"
+    if any(c.isspace() or c == "," for c in parts.hostname):
+        return f"has no valid host name ({parts.hostname!r})"
+    return None
 
 
 def _check_urls(urls: Sequence[str], where: str) -> None:

@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from esbridge.cli import build_parser
-from esbridge.engine.client import ConnectionOptions, _Unreachable, redact_url, split_urls
+from esbridge.engine.client import (
+    ConnectionOptions,
+    _Unreachable,
+    redact_url,
+    split_urls,
+)
 from esbridge.engine.provision import provision
 from esbridge.errors import ConfigurationError, EngineUnavailableError
 from tests.cli import run
@@ -115,7 +120,7 @@ def test_every_command_takes_url_repeated(no_env: None, capsys: pytest.CaptureFi
     monkeypatch.setenv("ESBRIDGE_URL", f"{B},{C}")
     code, _, err = run(capsys, "index", "--input", "x.jsonl", "--index", "i")
     assert code == 3, err
-    assert seen[-1].urls == (B, C) and not seen[-1].sniff
+    assert list(seen[-1].urls) == [B, C] and not seen[-1].sniff
     code, _, err = run(capsys, "search", "idx", "q", "--url", A, "--url", "node-b.example:9200")
     assert code == 2 and "engine URL 2 of 2 'node-b.example:9200' is not an http(s) URL" in err
 
@@ -126,7 +131,11 @@ def test_the_clients_get_every_node_and_fail_over_without_retrying_statuses() ->
         _AsyncElasticsearchTransport,
         _AsyncOpenSearchTransport,
     )
-    from esbridge.engine.client import _Elasticsearch7Transport, _ElasticsearchTransport, _OpenSearchTransport
+    from esbridge.engine.client import (
+        _Elasticsearch7Transport,
+        _ElasticsearchTransport,
+        _OpenSearchTransport,
+    )
 
     opts = ConnectionOptions(urls=[A, B, C], username="u", password="p")
     for legacy in (_OpenSearchTransport(opts), _Elasticsearch7Transport(opts)):
