@@ -78,7 +78,13 @@ DISTRIBUTIONS = ["opensearch", "opensearch-knn", "elasticsearch", "elasticsearch
 
 def _connection_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine connection")
-    g.add_argument("--url", help="engine URL (default: $ESBRIDGE_URL, else esbridge's running local node)")
+    g.add_argument("--url", action="append",
+                   help="engine URL; repeat it (or separate URLs with commas) for several nodes of one cluster: "
+                        "a request that cannot reach one goes to the next (default: $ESBRIDGE_URL, else "
+                        "esbridge's running local node)")
+    g.add_argument("--sniff", action="store_true", default=None,
+                   help="discover the cluster's nodes from the URLs given, on connecting and when a node fails "
+                        "(default: $ESBRIDGE_SNIFF)")
     g.add_argument("--distribution", choices=DISTRIBUTIONS, default=None,
                    help="without --url: use esbridge's running local node of this distribution, or start "
                         "one if none runs (default: any running esbridge node, else a new opensearch node)")
@@ -111,6 +117,7 @@ def _connect(args: argparse.Namespace) -> Any:
         verify_certs=False if args.no_verify_certs else None,
         timeout=args.timeout,
         max_retries=args.max_retries,
+        sniff=args.sniff,
     )
     return Engine.connect(opts)
 
@@ -134,7 +141,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         print(f"{cluster.distribution} {cluster.version} cluster {cluster.name!r} of {len(cluster.nodes)} nodes "
               f"running (every node answers for the cluster; stop it with: esbridge engine stop --name "
               f"{cluster.name})")
-        print(f"export ESBRIDGE_URL={cluster.url}")
+        print(f"export ESBRIDGE_URL={','.join(cluster.urls)}")
         return 0
     # without --name (and, to start, without --port) the running node of the distribution is meant
     found = None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from esbridge.engine.client import split_urls
 from esbridge.errors import ConfigurationError
 
 DEFAULT_SCORERS = "bm25,bmx,evolved"
@@ -40,8 +41,8 @@ def secret_values(args: argparse.Namespace) -> list[str]:
     encodings too (``id:key``, base64, the key alone)."""
     found = [value for name, value in vars(args).items() if isinstance(value, str) and value and _secret_name(name)]
     found += [value for value in (os.environ.get(name) for name in SECRET_ENV) if value]
-    for url in (getattr(args, "url", None), os.environ.get("ESBRIDGE_URL")):
-        password = urlsplit(url).password if isinstance(url, str) else None
+    for url in _given_urls(args):
+        password = urlsplit(url).password
         if password:
             found += [password, unquote(password)]
     more = []
@@ -55,6 +56,14 @@ def secret_values(args: argparse.Namespace) -> list[str]:
         if ":" in plain:
             more += [plain, plain.split(":", 1)[1], base64.b64encode(plain.encode()).decode()]
     return sorted({v for v in found + more if v}, key=len, reverse=True)
+
+
+def _given_urls(args: argparse.Namespace) -> tuple[str, ...]:
+    """Every engine URL the command was given: ``--url`` (repeated, or separated by commas) and
+    ``ESBRIDGE_URL``."""
+    given = getattr(args, "url", None) or []
+    return split_urls([given] if isinstance(given, str) else list(given)) + split_urls(
+        os.environ.get("ESBRIDGE_URL") or "")
 
 
 def _secret_name(name: str) -> bool:
@@ -96,9 +105,8 @@ def command_line(args: argparse.Namespace) -> str | None:
 def names_credentials(args: argparse.Namespace) -> bool:
     """Whether the command was given credentials (a user, an API key or a password, in an option,
     the environment or a URL): its reports are then readable by their owner only."""
-    url = getattr(args, "url", None) or os.environ.get("ESBRIDGE_URL")
     return bool(secret_values(args) or getattr(args, "username", None) or os.environ.get("ESBRIDGE_USERNAME")
-                or (url and urlsplit(url).username))
+                or any(urlsplit(url).username for url in _given_urls(args)))
 
 
 def _scorers(text: str) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from esbridge.engine.client import (
@@ -47,6 +47,7 @@ from esbridge.engine.client import (
     usable_answer,
     require_client,
     search_plan,
+    set_aside_connections,
     unavailable_error,
     warn_newer_client,
 )
@@ -102,6 +103,9 @@ class _AsyncTransport:
     async def close(self) -> None:
         if self.owned:
             await self.client.close()
+            if not isinstance(self, _AsyncElasticsearchTransport):  # elastic-transport closes every node
+                for connection in set_aside_connections(self.client):
+                    await connection.close()
 
 
 class _AsyncOpenSearchTransport(_AsyncTransport):
@@ -111,7 +115,7 @@ class _AsyncOpenSearchTransport(_AsyncTransport):
             from opensearchpy import AsyncOpenSearch
 
             assert options is not None
-            client = AsyncOpenSearch(hosts=[options.url], pool_maxsize=options.connections,
+            client = AsyncOpenSearch(hosts=list(options.urls), pool_maxsize=options.connections,
                                      **_urllib3_client_kwargs(options))
         self.client = client
 
@@ -141,7 +145,7 @@ class _AsyncElasticsearch7Transport(_AsyncTransport):
                     self._verified_elasticsearch = True
 
             assert options is not None
-            client = AsyncElasticsearch([options.url], transport_class=_IdentifiedTransport,
+            client = AsyncElasticsearch(list(options.urls), transport_class=_IdentifiedTransport,
                                         retry_on_timeout=False, maxsize=options.connections,
                                         **_urllib3_client_kwargs(options))
         self.client = client
@@ -184,7 +188,7 @@ class _AsyncElasticsearchTransport(_AsyncTransport):
         from esbridge.engine.client import _elasticsearch_client_kwargs
 
         assert options is not None
-        self.client = AsyncElasticsearch(options.url, **_elasticsearch_client_kwargs(options))
+        self.client = AsyncElasticsearch(list(options.urls), **_elasticsearch_client_kwargs(options, server_major))
 
     async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                       headers: Mapping[str, str]) -> Any:
@@ -241,23 +245,25 @@ class AsyncEngine(EngineBase):
         self._sleep = sleep
 
     @classmethod
-    async def connect(cls, options: ConnectionOptions | str | Any) -> AsyncEngine:
-        """Connect to the cluster at ``options`` (or a URL) and identify it; an asynchronous
-        client object is used as it is (:meth:`from_client`).
+    async def connect(cls, options: ConnectionOptions | str | Sequence[str] | Any) -> AsyncEngine:
+        """Connect to the cluster at ``options`` (or a URL, comma-separated URLs or a list of
+        URLs of its nodes) and identify it; an asynchronous client object is used as it is
+        (:meth:`from_client`).
 
         Raises:
             ConfigurationError: ``aiohttp`` (the ``async`` extra) or the server's client library
                 is not installed.
-            EngineUnavailableError: nothing answered at the URL.
+            EngineUnavailableError: nothing answered at the URLs.
             UnsupportedEngineError: the server is not OpenSearch or Elasticsearch >= 7.
         """
-        if not isinstance(options, (str, ConnectionOptions)):
+        if not isinstance(options, (str, list, tuple, ConnectionOptions)):
             return await cls.from_client(options)
-        if isinstance(options, str):
-            options = ConnectionOptions(url=options)
+        if not isinstance(options, ConnectionOptions):
+            options = ConnectionOptions(urls=options)
         require_client("aiohttp", "esbridge's asynchronous API")
-        probe = _AsyncOpenSearchTransport(options)
-        probe_engine = cls(probe_options(options), EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
+        probing = probe_options(options)
+        probe = _AsyncOpenSearchTransport(probing)
+        probe_engine = cls(probing, EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
         try:
             info = await run_async(identify_plan(f"identifying the engine at {options.display_url}"), probe_engine)
         finally:
@@ -326,16 +332,23 @@ class AsyncEngine(EngineBase):
             last = attempt == attempts - 1
             try:
                 answer = await self._transport.perform(method, path, None, body, headers)
+                self._down = False
                 if usable_answer(path, answer, final=last or not retry, context=context):
                     return answer
                 log.info("shards failed; retrying %s %s", method, path)
             except _Unreachable as err:
+                give_up = last or self._down
                 # the last attempt may probe the port with a TLS handshake: off the event loop
-                tls = (await asyncio.to_thread(_tls_problem, self.options, err, probe=True) if last
+                tls = (await asyncio.to_thread(_tls_problem, self.options, err, probe=True) if give_up
                        else _tls_problem(self.options, err, probe=False))
-                if last or tls is not None:
+                if give_up or tls is not None:
+                    if not last:
+                        log.info("not retrying %s %s: the engine did not answer the last request either",
+                                 method, path)
+                    self._down = self._down or retry
                     raise unavailable_error(self.options, err, context, tls) from err
             except _HttpError as err:
+                self._down = False
                 if err.status not in RETRY_STATUSES or last:
                     raise engine_error(err.status, err.body, context=context) from err
             wait = backoff_wait(delay)

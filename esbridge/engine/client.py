@@ -16,7 +16,10 @@ driven through the official client that matches it:
 
 Every request goes through :meth:`Engine.request`, which retries 429, 502, 503,
 504 and connection errors with exponential backoff and turns engine errors into
-:class:`~esbridge.errors.EngineError` with the engine's type and reason.
+:class:`~esbridge.errors.EngineError` with the engine's type and reason.  Given several
+nodes' URLs (:attr:`ConnectionOptions.urls`), the client library fails a request over to the
+next node at once when one cannot be reached; esbridge's back-off comes only after every node
+failed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,13 +56,73 @@ Distribution = Literal["opensearch", "elasticsearch"]
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
+def _url_pieces(text: str) -> list[str]:
+    """``text`` cut at its commas, except a comma in the user part of a URL (in a password:
+    what follows it up to the host has an ``@``)."""
+    pieces: list[str] = []
+    for piece in text.split(","):
+        before = pieces[-1].split("://", 1)[1] if pieces and "://" in pieces[-1] else None
+        if before is not None and not any(c in before for c in "/@") and "@" in piece.split("/", 1)[0]:
+            pieces[-1] += "," + piece
+        else:
+            pieces.append(piece)
+    return pieces
+
+
+def split_urls(value: str | Sequence[str]) -> tuple[str, ...]:
+    """The engine URLs in ``value``: a string of one URL or several separated by commas, or a
+    sequence of such strings (repeated ``--url``); empty entries are dropped.
+
+    Raises:
+        ConfigurationError: an entry is not a string.
+    """
+    texts = [value] if isinstance(value, str) else list(value)
+    urls: list[str] = []
+    for text in texts:
+        if not isinstance(text, str):
+            raise ConfigurationError(f"engine URLs must be strings, got {type(text).__name__}")
+        urls += [u.strip() for u in _url_pieces(text) if u.strip()]
+    return tuple(urls)
+
+
 def redact_url(url: str) -> str:
-    """``url`` without the password of its user part (``https://user:***@host``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
+    """``url`` without the password of its user part (``https://user:***@host``); of every URL
+    of a comma-separated list."""
+    return ",".join(_redact_one(u) for u in _url_pieces(url))
+
+
+def _redact_one(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:  # not a URL urllib can take apart (``http://[::1``): hide any user part
+        return re.sub(r"(//[^/@]*?:)[^/]*@", r"\1***@", url)
     host = parts.netloc.rsplit("@", 1)[1]
     return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` is not the base URL of an engine node (``None`` when it is one)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises for a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL such as http://localhost:9200"
+    if any(c.isspace() or c == "," for c in parts.hostname):
+        return f"has no valid host name ({parts.hostname!r})"
+    return None
+
+
+def _check_urls(urls: Sequence[str], where: str) -> None:
+    """A one-line error naming the first of ``urls`` that is not an engine node's URL (redacted)."""
+    for i, url in enumerate(urls, 1):
+        problem = _url_problem(url)
+        if problem is not None:
+            which = f" {i} of {len(urls)}" if len(urls) > 1 else ""
+            raise ConfigurationError(f"{where}{which} {redact_url(url)!r} {problem}")
 
 
 @dataclass(frozen=True)
@@ -66,7 +130,8 @@ class ConnectionOptions:
     """How to reach a cluster.
 
     Attributes:
-        url: base URL, e.g. ``https://search.example.com:9200``.
+        url: base URL, e.g. ``https://search.example.com:9200``; several nodes' URLs separated by
+            commas are taken as ``urls``.  With ``urls``, the first of them.
         username: basic-auth user (with ``password``).
         password: basic-auth password.
         api_key: an API key, either ``id:key`` or already base64-encoded.
@@ -74,7 +139,9 @@ class ConnectionOptions:
         verify_certs: verify TLS certificates (turn off only for local testing).
         timeout: seconds per request.
         max_retries: retries for 429/5xx/connection errors and for searches some of whose
-            shards failed (0 = no retry).
+            shards failed (0 = no retry).  A connection error is retried once every node given
+            failed (the client library moves the request on to the next node at once), and not
+            at all while the cluster did not answer the previous request through its retries.
         backoff: first retry delay in seconds (doubles each time, capped at 30 s).
         preference: the ``preference`` sent with every read whose answer depends on which copy
             of a shard serves it (searches, counts, term vectors, multi-gets): with the same
@@ -87,9 +154,18 @@ class ConnectionOptions:
         connections: HTTP connections kept open to the engine for reuse (per node).  Threads
             sharing one connection, and a pipeline's concurrent requests, each need one; with
             fewer, every request beyond them opens and closes a TCP connection of its own.
+        urls: the base URLs of several nodes of one cluster (a list, or one string of URLs
+            separated by commas).  Requests go to them in turn; one that cannot reach a node goes
+            on to the next at once, and the node is left aside for a while (60 s, longer each
+            time it fails again) as the client libraries do.  The credentials and TLS options
+            apply to every URL.  Given alone, ``url`` is its only URL.
+        sniff: discover the cluster's nodes from the given URLs (``GET /_nodes/_all/http``, the
+            client libraries' sniffing) when connecting and again when a node fails, and send
+            requests to all of them.  The nodes' published HTTP addresses must be reachable from
+            here, with the scheme of the given URLs (not through a proxy or a load balancer).
     """
 
-    url: str
+    url: str = ""
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     api_key: str | None = field(default=None, repr=False)
@@ -100,13 +176,28 @@ class ConnectionOptions:
     backoff: float = 0.5
     preference: str | None = "esbridge"
     connections: int = 10
+    urls: Sequence[str] = ()
+    sniff: bool = False
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(
-                f"engine URL {self.url!r} is not an http(s) URL such as http://localhost:9200"
-            )
+        if not isinstance(self.url, str):
+            raise ConfigurationError(f"url is one engine URL (a string), got {type(self.url).__name__}; "
+                                     "give several as urls=[...]")
+        urls = split_urls(self.urls)
+        if not urls:
+            urls = split_urls(self.url)
+        elif self.url and self.url != urls[0]:
+            raise ConfigurationError(f"url {redact_url(self.url)!r} is not the first of urls "
+                                     f"({redact_url(','.join(urls))}); give one URL as url, or several as urls")
+        if not urls:
+            raise ConfigurationError("no engine URL: give url (or urls for several nodes)")
+        _check_urls(urls, "engine URL")
+        urls = tuple(dict.fromkeys(urls))
+        if self.sniff and len({urlsplit(u).scheme for u in urls}) > 1:
+            raise ConfigurationError(f"sniffing gives the nodes it discovers the scheme of the URLs given, which "
+                                     f"differ ({redact_url(','.join(urls))}); give URLs of one scheme")
+        object.__setattr__(self, "urls", urls)
+        object.__setattr__(self, "url", urls[0])
         if (self.username is None) != (self.password is None):
             raise ConfigurationError("give both username and password for basic auth, or neither")
         if self.username is not None and self.api_key is not None:
@@ -126,13 +217,17 @@ class ConnectionOptions:
             )
 
     @classmethod
-    def from_env(cls, url: str | None = None, **overrides: Any) -> ConnectionOptions:
-        """Options from ``ESBRIDGE_URL``, ``ESBRIDGE_USERNAME``, ``ESBRIDGE_PASSWORD``,
-        ``ESBRIDGE_API_KEY``, ``ESBRIDGE_CA_CERTS`` and ``ESBRIDGE_VERIFY_CERTS``;
-        explicit arguments win."""
+    def from_env(cls, url: str | Sequence[str] | None = None, **overrides: Any) -> ConnectionOptions:
+        """Options from ``ESBRIDGE_URL`` (one URL, or several separated by commas),
+        ``ESBRIDGE_USERNAME``, ``ESBRIDGE_PASSWORD``, ``ESBRIDGE_API_KEY``, ``ESBRIDGE_CA_CERTS``,
+        ``ESBRIDGE_VERIFY_CERTS`` and ``ESBRIDGE_SNIFF``; explicit arguments win (``url``: one
+        URL, comma-separated URLs, or a list of them, as repeated ``--url`` give)."""
         env = os.environ
-        url = url or env.get("ESBRIDGE_URL")
-        if not url:
+        urls = split_urls(url) if url else ()
+        if not urls:
+            urls = split_urls(env.get("ESBRIDGE_URL") or "")
+            _check_urls(urls, "ESBRIDGE_URL entry")
+        if not urls:
             raise ConfigurationError("no engine URL: pass --url or set ESBRIDGE_URL")
         values: dict[str, Any] = {
             "username": env.get("ESBRIDGE_USERNAME"),
@@ -143,18 +238,23 @@ class ConnectionOptions:
         verify = env.get("ESBRIDGE_VERIFY_CERTS")
         if verify is not None:
             values["verify_certs"] = verify.strip().lower() not in ("0", "false", "no", "off")
+        sniff = env.get("ESBRIDGE_SNIFF")
+        if sniff is not None:
+            values["sniff"] = sniff.strip().lower() in ("1", "true", "yes", "on")
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(url=url, **values)
+        return cls(urls=urls, **values)
 
     @property
     def display_url(self) -> str:
-        """``url`` with any password in it replaced by ``***`` (for messages and logs)."""
-        return redact_url(self.url)
+        """The URLs (comma-separated) with any password in them replaced by ``***`` (for
+        messages and logs)."""
+        return ",".join(redact_url(u) for u in self.urls)
 
     def __repr__(self) -> str:
         auth = ("basic" if self.username is not None else "api_key" if self.api_key is not None else "none")
         return (f"ConnectionOptions(url={self.display_url!r}, auth={auth}, ca_certs={self.ca_certs!r}, "
-                f"verify_certs={self.verify_certs}, timeout={self.timeout}, max_retries={self.max_retries})")
+                f"verify_certs={self.verify_certs}, timeout={self.timeout}, max_retries={self.max_retries}"
+                + (", sniff=True)" if self.sniff else ")"))
 
     def auth_header(self) -> dict[str, str]:
         """The ``Authorization`` header for the API key (empty without one)."""
@@ -342,12 +442,23 @@ class _Transport:
         raise NotImplementedError
 
 
+def failover_retries(options: ConnectionOptions) -> int:
+    """The retries the client library makes itself: only after a connection error, each on
+    another node (it leaves the failed one aside), so that a request fails over at once; every
+    node given is tried once.  With sniffing the nodes are known only once discovered: the
+    libraries' default, 3.  Nothing else is retried by the client: :meth:`Engine.request`
+    retries, with back-off, what every node failed (or a node refused with a status)."""
+    return max(len(options.urls), 4 if options.sniff else 1) - 1
+
+
 def _urllib3_client_kwargs(options: ConnectionOptions) -> dict[str, Any]:
     """Constructor options shared by opensearch-py and the 7.x Elasticsearch client
-    (same lineage): timeouts, no client-side retries (esbridge retries), TLS and auth."""
+    (same lineage): timeouts, client-side retries only to fail over (:func:`failover_retries`),
+    sniffing, TLS and auth."""
     kwargs: dict[str, Any] = {
         "timeout": options.timeout,
-        "max_retries": 0,
+        "max_retries": failover_retries(options),
+        "retry_on_status": (),
         "verify_certs": options.verify_certs,
         "ssl_show_warn": options.verify_certs,
         "headers": options.auth_header(),
@@ -356,7 +467,31 @@ def _urllib3_client_kwargs(options: ConnectionOptions) -> dict[str, Any]:
         kwargs["http_auth"] = (options.username, options.password)
     if options.ca_certs:
         kwargs["ca_certs"] = options.ca_certs
+    if options.sniff:
+        # the nodes discovered are given these options, not the given URLs' scheme
+        kwargs.update(sniff_on_start=True, sniff_on_connection_fail=True, sniff_timeout=options.timeout,
+                      use_ssl=urlsplit(options.url).scheme == "https")
     return kwargs
+
+
+def _sniff_failed(options: ConnectionOptions, err: Exception) -> EngineUnavailableError:
+    """The one-line error of a cluster whose nodes could not be discovered."""
+    return EngineUnavailableError(
+        f"discovering the nodes of the cluster at {options.display_url} failed ({_short_reason(err)}); "
+        "check that the nodes' published HTTP addresses (GET /_nodes/_all/http) are reachable from here, "
+        "or connect without sniffing and give the nodes' URLs"
+    )
+
+
+def set_aside_connections(client: Any) -> list[Any]:
+    """The connections of an opensearch-py or elasticsearch7 client (synchronous or not) that
+    its own ``close`` leaves open: those of the nodes its pool set aside as failed, and the
+    given nodes' ones where sniffing replaced them."""
+    transport = client.transport
+    pool = transport.connection_pool
+    live = {id(c) for c in getattr(pool, "connections", ())}
+    every = [*getattr(pool, "orig_connections", ()), *getattr(transport, "seed_connections", ())]
+    return [c for c in {id(c): c for c in every}.values() if id(c) not in live]
 
 
 def _legacy_http_error(err: Any) -> _HttpError:
@@ -369,11 +504,14 @@ class _OpenSearchTransport(_Transport):
     def __init__(self, options: ConnectionOptions | None, client: Any = None) -> None:
         self.owned = client is None
         if client is None:
-            from opensearchpy import OpenSearch
+            from opensearchpy import OpenSearch, TransportError
 
             assert options is not None
-            client = OpenSearch(hosts=[options.url], pool_maxsize=options.connections,
-                                **_urllib3_client_kwargs(options))
+            try:
+                client = OpenSearch(hosts=list(options.urls), pool_maxsize=options.connections,
+                                    **_urllib3_client_kwargs(options))
+            except TransportError as err:  # sniffing on start found no node
+                raise _sniff_failed(options, err) from err
         self.client = client
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
@@ -393,13 +531,15 @@ class _OpenSearchTransport(_Transport):
     def close(self) -> None:
         if self.owned:
             self.client.close()
+            for connection in set_aside_connections(self.client):
+                connection.close()
 
 
 class _Elasticsearch7Transport(_Transport):
     def __init__(self, options: ConnectionOptions | None, client: Any = None) -> None:
         self.owned = client is None
         if client is None:
-            from elasticsearch7 import Elasticsearch, Transport
+            from elasticsearch7 import Elasticsearch, Transport, TransportError
 
             class _IdentifiedTransport(Transport):
                 # esbridge identified the server from GET / before choosing this client.
@@ -407,8 +547,12 @@ class _Elasticsearch7Transport(_Transport):
                     self._verified_elasticsearch = True
 
             assert options is not None
-            client = Elasticsearch([options.url], transport_class=_IdentifiedTransport, retry_on_timeout=False,
-                                   maxsize=options.connections, **_urllib3_client_kwargs(options))
+            try:
+                client = Elasticsearch(list(options.urls), transport_class=_IdentifiedTransport,
+                                       retry_on_timeout=False, maxsize=options.connections,
+                                       **_urllib3_client_kwargs(options))
+            except TransportError as err:  # sniffing on start found no node
+                raise _sniff_failed(options, err) from err
         self.client = client
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
@@ -438,13 +582,22 @@ class _Elasticsearch7Transport(_Transport):
     def close(self) -> None:
         if self.owned:
             self.client.close()
+            for connection in set_aside_connections(self.client):
+                connection.close()
 
 
-def _elasticsearch_client_kwargs(options: ConnectionOptions) -> dict[str, Any]:
-    """Constructor options of the ``elasticsearch`` 8/9 clients (synchronous or not)."""
+def _elasticsearch_client_kwargs(options: ConnectionOptions, server_major: int) -> dict[str, Any]:
+    """Constructor options of the ``elasticsearch`` 8/9 clients (synchronous or not): client-side
+    retries only to fail over (:func:`failover_retries`), sniffing, TLS and auth.
+
+    Raises:
+        ConfigurationError: sniffing asked of a client newer than the server (it sniffs with its
+            own version's compatibility headers, which an older server refuses).
+    """
     kwargs: dict[str, Any] = {
         "request_timeout": options.timeout,
-        "max_retries": 0,
+        "max_retries": failover_retries(options),
+        "retry_on_status": (),
         "retry_on_timeout": False,
         "connections_per_node": options.connections,
         "verify_certs": options.verify_certs,
@@ -458,6 +611,19 @@ def _elasticsearch_client_kwargs(options: ConnectionOptions) -> dict[str, Any]:
         )
     if options.ca_certs:
         kwargs["ca_certs"] = options.ca_certs
+    if options.sniff:
+        from importlib.metadata import version
+
+        client_version = version("elasticsearch")
+        client_major = int(client_version.split(".")[0])
+        if client_major > server_major:
+            raise ConfigurationError(
+                f"the elasticsearch {client_version} client sniffs with version {client_major} headers, which an "
+                f"Elasticsearch {server_major} server refuses: install the client of the server's version "
+                f'(pip install "elasticsearch>={server_major},<{server_major + 1}"), or give the nodes\' URLs '
+                "without sniffing"
+            )
+        kwargs.update(sniff_on_start=True, sniff_on_node_failure=True, sniff_timeout=options.timeout)
     return kwargs
 
 
@@ -481,10 +647,14 @@ class _ElasticsearchTransport(_Transport):
         if client is not None:
             self.client = client
             return
+        from elastic_transport import TransportError
         from elasticsearch import Elasticsearch
 
         assert options is not None
-        self.client = Elasticsearch(options.url, **_elasticsearch_client_kwargs(options))
+        try:
+            self.client = Elasticsearch(list(options.urls), **_elasticsearch_client_kwargs(options, server_major))
+        except TransportError as err:  # sniffing on start found no node
+            raise _sniff_failed(options, err) from err
 
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
@@ -605,10 +775,11 @@ def engine_error(status: int | None, body: Any, *, context: str = "") -> EngineE
 
 
 def probe_options(options: ConnectionOptions) -> ConnectionOptions:
-    """The options of the request that identifies the engine (at most 2 retries)."""
+    """The options of the request that identifies the engine (at most 2 retries, to the URLs
+    given: the nodes are discovered once the engine is known)."""
     from dataclasses import replace
 
-    return replace(options, max_retries=min(options.max_retries, 2))
+    return replace(options, max_retries=min(options.max_retries, 2), sniff=False)
 
 
 def analyze_plan(index: str, text: str, *, field: str | None = None,
@@ -706,6 +877,9 @@ class EngineBase:
     def __init__(self, options: ConnectionOptions, info: EngineInfo) -> None:
         self.options = options
         self.info = info
+        #: the cluster did not answer the last request through its retries: a connection error
+        #: is then not retried (each node the client knows is tried once), until it answers
+        self._down = False
 
     @property
     def distribution(self) -> Distribution:
@@ -738,20 +912,21 @@ class Engine(EngineBase):
         self._sleep = sleep
 
     @classmethod
-    def connect(cls, options: ConnectionOptions | str | Any) -> Engine:
-        """Connect to the cluster at ``options`` (or a URL) and identify it; a client object is
-        used as it is (:meth:`from_client`).
+    def connect(cls, options: ConnectionOptions | str | Sequence[str] | Any) -> Engine:
+        """Connect to the cluster at ``options`` (or a URL, comma-separated URLs or a list of
+        URLs of its nodes) and identify it; a client object is used as it is (:meth:`from_client`).
 
         Raises:
-            EngineUnavailableError: nothing answered at the URL.
+            EngineUnavailableError: nothing answered at the URLs.
             UnsupportedEngineError: the server is not OpenSearch or Elasticsearch >= 7.
         """
-        if not isinstance(options, (str, ConnectionOptions)):
+        if not isinstance(options, (str, list, tuple, ConnectionOptions)):
             return cls.from_client(options)
-        if isinstance(options, str):
-            options = ConnectionOptions(url=options)
-        probe = _OpenSearchTransport(options)
-        probe_engine = cls(probe_options(options), EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
+        if not isinstance(options, ConnectionOptions):
+            options = ConnectionOptions(urls=options)
+        probing = probe_options(options)
+        probe = _OpenSearchTransport(probing)
+        probe_engine = cls(probing, EngineInfo("opensearch", (0, 0, 0), "", "", ""), probe)
         try:
             info = run(identify_plan(f"identifying the engine at {options.display_url}"), probe_engine)
         finally:
@@ -865,7 +1040,9 @@ class Engine(EngineBase):
             ndjson: send ``body`` as ``application/x-ndjson`` (bulk, msearch).
             context: what the call is for, put in front of error messages.
             retry: retry 429/502/503/504, connection errors, and searches and counts some of
-                whose shards failed.
+                whose shards failed.  A connection error is not retried while the cluster did
+                not answer the previous request through its retries: it fails at once (each node
+                tried once) until the cluster answers again.
 
         Searches, counts and term-vector and multi-get reads carry
         :attr:`ConnectionOptions.preference` unless ``params`` gives one.  An answer some of
@@ -885,14 +1062,21 @@ class Engine(EngineBase):
             last = attempt == attempts - 1
             try:
                 answer = self._transport.perform(method, path, None, body, headers)
+                self._down = False
                 if usable_answer(path, answer, final=last or not retry, context=context):
                     return answer
                 log.info("shards failed; retrying %s %s", method, path)
             except _Unreachable as err:
-                tls = _tls_problem(self.options, err, probe=last)
-                if last or tls is not None:
+                give_up = last or self._down
+                tls = _tls_problem(self.options, err, probe=give_up)
+                if give_up or tls is not None:
+                    if not last:
+                        log.info("not retrying %s %s: the engine did not answer the last request either",
+                                 method, path)
+                    self._down = self._down or retry
                     raise unavailable_error(self.options, err, context, tls) from err
             except _HttpError as err:
+                self._down = False
                 if err.status not in RETRY_STATUSES or last:
                     raise engine_error(err.status, err.body, context=context) from err
             wait = backoff_wait(delay)

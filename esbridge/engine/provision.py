@@ -2,8 +2,9 @@
 
 In order:
 
-1. an existing cluster: an explicit URL, or ``ESBRIDGE_URL`` (with the
-   authentication and TLS options of :class:`~esbridge.engine.client.ConnectionOptions`);
+1. an existing cluster: explicit URLs, or ``ESBRIDGE_URL`` (one URL, or several nodes' URLs
+   separated by commas; with the authentication and TLS options of
+   :class:`~esbridge.engine.client.ConnectionOptions`);
 2. where a Docker engine answers, a container started with testcontainers
    (images of :data:`DOCKER_IMAGES`, configured like ``docker-compose.yml``);
 3. otherwise esbridge's local node of the distribution that is already running
@@ -18,12 +19,13 @@ import os
 import secrets
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from esbridge.engine import local
-from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.engine.client import ConnectionOptions, Engine, split_urls
 from esbridge.errors import ConfigurationError, ProvisioningError
 
 #: Images used where Docker is available; the same as docker-compose.yml.
@@ -74,17 +76,19 @@ class ProvisionedEngine:
     #: for a secured engine esbridge provisioned (or a URL of one of its running nodes):
     #: :class:`ConnectionOptions` keywords (user, password, CA file)
     credentials: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: every node's URL where several were given (``url`` is the first)
+    urls: tuple[str, ...] = ()
 
     def options(self, **explicit: Any) -> ConnectionOptions:
         """Connection options: ``explicit`` ones, then the ``ESBRIDGE_*`` variables
         (:meth:`ConnectionOptions.from_env`), then what this engine was provisioned with: its
         CA file when neither gives one (whatever credentials they give), its user and password
         when neither gives a user, an API key or a URL with a user in it."""
-        opts = ConnectionOptions.from_env(self.url, **explicit)
+        opts = ConnectionOptions.from_env(self.urls or self.url, **explicit)
         creds = dict(self.credentials)
         if opts.ca_certs is not None or not opts.verify_certs:
             creds.pop("ca_certs", None)
-        if opts.username is not None or opts.api_key is not None or urlsplit(opts.url).username:
+        if opts.username is not None or opts.api_key is not None or any(urlsplit(u).username for u in opts.urls):
             creds.pop("username", None)
             creds.pop("password", None)
         return replace(opts, **creds) if creds else opts
@@ -179,18 +183,21 @@ def find_local_node(distribution: str | None = None) -> local.NodeInfo | None:
     return nodes[0]
 
 
-def provision(distribution: str | None = "opensearch", *, url: str | None = None,
+def provision(distribution: str | None = "opensearch", *, url: str | Sequence[str] | None = None,
               use_docker: bool | None = None, progress: bool = True) -> ProvisionedEngine:
     """An engine URL by the rules of this module (see the module docstring).
 
+    ``url``: one URL, several separated by commas, or a list of them (repeated ``--url``).
     ``distribution=None`` takes any running esbridge local node, and starts an
     OpenSearch node when none runs.
     """
-    url = url or os.environ.get("ESBRIDGE_URL")
-    if url:
+    urls = split_urls(url) if url else ()
+    if not urls:
+        urls = split_urls(os.environ.get("ESBRIDGE_URL") or "")
+    if urls:
         # the URL of one of esbridge's running secured nodes: its recorded credentials apply
-        ours = local.node_for_url(url)
-        return ProvisionedEngine(url=url, source="url", distribution=distribution or "opensearch",
+        ours = next((n for n in map(_local_node, urls) if n is not None), None)
+        return ProvisionedEngine(url=urls[0], urls=urls, source="url", distribution=distribution or "opensearch",
                                  credentials=ours.credentials() if ours is not None else {})
     if use_docker is None:
         use_docker = docker_available()
@@ -205,7 +212,16 @@ def provision(distribution: str | None = "opensearch", *, url: str | None = None
                              node=node.name, started=True, credentials=node.credentials())
 
 
-def connect(distribution: str | None = "opensearch", *, url: str | None = None,
+def _local_node(url: str) -> local.NodeInfo | None:
+    """esbridge's running node at ``url`` (``None`` also for a malformed URL, which the
+    connection options report)."""
+    try:
+        return local.node_for_url(url)
+    except ValueError:
+        return None
+
+
+def connect(distribution: str | None = "opensearch", *, url: str | Sequence[str] | None = None,
             **options: Any) -> Engine:
     """Connect to the engine at ``url``/``ESBRIDGE_URL``, or to esbridge's running local node
     of ``distribution`` (one is started when none runs; a secured node is reached with the
