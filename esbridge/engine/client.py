@@ -574,7 +574,7 @@ def analyze_plan(index: str, text: str, *, field: str | None = None,
         body["field"] = field
     if analyzer is not None:
         body["analyzer"] = analyzer
-    resp = yield Call("POST", f"/{_quote(index)}/_analyze", body=body,
+    resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_analyze", body=body,
                       context=f"analysing text with {field or analyzer!r} of {index!r}")
     return [str(tok["token"]) for tok in resp.get("tokens", [])]
 
@@ -582,7 +582,7 @@ def analyze_plan(index: str, text: str, *, field: str | None = None,
 def search_plan(index: str, body: Mapping[str, Any], *,
                 params: Mapping[str, Any] | None = None) -> Plan[dict[str, Any]]:
     """A ``_search`` of ``index`` with ``body``."""
-    resp: dict[str, Any] = yield Call("POST", f"/{_quote(index)}/_search", body=dict(body), params=params,
+    resp: dict[str, Any] = yield Call("POST", f"/{path_segment(index, patterns=True)}/_search", body=dict(body), params=params,
                                       context=f"searching {index!r}")
     return resp
 
@@ -855,7 +855,7 @@ class Engine(EngineBase):
     def index_exists(self, index: str) -> bool:
         """Whether ``index`` (or an alias of that name) exists."""
         try:
-            found = self.request("HEAD", f"/{_quote(index)}")
+            found = self.request("HEAD", f"/{path_segment(index, patterns=True)}")
         except IndexNotFoundError:
             return False
         except EngineError as err:
@@ -879,7 +879,7 @@ class Engine(EngineBase):
 
     def count(self, index: str, query: Mapping[str, Any] | None = None) -> int:
         body = {"query": query} if query is not None else None
-        resp = self.request("POST", f"/{_quote(index)}/_count", body=body, context=f"counting {index!r}")
+        resp = self.request("POST", f"/{path_segment(index, patterns=True)}/_count", body=body, context=f"counting {index!r}")
         return int(resp["count"])
 
     def analyze(self, index: str, text: str, *, field: str | None = None,
@@ -917,7 +917,7 @@ class Engine(EngineBase):
 def scroll_call(index: str, body: Mapping[str, Any], *, page: int, context: str) -> Call:
     """The first request of a scroll over ``body``'s hits of ``index``, in index order."""
     first = {**dict(body), "size": page, "sort": ["_doc"]}
-    return Call("POST", f"/{_quote(index)}/_search", params={"scroll": "2m"}, body=first, context=context)
+    return Call("POST", f"/{path_segment(index, patterns=True)}/_search", params={"scroll": "2m"}, body=first, context=context)
 
 
 def scroll_next_call(scroll_id: Any, *, context: str) -> Call:
@@ -1109,10 +1109,6 @@ def path_segment(index: str, *, patterns: bool = False) -> str:
     if not patterns:
         check_index_name(index)
     return quote(index, safe=",*" if patterns else "")
-
-
-def _quote(index: str) -> str:
-    return path_segment(index, patterns=True)
 
 
 def raise_mget_errors(resp: Mapping[str, Any], index: str, doing: str) -> None:

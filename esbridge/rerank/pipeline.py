@@ -191,7 +191,7 @@ class RerankerCore:
     def _max_result_window_plan(self) -> Plan[int]:
         if self._max_window is None:
             resp = yield Call(
-                "GET", f"/{self.index}/_settings/index.max_result_window",
+                "GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.max_result_window",
                 params={"include_defaults": "true"}, context=f"reading settings of {self.index!r}")
             value = 10_000
             for spec in resp.values():
