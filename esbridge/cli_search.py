@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from esbridge.errors import ConfigurationError, EsbridgeError, IndexNotFoundError
+from esbridge.jsoninput import parse_json
 
 
 def _scorer_params(name: str, pairs: list[str] | None) -> Any:
@@ -22,8 +23,8 @@ def _scorer_params(name: str, pairs: list[str] | None) -> Any:
             raise ConfigurationError(f"--param {pair!r} must be NAME=VALUE")
         key, raw = pair.split("=", 1)
         try:
-            value: Any = json.loads(raw)
-        except ValueError:
+            value: Any = parse_json(raw, f"--param {pair!r}")
+        except json.JSONDecodeError:
             value = raw
         overrides[key.strip()] = value
     try:
@@ -260,8 +261,19 @@ def _variants(spec: Any, rr: Any, query: str) -> Any:
     return got
 
 
+def filter_option(text: str | None) -> Any:
+    """The ``--filter`` clause (``None`` without the option)."""
+    if not text:
+        return None
+    try:
+        return parse_json(text, "--filter")
+    except json.JSONDecodeError as err:
+        raise ConfigurationError(f"--filter is not valid JSON ({err}); give a query clause such as "
+                                 "'{\"term\": {\"lang\": \"en\"}}'") from None
+
+
 def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    filt = json.loads(args.filter) if args.filter else None
+    filt = filter_option(args.filter)
     spec = augmentation_spec(args)
     if args.hybrid and spec is not None:
         raise ConfigurationError("--augmentations and --augmenter apply to the reranker, not to --hybrid")
@@ -315,20 +327,26 @@ def _cmd_rescore(args: argparse.Namespace, connect: Callable[[argparse.Namespace
             if source is None:
                 raise ConfigurationError(f"no response given and standard input is a terminal. {_STDIN_HINT}")
             print("esbridge: reading the response from standard input (end it with Ctrl-D)", file=sys.stderr)
-        raw = sys.stdin.read() if sys.stdin is not None else ""
-        where = "standard input"
+        where = "the response on standard input"
+        stream = getattr(sys.stdin, "buffer", None)
+        data: bytes | str = (stream.read() if stream is not None else sys.stdin.read()) if sys.stdin is not None else ""
     else:
+        where = f"the response file {source!r}"
         try:
-            raw = Path(source).read_text("utf-8")
+            data = Path(source).read_bytes()
         except OSError as err:
-            raise ConfigurationError(f"response file {source!r} cannot be read: {err.strerror or err}") from None
-        where = repr(source)
-    if not raw.strip():
-        raise ConfigurationError(f"no response in {where}; give an engine search response (JSON). {_STDIN_HINT}")
+            raise ConfigurationError(f"{where} cannot be read: {err.strerror or err}") from None
     try:
-        response = json.loads(raw)
-    except ValueError as err:
-        raise ConfigurationError(f"the response in {where} is not valid JSON: {err}") from None
+        raw = data.decode("utf-8-sig") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as err:
+        raise ConfigurationError(f"{where} is not UTF-8 text (byte {err.start} is {data[err.start:err.start + 1]!r}): "
+                                 "give an engine search response (JSON)") from None
+    if not raw.strip():
+        raise ConfigurationError(f"{where} is empty; give an engine search response (JSON). {_STDIN_HINT}")
+    try:
+        response = parse_json(raw, where)
+    except json.JSONDecodeError as err:
+        raise ConfigurationError(f"{where} is not valid JSON: {err}") from None
     spec = augmentation_spec(args)
     rr = _reranker(args, connect)
     variants = _variants(spec, rr, args.query)

@@ -51,6 +51,7 @@ from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
 from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
 from esbridge.index.plain import missing_channels_message, open_layout_plan
+from esbridge.jsoninput import check_depth, check_text
 from esbridge.rerank.candidates import (
     AnalyzedQuery,
     CandidateUnion,
@@ -212,6 +213,7 @@ class RerankerCore:
             )
 
     def _analyze_plan(self, text: str) -> Plan[AnalyzedQuery]:
+        check_text(text, "query text")
         channels = analysed_channels(self.first_stage, self._layout, self.channels)
         query = yield from self._analyze_cached_plan(text, channels)
         return AnalyzedQuery(query=query, dropped=dropped_terms(self.first_stage, self._layout, query))
@@ -500,6 +502,7 @@ class RerankerCore:
             raise ConfigurationError(
                 f"the response is a {type(response).__name__}, not a search response: pass the body a _search "
                 "request returned (a dict, or the client's response object)")
+        check_depth(response, "the response")
         if not isinstance(response.get("hits"), Mapping) or not isinstance(response["hits"].get("hits"), list):
             raise ConfigurationError("the response has no hits.hits list; pass the body a _search request returned")
         check_count("window_size", window_size, allow_none=True)
