@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,21 @@ def augmentation_spec(args: argparse.Namespace) -> Any:
     if path is None:
         return AugmentationSpec(**kwargs)
     return AugmentationSpec.from_file(path, **kwargs)
+
+
+@contextmanager
+def warnings_on_stderr() -> Iterator[None]:
+    """While a command runs, esbridge's logged warnings (e.g. hits left out of a response) are
+    ``esbridge: warning: ...`` lines on standard error."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("esbridge: warning: %(message)s"))
+    logger = logging.getLogger("esbridge")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _print_json(response: dict[str, Any]) -> None:
@@ -295,7 +312,7 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
         else:
             _print_hybrid(response, args.explain)
         return 0
-    with _reranker(args, connect) as rr:
+    with _reranker(args, connect) as rr, warnings_on_stderr():
         variants = _variants(spec, rr, args.query)
         response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain, augmentations=variants,
                              original_weight=spec.original_weight if spec is not None else 1.0)
@@ -348,10 +365,10 @@ def _cmd_rescore(args: argparse.Namespace, connect: Callable[[argparse.Namespace
     except json.JSONDecodeError as err:
         raise ConfigurationError(f"{where} is not valid JSON: {err}") from None
     spec = augmentation_spec(args)
-    rr = _reranker(args, connect)
-    variants = _variants(spec, rr, args.query)
-    out = rr.rescore(response, args.query, window_size=args.window, explain=args.explain, augmentations=variants,
-                     original_weight=spec.original_weight if spec is not None else 1.0)
+    with _reranker(args, connect) as rr, warnings_on_stderr():
+        variants = _variants(spec, rr, args.query)
+        out = rr.rescore(response, args.query, window_size=args.window, explain=args.explain,
+                         augmentations=variants, original_weight=spec.original_weight if spec is not None else 1.0)
     _print_json(out)
     return 0
 
