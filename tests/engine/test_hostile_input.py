@@ -252,3 +252,15 @@ def test_deep_values_through_the_python_api_raise_a_configuration_error(hostile_
 
     with pytest.raises(ConfigurationError, match="the response is nested more than 100 levels"):
         asyncio.run(rescore_async())
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)), b"\xff\xfe{\x00\"\x00", b'{"hits": {"hits": []}, "x": "\xe9"}'])
+def test_a_rescore_response_that_is_not_utf8_is_one_line_naming_it(hostile_index: tuple[Engine, str], data: bytes,
+                                                                   tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    engine, name = hostile_index
+    path = tmp_path / "response.bin"
+    path.write_bytes(data)
+    code, _out, err = run(capsys, "rescore", "--url", engine.options.url, name, "glucose", str(path))
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith(f"esbridge: error: the response file {str(path)!r} is not UTF-8 text (byte "), err
