@@ -41,6 +41,7 @@ import numpy as np
 from esbridge.engine.plan import Offload, Plan
 from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import FieldVector, QueryChannel
+from esbridge.jsoninput import check_depth, parse_json
 from esbridge.scoring.arrays import ChannelArrays, FieldArrays, ScoreResult, ScoringInput
 from esbridge.scoring.bmx import weighted_query_augmentation
 from esbridge.scoring.registry import Scorer
@@ -104,6 +105,7 @@ def check_augmentations(value: Any, *, name: str = "augmentations") -> tuple[Aug
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
         raise ConfigurationError(f"{name} must be a list of (variant text, weight) pairs, "
                                  f"got {type(value).__name__}")
+    check_depth(value, name)
     out = []
     for i, pair in enumerate(value):
         where = f"{name}[{i}]"
@@ -258,8 +260,8 @@ class FeedbackParams:
                 raise ConfigurationError(f"--augmenter-param {item!r}: the prf augmenter has no parameter {name!r}; "
                                          f"valid: {', '.join(valid)}")
             try:
-                values[name] = json.loads(raw)
-            except ValueError:
+                values[name] = parse_json(raw, f"--augmenter-param {item!r}")
+            except json.JSONDecodeError:
                 raise ConfigurationError(f"--augmenter-param {item!r}: {raw!r} is not a number") from None
         return cls(**values)
 
@@ -423,7 +425,7 @@ def read_augmentations(path: str | Path) -> dict[str, tuple[Augmentation, ...]]:
 
     one_line = None
     try:
-        one_line = json.loads(lines[first], object_pairs_hook=lambda kv: kv)
+        one_line = parse_json(lines[first], f"{p}, line {first + 1}", object_pairs_hook=lambda kv: kv)
     except json.JSONDecodeError:
         pass
     if isinstance(one_line, list) and all(isinstance(kv, tuple) for kv in one_line):
@@ -436,13 +438,13 @@ def read_augmentations(path: str | Path) -> dict[str, tuple[Augmentation, ...]]:
                 return no_duplicates(kv, n)
 
             try:
-                obj = json.loads(line, object_pairs_hook=hook)
+                obj = parse_json(line, f"{p}, line {n}", object_pairs_hook=hook)
             except json.JSONDecodeError as err:
                 raise ConfigurationError(f"{p}, line {n}: not valid JSON ({err.msg} at column {err.colno})") from None
             add(obj, n)
     else:
         try:
-            obj = json.loads(raw, object_pairs_hook=lambda kv: no_duplicates(kv, None))
+            obj = parse_json(raw, str(p), object_pairs_hook=lambda kv: no_duplicates(kv, None))
         except json.JSONDecodeError as err:
             raise ConfigurationError(f"{p}, line {err.lineno}: not valid JSON ({err.msg} at column {err.colno})"
                                      ) from None

@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlsplit
 
 from esbridge.engine.client import split_urls
 from esbridge.errors import ConfigurationError
+from esbridge.jsoninput import parse_json
 
 DEFAULT_SCORERS = "bm25,bmx,evolved"
 
@@ -139,8 +140,8 @@ def pipeline_params(items: Sequence[str]) -> Any:
         if not eq or not name.strip():
             raise ConfigurationError(f"--pipeline-param {item!r} must look like NAME=VALUE, e.g. w_semantic=2")
         try:
-            overrides[name.strip()] = json.loads(raw)
-        except ValueError:
+            overrides[name.strip()] = parse_json(raw, f"--pipeline-param {item!r}")
+        except json.JSONDecodeError:
             overrides[name.strip()] = raw
     try:
         return PipelineParams().with_overrides(**overrides)

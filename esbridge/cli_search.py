@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from esbridge.errors import ConfigurationError, EngineError, EsbridgeError, IndexNotFoundError
+from esbridge.jsoninput import parse_json
 
 
 def _scorer_params(name: str, pairs: list[str] | None) -> Any:
@@ -23,8 +25,8 @@ def _scorer_params(name: str, pairs: list[str] | None) -> Any:
             raise ConfigurationError(f"--param {pair!r} must be NAME=VALUE")
         key, raw = pair.split("=", 1)
         try:
-            value: Any = json.loads(raw)
-        except ValueError:
+            value: Any = parse_json(raw, f"--param {pair!r}")
+        except json.JSONDecodeError:
             value = raw
         overrides[key.strip()] = value
     try:
@@ -123,6 +125,21 @@ def augmentation_spec(args: argparse.Namespace) -> Any:
     if path is None:
         return AugmentationSpec(**kwargs)
     return AugmentationSpec.from_file(path, **kwargs)
+
+
+@contextmanager
+def warnings_on_stderr() -> Iterator[None]:
+    """While a command runs, esbridge's logged warnings (e.g. hits left out of a response) are
+    ``esbridge: warning: ...`` lines on standard error."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("esbridge: warning: %(message)s"))
+    logger = logging.getLogger("esbridge")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _print_json(response: dict[str, Any]) -> None:
@@ -290,8 +307,8 @@ def filter_option(text: str | None) -> Any:
     if text is None:
         return None
     try:
-        value = json.loads(text)
-    except ValueError as err:
+        value = parse_json(text, "--filter")
+    except json.JSONDecodeError as err:
         raise ConfigurationError(f"--filter is not valid JSON ({err}); give a query clause such as "
                                  f"'{_FILTER_EXAMPLE}'") from None
     clauses = value if isinstance(value, list) else [value]
@@ -339,7 +356,7 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
         else:
             _print_hybrid(response, args.explain)
         return 0
-    with _reranker(args, connect) as rr:
+    with _reranker(args, connect) as rr, warnings_on_stderr():
         variants = _variants(spec, rr, args.query)
         with _filter_refusals(filt):
             response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain,
@@ -373,25 +390,31 @@ def _cmd_rescore(args: argparse.Namespace, connect: Callable[[argparse.Namespace
             if source is None:
                 raise ConfigurationError(f"no response given and standard input is a terminal. {_STDIN_HINT}")
             print("esbridge: reading the response from standard input (end it with Ctrl-D)", file=sys.stderr)
-        raw = sys.stdin.read() if sys.stdin is not None else ""
-        where = "standard input"
+        where = "the response on standard input"
+        stream = getattr(sys.stdin, "buffer", None)
+        data: bytes | str = (stream.read() if stream is not None else sys.stdin.read()) if sys.stdin is not None else ""
     else:
+        where = f"the response file {source!r}"
         try:
-            raw = Path(source).read_text("utf-8")
+            data = Path(source).read_bytes()
         except OSError as err:
-            raise ConfigurationError(f"response file {source!r} cannot be read: {err.strerror or err}") from None
-        where = repr(source)
-    if not raw.strip():
-        raise ConfigurationError(f"no response in {where}; give an engine search response (JSON). {_STDIN_HINT}")
+            raise ConfigurationError(f"{where} cannot be read: {err.strerror or err}") from None
     try:
-        response = json.loads(raw)
-    except ValueError as err:
-        raise ConfigurationError(f"the response in {where} is not valid JSON: {err}") from None
+        raw = data.decode("utf-8-sig") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as err:
+        raise ConfigurationError(f"{where} is not UTF-8 text (byte {err.start} is {data[err.start:err.start + 1]!r}): "
+                                 "give an engine search response (JSON)") from None
+    if not raw.strip():
+        raise ConfigurationError(f"{where} is empty; give an engine search response (JSON). {_STDIN_HINT}")
+    try:
+        response = parse_json(raw, where)
+    except json.JSONDecodeError as err:
+        raise ConfigurationError(f"{where} is not valid JSON: {err}") from None
     spec = augmentation_spec(args)
-    rr = _reranker(args, connect)
-    variants = _variants(spec, rr, args.query)
-    out = rr.rescore(response, args.query, window_size=args.window, explain=args.explain, augmentations=variants,
-                     original_weight=spec.original_weight if spec is not None else 1.0)
+    with _reranker(args, connect) as rr, warnings_on_stderr():
+        variants = _variants(spec, rr, args.query)
+        out = rr.rescore(response, args.query, window_size=args.window, explain=args.explain,
+                         augmentations=variants, original_weight=spec.original_weight if spec is not None else 1.0)
     _print_json(out)
     return 0
 

@@ -1,5 +1,6 @@
 """Network faults for the suite: a loopback proxy that injects them between esbridge and a real
-engine, and an impostor that answers on a port as if it were a node.
+engine (over TLS to an engine that speaks it), and an impostor that answers on a port as if it
+were a node.
 
 The proxy forwards every request to the engine unless its ``policy`` says otherwise.  A policy
 is called with the request's method, path and the number of earlier requests that matched the
@@ -13,6 +14,7 @@ import http.client
 import io
 import json
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -34,13 +36,17 @@ class Fault:
         ``"reset_before"`` reset the connection without forwarding;
         ``"reset_after"`` forward (the engine applies the request), then reset instead of answering;
         ``"delay"`` wait ``seconds`` before forwarding;
-        ``"item_429"`` forward a bulk request, then mark its first ``items`` items as 429 rejections.
+        ``"item_429"`` forward a bulk request, then mark its first ``items`` items as 429 rejections;
+        ``"truncate"`` forward, then answer only the first ``items`` bytes of the engine's answer
+        (with their length as its content length, so the answer is whole but cut);
+        ``"body"`` forward, then answer ``body`` instead of the engine's answer (same status).
     """
 
     kind: str
     status: int = 429
     seconds: float = 0.0
     items: int = 0
+    body: bytes = b""
 
 
 Policy = Callable[[str, str, int], "Fault | None"]
@@ -101,7 +107,9 @@ def fault_proxy(upstream: str, policy: Policy) -> Iterator[tuple[str, FaultLog]]
                 time.sleep(fault.seconds)
             headers = {k: v for k, v in self.headers.items()
                        if k.lower() not in ("host", "accept-encoding", "connection", "content-length")}
-            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=120)
+            host = up.hostname or "127.0.0.1"
+            conn = (http.client.HTTPSConnection(host, up.port, timeout=120, context=ssl._create_unverified_context())
+                    if up.scheme == "https" else http.client.HTTPConnection(host, up.port, timeout=120))
             try:
                 conn.request(self.command, self.path, body=body or None, headers=headers)
                 resp = conn.getresponse()
@@ -122,6 +130,10 @@ def fault_proxy(upstream: str, policy: Policy) -> Iterator[tuple[str, FaultLog]]
                     result["error"] = {"type": "es_rejected_execution_exception", "reason": "injected"}
                 doc["errors"] = True
                 data = json.dumps(doc).encode()
+            if fault is not None and fault.kind == "truncate":
+                data = data[: fault.items]
+            if fault is not None and fault.kind == "body":
+                data = fault.body
             self._answer(status, out_headers, data)
 
         def _answer(self, status: int, headers: dict[str, str], data: bytes) -> None:

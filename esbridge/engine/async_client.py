@@ -28,6 +28,8 @@ from esbridge.engine.client import (
     ConnectionOptions,
     EngineBase,
     EngineInfo,
+    _BadAnswer,
+    _BadRequest,
     _client_url,
     _HttpError,
     _legacy_http_error,
@@ -36,6 +38,9 @@ from esbridge.engine.client import (
     _urllib3_client_kwargs,
     analyze_plan,
     backoff_wait,
+    bad_answer_error,
+    bad_request_error,
+    causes,
     client_installed,
     elasticsearch_client_version,
     engine_error,
@@ -49,6 +54,8 @@ from esbridge.engine.client import (
     search_plan,
     set_aside_connections,
     unavailable_error,
+    unreadable_answer,
+    unsendable_request,
     warn_newer_client,
 )
 from esbridge.engine.plan import run_async
@@ -57,28 +64,12 @@ from esbridge.errors import ConfigurationError
 __all__ = ["AsyncEngine"]
 
 
-def _causes(err: BaseException) -> Iterator[BaseException]:
-    """``err`` and what it wraps: causes, contexts and the clients' wrapped exceptions
-    (``info`` of opensearch-py and elasticsearch7, ``errors`` of elastic-transport,
-    ``os_error`` of aiohttp)."""
-    todo: list[Any] = [err]
-    seen: set[int] = set()
-    while todo:
-        exc = todo.pop(0)
-        if not isinstance(exc, BaseException) or id(exc) in seen:
-            continue
-        seen.add(id(exc))
-        yield exc
-        todo += [exc.__cause__, exc.__context__, getattr(exc, "info", None), getattr(exc, "os_error", None),
-                 *(getattr(exc, "errors", None) or ())]
-
-
 def _unreachable(err: Exception) -> _Unreachable:
     """A connection failure of an asynchronous client, described as the synchronous clients
     describe it (``[Errno 111] Connection refused``, ``timed out``), so that the one-line
     error is the same whichever API met it."""
     text = str(err)
-    for exc in _causes(err):
+    for exc in causes(err):
         if isinstance(exc, ssl.SSLError):
             return _Unreachable(f"{text} ({exc})")
         if isinstance(exc, OSError) and isinstance(exc.errno, int) and exc.errno != 0:
@@ -122,15 +113,17 @@ class _AsyncOpenSearchTransport(_AsyncTransport):
     async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                       headers: Mapping[str, str]) -> Any:
         from opensearchpy import ConnectionError as OSConnectionError
-        from opensearchpy import TransportError
+        from opensearchpy import SerializationError, TransportError
 
         try:
             return await self.client.transport.perform_request(
                 method, path, params=dict(params or {}), body=body, headers=dict(headers))
         except OSConnectionError as err:
-            raise _unreachable(err) from err
+            raise unreadable_answer(err) or _unreachable(err) from err
         except TransportError as err:
             raise _legacy_http_error(err) from err
+        except (SerializationError, RecursionError) as err:
+            raise unreadable_answer(err) or unsendable_request(err) from err
 
 
 class _AsyncElasticsearch7Transport(_AsyncTransport):
@@ -153,7 +146,7 @@ class _AsyncElasticsearch7Transport(_AsyncTransport):
     async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                       headers: Mapping[str, str]) -> Any:
         from elasticsearch7 import ConnectionError as ESConnectionError
-        from elasticsearch7 import TransportError
+        from elasticsearch7 import SerializationError, TransportError
         from elasticsearch7.exceptions import UnsupportedProductError
 
         sent = {"accept": "application/json", **headers}
@@ -163,9 +156,11 @@ class _AsyncElasticsearch7Transport(_AsyncTransport):
             return await self.client.transport.perform_request(
                 method, path, headers=sent, params=dict(params or {}), body=body)
         except ESConnectionError as err:
-            raise _unreachable(err) from err
+            raise unreadable_answer(err) or _unreachable(err) from err
         except TransportError as err:
             raise _legacy_http_error(err) from err
+        except (SerializationError, RecursionError) as err:
+            raise unreadable_answer(err) or unsendable_request(err) from err
         except UnsupportedProductError as err:
             raise ConfigurationError(
                 "the given elasticsearch7 client refuses this server (it accepts only the default "
@@ -193,6 +188,7 @@ class _AsyncElasticsearchTransport(_AsyncTransport):
     async def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                       headers: Mapping[str, str]) -> Any:
         from elastic_transport import ConnectionError as ESConnectionError
+        from elastic_transport import SerializationError
         from elasticsearch import ApiError, UnsupportedProductError
 
         from esbridge.engine.client import compatibility_headers
@@ -202,11 +198,13 @@ class _AsyncElasticsearchTransport(_AsyncTransport):
                                                      headers=compatibility_headers(self.server_major, headers, body),
                                                      body=body)
         except ESConnectionError as err:
-            raise _unreachable(err) from err
+            raise unreadable_answer(err) or _unreachable(err) from err
         except UnsupportedProductError as err:
             raise ConfigurationError(refused_product_message(elasticsearch_client_version(), err.body)) from err
         except ApiError as err:
             raise _HttpError(err.meta.status, err.body) from err
+        except (SerializationError, RecursionError) as err:
+            raise unreadable_answer(err) or unsendable_request(err) from err
         return resp.body
 
 
@@ -351,6 +349,10 @@ class AsyncEngine(EngineBase):
                 self._down = False
                 if err.status not in RETRY_STATUSES or last:
                     raise engine_error(err.status, err.body, context=context) from err
+            except _BadAnswer as err:
+                raise bad_answer_error(method, path, err, context) from err
+            except _BadRequest as err:
+                raise bad_request_error(method, path, err, context) from err
             wait = backoff_wait(delay)
             log.info("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
             await self._sleep(wait)

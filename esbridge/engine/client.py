@@ -36,6 +36,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
@@ -500,6 +501,52 @@ def _legacy_http_error(err: Any) -> _HttpError:
     return _HttpError(status, err.info if not isinstance(err.info, Exception) else str(err))
 
 
+def causes(err: BaseException) -> Iterator[BaseException]:
+    """``err`` and what it wraps: causes, contexts and the clients' wrapped exceptions
+    (``info`` of opensearch-py and elasticsearch7, ``errors`` of elastic-transport,
+    ``os_error`` of aiohttp)."""
+    todo: list[Any] = [err]
+    seen: set[int] = set()
+    while todo:
+        exc = todo.pop(0)
+        if not isinstance(exc, BaseException) or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        yield exc
+        todo += [exc.__cause__, exc.__context__, getattr(exc, "info", None), getattr(exc, "os_error", None),
+                 *(getattr(exc, "errors", None) or ())]
+
+
+def unreadable_answer(err: BaseException) -> _BadAnswer | None:
+    """When ``err`` (raised by a client while it sent a request or read the answer) is an answer
+    that could not be read, as JSON or as UTF-8 text: that, described in one line; else ``None``.
+
+    The clients report it in their own ways: a ``SerializationError`` (opensearch-py,
+    elasticsearch7, elastic-transport), a ``ConnectionError`` wrapping the ``UnicodeDecodeError``
+    of a binary body (opensearch-py, elasticsearch7), or the ``RecursionError`` of a body nested
+    too deeply for Python's parser."""
+    for exc in causes(err):
+        if isinstance(exc, UnicodeDecodeError):
+            return _BadAnswer(f"not UTF-8 text: byte {exc.start} is {bytes(exc.object[exc.start:exc.start + 1])!r}")
+        if isinstance(exc, json.JSONDecodeError):
+            start = exc.doc[:40]
+            shown = ""
+            if start.isascii() and start.isprintable():
+                shown = f", starting {start!r}{'...' if len(exc.doc) > 40 else ''}"
+            return _BadAnswer(f"not valid JSON: {exc.msg} at character {exc.pos} of {len(exc.doc)}{shown}")
+        if isinstance(exc, RecursionError) and "decoding" in str(exc):
+            return _BadAnswer("JSON nested too deeply to parse")
+    return None
+
+
+def unsendable_request(err: BaseException) -> _BadRequest:
+    """A request body the client could not serialise (``err``: its ``SerializationError`` or the
+    ``RecursionError`` of a body nested too deeply), described in one line."""
+    if isinstance(err, RecursionError):
+        return _BadRequest("its body is nested too deeply to serialise as JSON")
+    return _BadRequest(f"its body cannot be serialised as JSON ({' '.join(str(err).split())[:200]})")
+
+
 class _OpenSearchTransport(_Transport):
     def __init__(self, options: ConnectionOptions | None, client: Any = None) -> None:
         self.owned = client is None
@@ -517,16 +564,18 @@ class _OpenSearchTransport(_Transport):
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
         from opensearchpy import ConnectionError as OSConnectionError
-        from opensearchpy import TransportError
+        from opensearchpy import SerializationError, TransportError
 
         try:
             return self.client.transport.perform_request(
                 method, path, params=dict(params or {}), body=body, headers=dict(headers)
             )
         except OSConnectionError as err:
-            raise _Unreachable(str(err)) from err
+            raise unreadable_answer(err) or _Unreachable(str(err)) from err
         except TransportError as err:
             raise _legacy_http_error(err) from err
+        except (SerializationError, RecursionError) as err:
+            raise unreadable_answer(err) or unsendable_request(err) from err
 
     def close(self) -> None:
         if self.owned:
@@ -558,7 +607,7 @@ class _Elasticsearch7Transport(_Transport):
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
         from elasticsearch7 import ConnectionError as ESConnectionError
-        from elasticsearch7 import TransportError
+        from elasticsearch7 import SerializationError, TransportError
         from elasticsearch7.exceptions import UnsupportedProductError
 
         sent = {"accept": "application/json", **headers}
@@ -569,9 +618,11 @@ class _Elasticsearch7Transport(_Transport):
                 method, path, headers=sent, params=dict(params or {}), body=body
             )
         except ESConnectionError as err:
-            raise _Unreachable(str(err)) from err
+            raise unreadable_answer(err) or _Unreachable(str(err)) from err
         except TransportError as err:
             raise _legacy_http_error(err) from err
+        except (SerializationError, RecursionError) as err:
+            raise unreadable_answer(err) or unsendable_request(err) from err
         except UnsupportedProductError as err:
             raise ConfigurationError(
                 "the given elasticsearch7 client refuses this server (it accepts only the default "
@@ -659,6 +710,7 @@ class _ElasticsearchTransport(_Transport):
     def perform(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                 headers: Mapping[str, str]) -> Any:
         from elastic_transport import ConnectionError as ESConnectionError
+        from elastic_transport import SerializationError
         from elasticsearch import ApiError, UnsupportedProductError
 
         try:
@@ -666,11 +718,13 @@ class _ElasticsearchTransport(_Transport):
                                                headers=compatibility_headers(self.server_major, headers, body),
                                                body=body)
         except ESConnectionError as err:
-            raise _Unreachable(str(err)) from err
+            raise unreadable_answer(err) or _Unreachable(str(err)) from err
         except UnsupportedProductError as err:
             raise ConfigurationError(refused_product_message(elasticsearch_client_version(), err.body)) from err
         except ApiError as err:
             raise _HttpError(err.meta.status, err.body) from err
+        except (SerializationError, RecursionError) as err:
+            raise unreadable_answer(err) or unsendable_request(err) from err
         return resp.body
 
     def close(self) -> None:
@@ -733,13 +787,49 @@ class _HttpError(Exception):
         self.body = body
 
 
+class _BadAnswer(Exception):
+    """The engine's answer could not be read (the message says why)."""
+
+
+class _BadRequest(Exception):
+    """The request could not be sent (the message says why)."""
+
+
+def bad_answer_error(method: str, path: str, err: _BadAnswer, context: str) -> EngineError:
+    """The one-line error of an answer that could not be read: names the request (its path
+    without the query string) and what was wrong with the answer."""
+    where = f"{context}: " if context else ""
+    target = f"{method} {path.split('?', 1)[0]}"
+    return EngineError(f"{where}the engine's answer to {target} could not be read ({err}); a proxy or load "
+                       "balancer between esbridge and the engine may have cut or replaced it",
+                       error_type="unreadable_answer", reason=str(err))
+
+
+def bad_request_error(method: str, path: str, err: _BadRequest, context: str) -> ConfigurationError:
+    """The one-line error of a request that could not be sent."""
+    where = f"{context}: " if context else ""
+    return ConfigurationError(f"{where}the request {method} {path.split('?', 1)[0]} could not be sent: {err}")
+
+
+def _status_text(status: int | None) -> str:
+    """``400 Bad Request`` (``no status`` without one)."""
+    if status is None:
+        return "no status"
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
+
+
 def engine_error(status: int | None, body: Any, *, context: str = "") -> EngineError:
     """Build the typed error for an engine error body (``{"error": {...}, "status": ...}``)."""
-    if isinstance(body, (bytes, str)):
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str):
         try:
-            body = json.loads(body)
-        except ValueError:
-            body = {"error": {"type": "http_error", "reason": str(body)[:500]}}
+            body = json.loads(body) if body.strip() else None
+        except (ValueError, RecursionError):
+            body = {"error": {"type": "http_error", "reason": body[:500]}}
     err = body.get("error") if isinstance(body, Mapping) else None
     if isinstance(err, str):
         err = {"type": "error", "reason": err}
@@ -747,12 +837,19 @@ def engine_error(status: int | None, body: Any, *, context: str = "") -> EngineE
     root = list(err.get("root_cause") or [])
     caused = err.get("caused_by") or {}
     error_type = err.get("type") or (root[0].get("type") if root else None)
-    reason = err.get("reason") or (root[0].get("reason") if root else None) or str(body)[:500]
+    reason = err.get("reason") or (root[0].get("reason") if root else None)
+    if not reason and body and not (isinstance(body, Mapping) and "error" in body):
+        reason = str(body)[:500]  # an answer not shaped as an error, e.g. {"found": false}
+    reason = reason or None
     script_stack = list(err.get("script_stack") or caused.get("script_stack") or [])
     for rc in root:
         script_stack = script_stack or list(rc.get("script_stack") or [])
     index = err.get("index") or (root[0].get("index") if root else None)
-    detail = f"{error_type}: {reason}" if error_type else str(reason)
+    if reason is None:
+        # e.g. the answer to a HEAD request, which has no body
+        detail = f"{error_type or 'error'} (HTTP {_status_text(status)}; the engine gave no reason)"
+    else:
+        detail = f"{error_type}: {reason}" if error_type else str(reason)
     if caused and caused.get("reason") and caused.get("reason") != reason:
         detail += f" (caused by {caused.get('type')}: {caused.get('reason')})"
     if status == 401:
@@ -760,7 +857,7 @@ def engine_error(status: int | None, body: Any, *, context: str = "") -> EngineE
                    "or --api-key / ESBRIDGE_API_KEY (id:key or its base64 form)")
     elif status == 403 and error_type == "security_exception":
         detail += "; the user or API key lacks the privilege this needs"
-    message = f"{context}: {detail}" if context else detail
+    message = " ".join((f"{context}: {detail}" if context else detail).split())  # one line, as the engine's may not be
     cls = IndexNotFoundError if error_type == "index_not_found_exception" else EngineError
     return cls(
         message,
@@ -790,7 +887,7 @@ def analyze_plan(index: str, text: str, *, field: str | None = None,
         body["field"] = field
     if analyzer is not None:
         body["analyzer"] = analyzer
-    resp = yield Call("POST", f"/{_quote(index)}/_analyze", body=body,
+    resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_analyze", body=body,
                       context=f"analysing text with {field or analyzer!r} of {index!r}")
     return [str(tok["token"]) for tok in resp.get("tokens", [])]
 
@@ -798,7 +895,7 @@ def analyze_plan(index: str, text: str, *, field: str | None = None,
 def search_plan(index: str, body: Mapping[str, Any], *,
                 params: Mapping[str, Any] | None = None) -> Plan[dict[str, Any]]:
     """A ``_search`` of ``index`` with ``body``."""
-    resp: dict[str, Any] = yield Call("POST", f"/{_quote(index)}/_search", body=dict(body), params=params,
+    resp: dict[str, Any] = yield Call("POST", f"/{path_segment(index, patterns=True)}/_search", body=dict(body), params=params,
                                       context=f"searching {index!r}")
     return resp
 
@@ -1079,6 +1176,10 @@ class Engine(EngineBase):
                 self._down = False
                 if err.status not in RETRY_STATUSES or last:
                     raise engine_error(err.status, err.body, context=context) from err
+            except _BadAnswer as err:
+                raise bad_answer_error(method, path, err, context) from err
+            except _BadRequest as err:
+                raise bad_request_error(method, path, err, context) from err
             wait = backoff_wait(delay)
             log.info("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
             self._sleep(wait)
@@ -1089,13 +1190,18 @@ class Engine(EngineBase):
 
     def index_exists(self, index: str) -> bool:
         """Whether ``index`` (or an alias of that name) exists."""
+        where = f"/{path_segment(index, patterns=True)}"
+        context = f"checking index {index!r}"
         try:
-            found = self.request("HEAD", f"/{_quote(index)}")
+            found = self.request("HEAD", where, context=context)
         except IndexNotFoundError:
             return False
         except EngineError as err:
             if err.status == 404:
                 return False
+            if err.reason is None and not isinstance(err, EngineUnavailableError):
+                # the answer to a HEAD request has no body: the engine's reason comes with a GET
+                self.request("GET", where, params={"filter_path": "*.settings.index.uuid"}, context=context)
             raise
         return found is not False  # some clients answer HEAD with a bool
 
@@ -1114,7 +1220,7 @@ class Engine(EngineBase):
 
     def count(self, index: str, query: Mapping[str, Any] | None = None) -> int:
         body = {"query": query} if query is not None else None
-        resp = self.request("POST", f"/{_quote(index)}/_count", body=body, context=f"counting {index!r}")
+        resp = self.request("POST", f"/{path_segment(index, patterns=True)}/_count", body=body, context=f"counting {index!r}")
         return int(resp["count"])
 
     def analyze(self, index: str, text: str, *, field: str | None = None,
@@ -1152,7 +1258,7 @@ class Engine(EngineBase):
 def scroll_call(index: str, body: Mapping[str, Any], *, page: int, context: str) -> Call:
     """The first request of a scroll over ``body``'s hits of ``index``, in index order."""
     first = {**dict(body), "size": page, "sort": ["_doc"]}
-    return Call("POST", f"/{_quote(index)}/_search", params={"scroll": "2m"}, body=first, context=context)
+    return Call("POST", f"/{path_segment(index, patterns=True)}/_search", params={"scroll": "2m"}, body=first, context=context)
 
 
 def scroll_next_call(scroll_id: Any, *, context: str) -> Call:
@@ -1345,10 +1451,6 @@ def path_segment(index: str, *, patterns: bool = False) -> str:
     if not patterns:
         check_index_name(index)
     return quote(index, safe=",*" if patterns else "")
-
-
-def _quote(index: str) -> str:
-    return path_segment(index, patterns=True)
 
 
 def raise_mget_errors(resp: Mapping[str, Any], index: str, doing: str) -> None:

@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from esbridge.engine import es_distribution
+from esbridge.engine.client import path_segment
 from esbridge.errors import ConfigurationError, ProvisioningError
 
 DEFAULT_MAVEN_REPO = "https://repo1.maven.org/maven2"
@@ -1025,7 +1026,7 @@ def wait_for_health(url: str, *, status: str = "green", nodes: int | None = None
     """
     if status not in ("yellow", "green"):
         raise ConfigurationError(f"status must be 'yellow' or 'green', got {status!r}")
-    path = f"/_cluster/health/{urllib.parse.quote(index, safe='')}" if index else "/_cluster/health"
+    path = f"/_cluster/health/{path_segment(index, patterns=True)}" if index else "/_cluster/health"
     deadline = time.monotonic() + timeout
     last: Any = "no answer"
     while True:

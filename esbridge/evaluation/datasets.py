@@ -23,6 +23,7 @@ from enum import Enum
 from pathlib import Path
 
 from esbridge.errors import EsbridgeError
+from esbridge.jsoninput import parse_json
 
 __all__ = [
     "BeirDataset",
@@ -209,7 +210,7 @@ class BeirDataset:
                     if not line.strip():
                         continue
                     try:
-                        obj = json.loads(line)
+                        obj = parse_json(line, f"{path}, line {line_no}")
                         queries[str(obj["_id"])] = str(obj.get("text") or "")
                     except (ValueError, KeyError, TypeError) as err:
                         raise DatasetError(f"{path}, line {line_no}: not a query object with _id and "

@@ -35,6 +35,7 @@ from esbridge.evaluation.indexing import ENGINE_DEFAULT_BM25, PYSERINI_BM25, ens
 from esbridge.evaluation.metrics import MEASURES, mean_metrics, per_query_metrics
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams
+from esbridge.jsoninput import parse_json
 from esbridge.evaluation.trecfiles import RunFile, Topic
 from esbridge.rerank import FirstStage, Reranker, hit_version
 from esbridge.scoring import get_scorer
@@ -256,8 +257,8 @@ def parse_param_overrides(items: Sequence[str], scorers: Sequence[str]) -> dict[
         if scorer not in scorers:
             raise ConfigurationError(f"--param {item!r}: {scorer!r} is not among the scorers {', '.join(scorers)}")
         try:
-            value = json.loads(raw)
-        except ValueError:
+            value = parse_json(raw, f"--param {item!r}")
+        except json.JSONDecodeError:
             value = raw
         grouped.setdefault(scorer, {})[name] = value
     out: dict[str, Any] = {}

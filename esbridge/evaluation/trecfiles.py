@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from esbridge.evaluation.datasets import DatasetError
+from esbridge.jsoninput import parse_json
 
 __all__ = [
     "TOPIC_FIELDS",
@@ -147,7 +148,7 @@ def _jsonl_topics(path: Path, text: str) -> list[Topic]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = parse_json(line, _where(path, line_no))
         except json.JSONDecodeError as err:
             raise InputFileError(f"{_where(path, line_no)}: not a JSON object ({err.msg})") from None
         if not isinstance(obj, dict) or "_id" not in obj or not isinstance(obj.get("text"), str):

@@ -205,7 +205,7 @@ class CollectionEntropy:
         for start in range(0, len(ids), self.batch_size):
             chunk = ids[start:start + self.batch_size]
             resp = yield Call(
-                "POST", f"/{self.index}/_mtermvectors",
+                "POST", f"/{path_segment(self.index, patterns=True)}/_mtermvectors",
                 body={"ids": chunk, "parameters": {"fields": subfields, "positions": False,
                                                    "offsets": False, "term_statistics": False,
                                                    "field_statistics": False}},

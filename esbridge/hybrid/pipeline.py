@@ -43,6 +43,7 @@ from esbridge.hybrid.keyword import (
     rank_terms_by_idf,
     weighted_terms,
 )
+from esbridge.jsoninput import check_depth, check_text
 from esbridge.rerank import AnalyzedQuery, Reranker, hit_version
 from esbridge.scoring import get_scorer
 
@@ -376,6 +377,9 @@ class HybridSearcher:
         """
         if not isinstance(text, str):
             raise ConfigurationError(f"query text must be a string, got {type(text).__name__}")
+        check_text(text, "query text")
+        if filter is not None:
+            check_depth(filter, "the filter")
         p = self.params
         weights = p.weights
         wanted = set(weights) | set(strategies or ())

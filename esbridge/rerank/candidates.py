@@ -108,6 +108,38 @@ def union_of(responses: list[dict[str, Any]]) -> CandidateUnion:
     return CandidateUnion(responses=responses, hits=hits, ranks=ranks)
 
 
+def dropped_hit(hit: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """How a hit left out of a response is reported (``_esbridge.dropped``)."""
+    return {"_index": hit.get("_index"), "_id": str(hit["_id"]), "reason": reason}
+
+
+def unique_hits(hits: Sequence[dict[str, Any]], index: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``hits`` with each document (``_index`` and ``_id``; a hit without ``_index`` is of
+    ``index``) once, where it first appears; and the later copies, as :func:`dropped_hit` reports."""
+    seen: set[tuple[str, str]] = set()
+    kept, dropped = [], []
+    for h in hits:
+        key = (str(h.get("_index") or index), str(h["_id"]))
+        if key in seen:
+            dropped.append(dropped_hit(h, "duplicate"))
+        else:
+            seen.add(key)
+            kept.append(h)
+    return kept, dropped
+
+
+def describe_dropped(dropped: Sequence[Mapping[str, Any]], index: str) -> str:
+    """One line on the hits of ``index`` left out of a response (:func:`dropped_hit`'s reports)."""
+    why = {"duplicate": "repeats an earlier hit of the same document",
+           "deleted": "no longer in the index: deleted since the search"}
+    parts = []
+    for reason in dict.fromkeys(d["reason"] for d in dropped):
+        ids = [repr(d["_id"]) for d in dropped if d["reason"] == reason]
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        parts.append(f"{shown} ({why.get(reason, reason)})")
+    return f"left out {len(dropped)} hit(s) of {index!r}: {'; '.join(parts)}"
+
+
 def fields_to_read(scorer: Scorer[Any], layout: IndexLayout,
                    field_weights: Mapping[str, float] | None) -> tuple[str, ...]:
     """The fields whose channel sub-fields the scorer's input is built from: every text field
@@ -120,13 +152,17 @@ def fields_to_read(scorer: Scorer[Any], layout: IndexLayout,
 
 
 def reorder_hits(hits: Sequence[Mapping[str, Any]], result: ScoreResult, *, explain: bool = False,
-                 ranks: Sequence[Mapping[str, int]] | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+                 ranks: Sequence[Mapping[str, int]] | None = None, limit: int | None = None,
+                 keep: Sequence[bool] | None = None) -> list[dict[str, Any]]:
     """``hits`` sorted by ``result``'s scores (ties keep the first-stage order), each with its
     new ``_score`` and, under ``_esbridge``, its first-stage score and rank (with ``ranks``
     of a :class:`CandidateUnion`: the original query's, and each variant's rank) and with
-    ``explain`` the score's parts; with ``limit``, only the first ``limit`` of them."""
+    ``explain`` the score's parts; with ``keep``, only the hits it marks; with ``limit``, only
+    the first ``limit`` of them."""
     ids = [str(h["_id"]) for h in hits]
     order = np.lexsort((np.arange(len(hits)), -result.scores))
+    if keep is not None:
+        order = order[np.asarray(keep, dtype=bool)[order]]
     if limit is not None:
         order = order[:max(limit, 0)]
     out = []

@@ -18,6 +18,7 @@ import numpy as np
 from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import FieldStats, QueryChannel
 from esbridge.index.definitions import IndexLayout
+from esbridge.jsoninput import check_depth
 from esbridge.rerank.candidates import AnalyzedQuery
 
 #: Distinct query terms sent to the first stage at most (the engines' clause limit is 1024).
@@ -62,6 +63,8 @@ def parse_first_stage(value: FirstStageSpec) -> FirstStageSpec:
                 f"unknown first stage {value!r}; choose one of "
                 f"{', '.join(fs.value for fs in FirstStage)} or pass a query dict"
             ) from None
+    if isinstance(value, Mapping):
+        check_depth(value, "the first_stage query")
     return value
 
 
@@ -152,7 +155,13 @@ def build_query(first_stage: FirstStageSpec, layout: IndexLayout, prepared: Anal
 
 
 def with_filter(query: dict[str, Any], filter: Any) -> dict[str, Any]:
-    """``query`` restricted by a filter clause (or list of clauses), which does not score."""
+    """``query`` restricted by a filter clause (or list of clauses), which does not score.
+
+    Raises:
+        ConfigurationError: the filter nests too deeply to be sent
+            (:data:`~esbridge.jsoninput.MAX_JSON_DEPTH`).
+    """
     if filter is None:
         return query
+    check_depth(filter, "the filter")
     return {"bool": {"must": [query], "filter": filter if isinstance(filter, list) else [filter]}}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -51,15 +52,19 @@ from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
 from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
 from esbridge.index.plain import missing_channels_message, open_layout_plan
+from esbridge.jsoninput import check_depth, check_text
 from esbridge.rerank.candidates import (
     AnalyzedQuery,
     CandidateUnion,
     RerankStats,
     check_count,
+    describe_dropped,
+    dropped_hit,
     fields_to_read,
     hit_version,
     reorder_hits,
     union_of,
+    unique_hits,
 )
 from esbridge.rerank.first_stage import (
     MAX_FIRST_STAGE_TERMS,
@@ -76,6 +81,8 @@ from esbridge.rerank.first_stage import (
 )
 from esbridge.scoring import ScoreResult, ScoringInput, get_scorer
 from esbridge.scoring.common import channels_needed
+
+log = logging.getLogger(__name__)
 
 #: Windows up to this size fetch ``_source`` in the first stage (one request fewer).
 INLINE_SOURCE_WINDOW = 200
@@ -191,7 +198,7 @@ class RerankerCore:
     def _max_result_window_plan(self) -> Plan[int]:
         if self._max_window is None:
             resp = yield Call(
-                "GET", f"/{self.index}/_settings/index.max_result_window",
+                "GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.max_result_window",
                 params={"include_defaults": "true"}, context=f"reading settings of {self.index!r}")
             value = 10_000
             for spec in resp.values():
@@ -212,6 +219,7 @@ class RerankerCore:
             )
 
     def _analyze_plan(self, text: str) -> Plan[AnalyzedQuery]:
+        check_text(text, "query text")
         channels = analysed_channels(self.first_stage, self._layout, self.channels)
         query = yield from self._analyze_cached_plan(text, channels)
         return AnalyzedQuery(query=query, dropped=dropped_terms(self.first_stage, self._layout, query))
@@ -433,18 +441,19 @@ class RerankerCore:
         hits = response["hits"]["hits"]
         if inline_source and not fields:
             self._drop_vectors(hits)
-        reranked, feature_time = yield from self._rerank_hits_plan(prepared, hits, explain, stats_validated=True,
-                                                                   limit=size)
+        reranked, feature_time, dropped = yield from self._rerank_hits_plan(prepared, hits, explain,
+                                                                            stats_validated=True, limit=size)
         t3 = time.perf_counter()
         top = reranked[:size]
         if not inline_source:
-            yield from self._attach_sources_plan(top, fields)
+            top, gone = yield from self._with_sources_plan(top, fields)
+            dropped += gone
         t4 = time.perf_counter()
         out = dict(response)
         out["hits"] = dict(response["hits"])
         out["hits"]["hits"] = top
         out["hits"]["max_score"] = top[0]["_score"] if top else None
-        out["_esbridge"] = self._meta(prepared, len(hits))
+        out["_esbridge"] = self._meta(prepared, len(hits), dropped=dropped)
         self.last = RerankStats(analyze=t1 - t0, first_stage=t2 - t1,
                                 features=feature_time, scoring=t3 - t2 - feature_time,
                                 fetch_source=t4 - t3, candidates=len(hits),
@@ -470,13 +479,14 @@ class RerankerCore:
         t3 = time.perf_counter()
         if inline_source and not fields:
             self._drop_vectors(union.hits)
-        reranked, feature_time = yield from self._rerank_hits_plan(
+        reranked, feature_time, dropped = yield from self._rerank_hits_plan(
             prepared, union.hits, explain, stats_validated=True, variants=variants,
             original_weight=original_weight, ranks=union.ranks, limit=size)
         t4 = time.perf_counter()
         top = reranked[:size]
         if not inline_source:
-            yield from self._attach_sources_plan(top, fields)
+            top, gone = yield from self._with_sources_plan(top, fields)
+            dropped += gone
         t5 = time.perf_counter()
         first = union.responses[0]
         out = dict(first)
@@ -484,7 +494,7 @@ class RerankerCore:
         out["hits"]["hits"] = top
         out["hits"]["max_score"] = top[0]["_score"] if top else None
         out["_esbridge"] = self._meta(prepared, len(union.hits), variants=variants, original_weight=original_weight,
-                                      texts=[text for text, _ in checked])
+                                      texts=[text for text, _ in checked], dropped=dropped)
         self.last = RerankStats(analyze=t2 - t1, first_stage=t3 - t2, features=feature_time,
                                 scoring=t4 - t3 - feature_time, fetch_source=t5 - t4,
                                 candidates=len(union.hits), dropped_terms=prepared.dropped, augment=t1 - t0)
@@ -500,6 +510,7 @@ class RerankerCore:
             raise ConfigurationError(
                 f"the response is a {type(response).__name__}, not a search response: pass the body a _search "
                 "request returned (a dict, or the client's response object)")
+        check_depth(response, "the response")
         if not isinstance(response.get("hits"), Mapping) or not isinstance(response["hits"].get("hits"), list):
             raise ConfigurationError("the response has no hits.hits list; pass the body a _search request returned")
         check_count("window_size", window_size, allow_none=True)
@@ -508,6 +519,8 @@ class RerankerCore:
         for i, h in enumerate(hits):
             if not isinstance(h, Mapping) or "_id" not in h:
                 raise ConfigurationError(f"hit {i} of the response has no _id")
+        hits, dropped = unique_hits(hits, self.index)
+        for h in hits:
             other = h.get("_index")
             if other not in (None, self.index) and not (yield from self._same_index_plan(str(other))):
                 raise ConfigurationError(
@@ -521,14 +534,15 @@ class RerankerCore:
                 if augmentations is not None else ()
             variants = yield from self._analyze_variants_plan(checked)
         prepared = yield from self._analyze_plan(query_text)
-        head, _ = yield from self._rerank_hits_plan(prepared, hits[:window], explain, variants=variants,
-                                                    original_weight=w0)
+        head, _, gone = yield from self._rerank_hits_plan(prepared, hits[:window], explain, variants=variants,
+                                                          original_weight=w0)
+        dropped += gone
         tail = hits[window:]
         out = copy.deepcopy(dict(response))
         out["hits"]["hits"] = head + tail
         out["hits"]["max_score"] = max((h["_score"] for h in head if h.get("_score") is not None),
                                        default=response["hits"].get("max_score"))
-        out["_esbridge"] = self._meta(prepared, len(head), variants=variants, original_weight=w0)
+        out["_esbridge"] = self._meta(prepared, len(head), variants=variants, original_weight=w0, dropped=dropped)
         return out
 
     # ---- internals ---------------------------------------------------------------------
@@ -544,9 +558,14 @@ class RerankerCore:
 
     def _meta(self, prepared: AnalyzedQuery, n: int, *,
               variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
-              texts: Sequence[str] | None = None) -> dict[str, Any]:
+              texts: Sequence[str] | None = None, dropped: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+        """What ``_esbridge`` of a response says; ``dropped``: the hits left out of it (each
+        :func:`~esbridge.rerank.candidates.dropped_hit`), also logged as a warning."""
         meta: dict[str, Any] = {"scorer": self.scorer, "window": n,
                                 "terms": {ch: list(qc.terms) for ch, qc in prepared.query.items()}}
+        if dropped:
+            meta["dropped"] = [dict(d) for d in dropped]
+            log.warning("%s", describe_dropped(dropped, self.index))
         if prepared.dropped:
             meta["first_stage_terms_dropped"] = prepared.dropped
         if variants is not None:
@@ -561,11 +580,12 @@ class RerankerCore:
                           explain: bool, *, stats_validated: bool = False,
                           variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
                           ranks: Sequence[Mapping[str, int]] | None = None, limit: int | None = None,
-                          ) -> Plan[tuple[list[dict[str, Any]], float]]:
-        """The hits reranked (the first ``limit`` of them, if given), and the seconds their
-        features and scores took."""
+                          ) -> Plan[tuple[list[dict[str, Any]], float, list[dict[str, Any]]]]:
+        """The hits reranked (the first ``limit`` of them, if given), the seconds their
+        features and scores took, and the hits left out because the engine no longer holds
+        them (deleted since the search: :func:`~esbridge.rerank.candidates.dropped_hit`)."""
         if not hits:
-            return [], 0.0
+            return [], 0.0, []
         ids = [str(h["_id"]) for h in hits]
         versions = [hit_version(h) for h in hits]
         t0 = time.perf_counter()
@@ -575,16 +595,23 @@ class RerankerCore:
             result, found = yield from self._score_augmented_plan(
                 prepared, variants, ids, versions, original_weight=original_weight, stats_validated=stats_validated)
         feature_time = time.perf_counter() - t0
-        missing = [i for i, ok in zip(ids, found) if not ok]
-        if missing:
-            raise EngineError(
-                f"{len(missing)} hit(s) are no longer in {self.index!r} (deleted since the search?): "
-                f"{', '.join(missing[:5])}", index=self.index)
-        return reorder_hits(hits, result, explain=explain, ranks=ranks, limit=limit), feature_time
+        gone = [dropped_hit(h, "deleted") for h, ok in zip(hits, found) if not ok]
+        reranked = reorder_hits(hits, result, explain=explain, ranks=ranks, limit=limit, keep=found)
+        return reranked, feature_time, gone
 
-    def _attach_sources_plan(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> Plan[None]:
+    def _with_sources_plan(self, hits: list[dict[str, Any]],
+                           fields: Sequence[str] | None) -> Plan[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+        """``hits`` with their ``_source`` (:meth:`_attach_sources_plan`), less those the engine no
+        longer holds; and those, as :func:`~esbridge.rerank.candidates.dropped_hit` reports them."""
+        missing = yield from self._attach_sources_plan(hits, fields)
+        gone = set(missing)
+        return ([h for h in hits if str(h["_id"]) not in gone],
+                [dropped_hit(h, "deleted") for h in hits if str(h["_id"]) in gone])
+
+    def _attach_sources_plan(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> Plan[list[str]]:
+        """Put each hit's ``_source`` in it; the ids of those the engine no longer holds."""
         if not hits:
-            return
+            return []
         body: dict[str, Any] = {"ids": [h["_id"] for h in hits]}
         params = {"_source_includes": ",".join(fields)} if fields else (
             {"_source_excludes": VECTOR_FIELD} if self._vector_in_source else None)
@@ -597,6 +624,7 @@ class RerankerCore:
                 h["_source"] = by_id[h["_id"]]
         if not fields:
             self._drop_vectors(hits)
+        return [str(h["_id"]) for h in hits if h["_id"] not in by_id]
 
     def _source_filter(self, fields: Sequence[str] | None) -> Any:
         """What a search asks of ``_source``: the fields a caller named, else all of it — but

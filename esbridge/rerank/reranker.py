@@ -156,7 +156,9 @@ class Reranker(RerankerCore):
             original_weight: the original query's weight ``w_0`` (1, as in the paper).
 
         Returns:
-            An engine-shaped search response.
+            An engine-shaped search response.  A candidate deleted while the query runs is left
+            out (the rest is ranked) and listed under ``_esbridge.dropped`` with its ``_index``,
+            ``_id`` and reason ``"deleted"``; a warning is logged.
 
         Raises:
             ConfigurationError: a bad size or window, or a malformed augmentation (a weight
@@ -225,9 +227,14 @@ class Reranker(RerankerCore):
         ``augmentations`` and ``original_weight`` are those of :meth:`search`; the variants
         are scored over the response's own hits (rescore has no first stage to widen).
 
+        A document given more than once (same ``_index`` and ``_id``) is kept where it first
+        appears; a hit the engine no longer holds (deleted since the search) is left out and the
+        rest ranked.  Both are listed under ``_esbridge.dropped`` (``_index``, ``_id`` and reason
+        ``"duplicate"`` or ``"deleted"``) and logged as a warning.
+
         Raises:
-            ConfigurationError: the response is not a search response, or an augmentation
-                is malformed.
+            ConfigurationError: the response is not a search response, nests deeper than
+                :data:`~esbridge.jsoninput.MAX_JSON_DEPTH`, or an augmentation is malformed.
         """
         return self._run(self._rescore_plan(response, query_text, window_size=window_size, explain=explain,
                                             augmentations=augmentations, original_weight=original_weight))

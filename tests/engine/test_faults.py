@@ -1,18 +1,27 @@
 """Injected network faults between esbridge and a real engine: nothing lost, nothing doubled,
-every failure one line."""
+every failure one line, and only esbridge's errors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from esbridge.aio import AsyncEngine, AsyncReranker
 from esbridge.cli import main
 from esbridge.engine.client import ConnectionOptions, Engine
-from esbridge.errors import EngineUnavailableError, IngestError
+from esbridge.errors import EngineError, EngineUnavailableError, EsbridgeError, IngestError
 from esbridge.ingest import ingest, read_jsonl
+from esbridge.rerank import Reranker
+from tests.cli import run
 from tests.netfaults import Fault, fault_proxy
+from tests.smallindex import create_small_index
 
 N_DOCS = 40
 CHUNK = 10  # four bulk requests
@@ -98,3 +107,62 @@ def test_search_past_the_timeout_fails_in_one_line(engine: Engine, index_name: s
             proxied.search(index_name, {"query": {"match": {"text": "document"}}})
         proxied.close()
     assert "\n" not in str(info.value) and "cannot reach the engine" in str(info.value)
+
+
+#: Answers a proxy or load balancer may cut or replace: each must end in one esbridge error naming
+#: the request, from the API and the command line, whatever the client library.
+UNREADABLE = {
+    "truncated": Fault("truncate", items=9),  # '{"took":1' or '{"hits":[' with its own length
+    "binary": Fault("body", body=bytes(range(256)) * 4),
+    "html": Fault("body", body=b"<html><body>\n<h1>502 Bad Gateway</h1>\n</body></html>"),
+    "deep": Fault("body", body=b"[" * 100_000 + b"]" * 100_000),
+}
+
+
+@pytest.mark.parametrize("endpoint", ["_search", "_termvectors", "_mtermvectors"])
+@pytest.mark.parametrize("kind", list(UNREADABLE))
+def test_an_unreadable_answer_is_one_esbridge_error_naming_the_request(engine: Engine, tmp_path: Path, kind: str,
+                                                                      endpoint: str, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("ESBRIDGE_CA_CERTS", raising=False)  # the proxy speaks plain HTTP (to a TLS engine: TLS)
+    name = create_small_index(engine, f"esb-test-{uuid.uuid4().hex[:10]}")
+    fault = UNREADABLE[kind]
+    policy = lambda m, p, n: fault if p.endswith(f"/{endpoint}") else None  # noqa: E731
+    response = tmp_path / "response.json"
+    response.write_text(json.dumps(engine.search(name, {"query": {"match": {"text": "glucose"}}})))
+    failures: list[str] = []
+    try:
+        with fault_proxy(engine.options.url, policy) as (url, log):
+            options = replace(engine.options, url=url, ca_certs=None, max_retries=1, backoff=0.01, timeout=10.0)
+            with Engine.connect(options) as proxied, Reranker(proxied, name, scorer="bm25") as rr:
+                calls: list[Callable[[], Any]] = [lambda: rr.search("glucose insulin")]
+                if endpoint != "_search":
+                    calls.append(lambda: rr.rescore(json.loads(response.read_text()), "glucose insulin"))
+                for call in calls:
+                    with pytest.raises(EsbridgeError) as info:
+                        call()
+                    failures.append(str(info.value))
+                    assert isinstance(info.value, EngineError), repr(info.value)
+
+            async def search_async() -> None:
+                async with await AsyncEngine.connect(options) as aengine:
+                    async with AsyncReranker(aengine, name, scorer="bm25") as arr:
+                        await arr.search("glucose insulin")
+
+            with pytest.raises(EngineError) as ainfo:
+                asyncio.run(search_async())
+            failures.append(str(ainfo.value))
+            commands = [["search", name, "glucose insulin"]]
+            if endpoint != "_search":
+                commands.append(["rescore", name, "glucose insulin", str(response)])
+            for argv in commands:
+                code, _out, err = run(capsys, argv[0], "--url", url, *argv[1:], "--scorer", "bm25", "--no-store")
+                assert code == 6 and "Traceback" not in err and err.startswith("esbridge: error: "), err[-500:]
+                assert err.count("\n") == 1, err
+                failures.append(err)
+        assert log.faults
+    finally:
+        engine.delete_index(name)
+    for message in failures:
+        assert "\n" not in message.rstrip("\n"), message
+        assert f"{endpoint} could not be read" in message and "engine's answer" in message, message

@@ -3,20 +3,25 @@ no traceback, no request outside the named index, no document lost."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from esbridge.aio import AsyncEngine, AsyncReranker
 from esbridge.cli import main
 from esbridge.engine.client import Engine, check_index_name, path_segment
 from esbridge.errors import ConfigurationError, EsbridgeError
 from esbridge.index import IndexLayout, create_index
 from esbridge.ingest import ingest, parse_document
 from esbridge.rerank import Reranker
+from tests.cli import run
 
 DOCS = {
     "a": {"title": "Glycated haemoglobin", "text": "HbA1c measures long-term glucose control in diabetes."},
@@ -30,7 +35,8 @@ FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
 SYNTAX = st.sampled_from([
     "title:(a OR b)", "\"unclosed", "a AND", "(((", "*:*", "field:[1 TO", "/regex.*/", "a~2", "\\", "ctx._source",
     "params['x']", "doc['title'].value", "{\"query\": {\"match_all\": {}}}", "}{", "\x00", "\x1b[31m", "\u202e",
-    "🙂", "ǅ", "İ", "a\u0301", "\ufffd", "<script>", "'; DROP", "%s%n", "../../etc", "_all", "?filter_path=",
+    "🙂", "ǅ", "İ", "a\u0301", "\ufffd", "\udc80", "\ud83d",  # lone surrogates: not Unicode text
+    "<script>", "'; DROP", "%s%n", "../../etc", "_all", "?filter_path=",
 ])
 QUERY = st.one_of(
     st.text(max_size=200),
@@ -83,6 +89,25 @@ def test_any_query_text_through_the_cli_never_gives_a_traceback(hostile_index: t
     assert "Traceback" not in captured.err
     if code != 0:
         assert captured.err.startswith("esbridge: ") and captured.err.count("\n") == 1, captured.err
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["search", "_h2", "glucose"], "checking index '_h2': invalid_index_name_exception: Invalid index name [_h2]"),
+    (["search", "{name}", "glucose \udc80"], "query text 'glucose \\udc80' holds a lone surrogate (U+DC80"),
+    (["search", "{name}", "\ud83d", "--scorer", "bm25"], "query text '\\ud83d' holds a lone surrogate (U+D83D"),
+    (["search", "{name}", "glucose", "--hybrid", "--pipeline-param", "w_semantic=0", "--pipeline-param",
+      "w_keyword=0"], None),
+])
+def test_an_invalid_name_or_a_lone_surrogate_is_one_line_saying_why(hostile_index: tuple[Engine, str],
+                                                                    argv: list[str], says: str | None,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    engine, name = hostile_index
+    if says is None:  # the hybrid pipeline checks its query text too
+        argv = [*argv[:2], "glucose \udc80", *argv[3:]]
+        says = "query text 'glucose \\udc80' holds a lone surrogate"
+    code, _out, err = run(capsys, argv[0], "--url", engine.options.url, *(a.format(name=name) for a in argv[1:]))
+    assert code in (2, 6) and err.startswith("esbridge: error: ") and err.count("\n") == 1, err
+    assert says in err and "None" not in err, err
 
 
 @FUZZ
@@ -144,3 +169,98 @@ def test_a_fuzzed_file_loses_no_good_document(engine: Engine, index_name: str, t
     assert report.present == report.indexed
     assert engine.count(index_name, {"ids": {"values": [f"g{i}" for i in range(len(good))]}}) == len(good)
     assert all(f.line is not None and f.reason and "\n" not in f.reason for f in report.failures)
+
+
+#: Nesting depths of the deep-JSON tests: just above esbridge's limit, and far past what Python's
+#: recursive parser, copier and serialiser survive.
+DEPTHS = [101, 3000, 100_000]
+
+
+def _deep_value(depth: int) -> Any:
+    """Objects and arrays in turn, ``depth`` levels deep."""
+    value: Any = 1
+    for level in range(depth):
+        value = {"x": value} if level % 2 else [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_deep_json_through_every_command_input_fails_in_one_line_naming_it(
+        hostile_index: tuple[Engine, str], depth: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    engine, name = hostile_index
+    url = engine.options.url
+    deep = "[" * depth + "]" * depth
+    ok_response = tmp_path / "ok.json"
+    ok_response.write_text(json.dumps(engine.search(name, {"query": {"match_all": {}}})))
+    files = {"deep.json": deep,
+             "source.json": '{"hits": {"hits": [{"_id": "a", "_source": {"x": ' + deep + "}}]}}",
+             "aug.json": '{"glucose": ' + deep + "}",
+             "aug.jsonl": '{"glucose": [["sugar", 0.5]]}\n{"insulin": ' + deep + "}\n",
+             "topics.jsonl": '{"_id": "q1", "text": ' + deep + "}\n",
+             "topics.tsv": "q1\tglucose\n"}
+    for file_name, text in files.items():
+        (tmp_path / file_name).write_text(text)
+    at = {n: str(tmp_path / n) for n in files}
+    cases: list[tuple[list[str], str | None, str]] = [
+        (["rescore", name, "glucose", at["deep.json"]], None, f"the response file {at['deep.json']!r}"),
+        (["rescore", name, "glucose", "-"], deep, "the response on standard input"),
+        (["rescore", name, "glucose"], deep, "the response on standard input"),
+        (["rescore", name, "glucose", at["source.json"]], None, f"the response file {at['source.json']!r}"),
+        (["rescore", name, "glucose", str(ok_response), "--augmentations", at["aug.json"]], None, at["aug.json"]),
+        (["search", name, "glucose", "--filter", deep], None, "--filter"),
+        (["search", name, "glucose", "--augmentations", at["aug.json"]], None, at["aug.json"]),
+        (["search", name, "glucose", "--augmentations", at["aug.jsonl"]], None, f"{at['aug.jsonl']}, line 2"),
+        (["search", name, "glucose", "--scorer", "bm25", "--param", f"k1={deep}"], None, "--param"),
+        (["run", "--index", name, "--topics", at["topics.jsonl"], "--output", str(tmp_path / "run.txt")], None,
+         at["topics.jsonl"]),
+        (["run", "--index", name, "--topics", at["topics.tsv"], "--output", str(tmp_path / "run.txt"),
+          "--scorer", "bm25", "--param", f"k1={deep}"], None, "--param"),
+    ]
+    for argv, stdin, named in cases:
+        code, _out, err = run(capsys, argv[0], "--url", url, *argv[1:], stdin=stdin)
+        assert code == 2 and "Traceback" not in err, (argv[:2], err[-300:])
+        assert err.startswith("esbridge: error: ") and err.count("\n") == 1, err
+        assert named in err and "nested more than 100 levels" in err, (named, err)
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+def test_deep_values_through_the_python_api_raise_a_configuration_error(hostile_index: tuple[Engine, str],
+                                                                       depth: int) -> None:
+    engine, name = hostile_index
+    deep = _deep_value(depth)
+    response = {"hits": {"hits": [{"_id": "a", "_source": {"title": deep}}]}}
+    with Reranker(engine, name, scorer="bm25", window=10) as rr:
+        calls: list[tuple[Callable[[], Any], str]] = [
+            (lambda: rr.rescore(response, "glucose"), "the response"),
+            (lambda: rr.rescore({"hits": {"hits": [], "deep": deep}}, "glucose"), "the response"),
+            (lambda: rr.search("glucose", filter=deep), "the filter"),
+            (lambda: rr.search("glucose", filter=[{"match_all": {}}, deep]), "the filter"),
+            (lambda: rr.search("glucose", augmentations=[("sugar", 0.5), deep]), "augmentations"),
+            (lambda: rr.rescore({"hits": {"hits": []}}, "glucose", augmentations=[deep]), "augmentations"),
+            (lambda: Reranker(engine, name, scorer="bm25", first_stage={"bool": {"must": deep}}), "first_stage"),
+        ]
+        for call, named in calls:
+            with pytest.raises(ConfigurationError) as info:
+                call()
+            message = str(info.value)
+            assert named in message and "nested more than 100 levels" in message and "\n" not in message
+
+    async def rescore_async() -> None:
+        async with await AsyncEngine.connect(engine.options) as aengine:
+            async with AsyncReranker(aengine, name, scorer="bm25") as arr:
+                await arr.rescore(response, "glucose")
+
+    with pytest.raises(ConfigurationError, match="the response is nested more than 100 levels"):
+        asyncio.run(rescore_async())
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)), b"\xff\xfe{\x00\"\x00", b'{"hits": {"hits": []}, "x": "\xe9"}'])
+def test_a_rescore_response_that_is_not_utf8_is_one_line_naming_it(hostile_index: tuple[Engine, str], data: bytes,
+                                                                   tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    engine, name = hostile_index
+    path = tmp_path / "response.bin"
+    path.write_bytes(data)
+    code, _out, err = run(capsys, "rescore", "--url", engine.options.url, name, "glucose", str(path))
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith(f"esbridge: error: the response file {str(path)!r} is not UTF-8 text (byte "), err
