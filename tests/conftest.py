@@ -3,10 +3,18 @@
 Engines come from :mod:`esbridge.engine.provision`: ``ESBRIDGE_TEST_URL_OPENSEARCH`` /
 ``ESBRIDGE_TEST_URL_ELASTICSEARCH`` / ``ESBRIDGE_TEST_URL_ELASTICSEARCH8`` if set (a secured
 one with ``ESBRIDGE_TEST_USERNAME_<ENGINE>``, ``ESBRIDGE_TEST_PASSWORD_<ENGINE>`` and
-``ESBRIDGE_TEST_CA_CERTS_<ENGINE>``), else a Docker container where Docker answers, else a
-local node from Maven Central artifacts.  ``ESBRIDGE_TEST_ENGINES`` (default
-``opensearch,elasticsearch,elasticsearch8``) chooses which engines the suite runs on.
-An engine that cannot be had is a test error, never a skip.
+``ESBRIDGE_TEST_CA_CERTS_<ENGINE>``), else a Docker container where Docker answers, else the
+suite's own local node of the distribution (``esbridge-test-<distribution>``, see
+:func:`suite_node`), started from Maven Central artifacts when it is not running and stopped at
+the end of the session unless ``ESBRIDGE_KEEP_NODES`` is set.  Another running node (a user's,
+the demo's) is used only when its URL is given this way; ``ESBRIDGE_URL`` is not read.
+``ESBRIDGE_TEST_ENGINES`` (default ``opensearch,elasticsearch,elasticsearch8``) chooses which
+engines the suite runs on.  An engine that cannot be had is a test error, never a skip.
+
+Every index a test builds is deleted by its fixture.  Indices built once for the whole session
+(:func:`suite_index`, :func:`suite_prefix`) are kept between runs only on the suite's own nodes,
+where the next run reuses them (when they still hold the collection); on any other engine they
+are named for the session and deleted at its end.
 
 Which tests run on which engine is decided here, by parametrisation (never by a skip):
 
@@ -38,7 +46,7 @@ import pytest
 from esbridge.engine import local
 from esbridge.engine.client import ConnectionOptions, Engine
 from esbridge.engine.provision import ProvisionedEngine, provision
-from tests.data import beir
+from tests.data import documents, sample_folder
 
 ENGINES = [e.strip() for e in os.environ.get("ESBRIDGE_TEST_ENGINES", "opensearch,elasticsearch,elasticsearch8").split(",")
            if e.strip()]
@@ -81,25 +89,88 @@ if os.environ.get("ESBRIDGE_TEST_ELASTICSEARCH_MODULES", "").strip() == "all":
 #: ``opensearch`` is among the engines under test.
 OPENSEARCH_CLUSTER_MODULES = frozenset({"test_cluster"})
 
+#: The suite's own local nodes are named ``esbridge-test-<distribution>``.
+TEST_NODE_PREFIX = "esbridge-test-"
+#: This session's id, in the names of what it builds on an engine that is not the suite's own.
+SESSION = uuid.uuid4().hex[:8]
+
+# The engines under test are given with ESBRIDGE_TEST_URL_*, never taken from a user's ESBRIDGE_URL
+# (commands run by the tests would otherwise reach the user's node).
+os.environ.pop("ESBRIDGE_URL", None)
+
 _provisioned: dict[str, ProvisionedEngine] = {}
-_started_here: list[str] = []
+#: The suite's own local nodes that this session uses (stopped at its end).
+_own_nodes: list[str] = []
+#: URLs of the suite's own nodes among the engines under test.
+_own_urls: set[str] = set()
+#: Per engine URL: the indices, and the index prefixes, built for this session and deleted at its end.
+_session_indices: dict[str, set[str]] = {}
+_session_prefixes: dict[str, set[str]] = {}
 _skipped: list[str] = []
+_summary: list[str] = []
+
+
+def suite_node(distribution: str) -> str:
+    """The name of the suite's own local node of ``distribution``."""
+    return f"{TEST_NODE_PREFIX}{distribution}"
+
+
+def _is_test_node(name: str | None) -> bool:
+    return name is not None and name.startswith(TEST_NODE_PREFIX)
 
 
 def _provision(distribution: str) -> ProvisionedEngine:
     if distribution not in _provisioned:
         key = distribution.upper().replace("-", "_")
         url = os.environ.get(f"ESBRIDGE_TEST_URL_{key}")
-        was_running = local.status(distribution) is not None
-        prov = provision(distribution, url=url, progress=False)
-        if prov.source == "local" and not was_running:
-            _started_here.append(distribution)
+        prov = provision(distribution, url=url, progress=False, name=None if url else suite_node(distribution))
+        if prov.source == "local" and prov.node is not None:
+            _own_nodes.append(prov.node)
+        if prov.source == "local" or (prov.source == "url" and _is_test_node(
+                getattr(local.node_for_url(prov.url), "name", None))):
+            _own_urls.add(prov.url.rstrip("/"))
         given = {name: os.environ.get(f"ESBRIDGE_TEST_{name.upper()}_{key}")
                  for name in ("username", "password", "ca_certs")}
         if url and any(given.values()):
             prov.credentials = {k: v for k, v in given.items() if v}
         _provisioned[distribution] = prov
     return _provisioned[distribution]
+
+
+def own_engine(engine: Engine) -> bool:
+    """Whether ``engine`` is one of the suite's own nodes (``esbridge-test-*``)."""
+    return engine.options.url.rstrip("/") in _own_urls
+
+
+def suite_index(engine: Engine, base: str) -> str:
+    """The name of an index built once for the session: ``base`` on the suite's own nodes (kept
+    for the next run), elsewhere ``base-<session>``, deleted when the session ends."""
+    if own_engine(engine):
+        return base
+    name = f"{base}-{SESSION}"
+    _session_indices.setdefault(engine.options.url.rstrip("/"), set()).add(name)
+    return name
+
+
+def suite_prefix(engine: Engine, base: str) -> str:
+    """An index prefix for what commands build under their own names (``--index-prefix``): ``base``
+    on the suite's own nodes, elsewhere ``base-<session>``, whose indices are deleted when the
+    session ends."""
+    if own_engine(engine):
+        return base
+    prefix = f"{base}-{SESSION}"
+    _session_prefixes.setdefault(engine.options.url.rstrip("/"), set()).add(prefix)
+    return prefix
+
+
+def _delete_session_indices(engine: Engine) -> None:
+    url = engine.options.url.rstrip("/")
+    names = set(_session_indices.pop(url, set()))
+    for prefix in _session_prefixes.pop(url, set()):
+        listed = engine.request("GET", f"/_cat/indices/{prefix}*", params={"format": "json", "h": "index"})
+        names |= {row["index"] for row in listed if row["index"] == prefix or row["index"].startswith(prefix + "-")}
+    for name in sorted(names):
+        engine.delete_index(name)
 
 
 def _engine_url(distribution: str) -> str:
@@ -165,11 +236,23 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _skipped.append(report.nodeid)
 
 
+def summary_note(text: str) -> None:
+    """A line for the end of the run's summary (shown with ``-q`` too): what the tests left where."""
+    if text not in _summary:
+        _summary.append(text)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    for line in _summary:
+        terminalreporter.write_line(line)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for prov in _provisioned.values():
         prov.release()
     if not os.environ.get("ESBRIDGE_KEEP_NODES"):
-        for name in _started_here:
+        for name in _own_nodes:
             local.stop(name)
     if _skipped and os.environ.get("CI"):
         # In CI a skipped test is a failure: every engine test must have run.
@@ -186,6 +269,7 @@ def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
     assert eng.distribution == distribution, f"expected {request.param}, got {eng.info.label}"
     assert major is None or eng.info.version[0] == major, f"expected {request.param}, got {eng.info.label}"
     yield eng
+    _delete_session_indices(eng)
     eng.close()
 
 
@@ -204,15 +288,14 @@ def _engine_credentials(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
 
 @pytest.fixture(scope="session")
 def knn_engine() -> Iterator[Engine]:
-    """OpenSearch with its k-NN plugin (``ESBRIDGE_TEST_URL_OPENSEARCH_KNN``, else esbridge's
-    ``opensearch-knn`` local node), for the engine-kept vectors.  Not one of ``ENGINES``: the
-    rest of the suite does not run on it twice."""
+    """OpenSearch with its k-NN plugin (``ESBRIDGE_TEST_URL_OPENSEARCH_KNN``, else the suite's own
+    ``esbridge-test-opensearch-knn`` local node), for the engine-kept vectors.  Not one of
+    ``ENGINES``: the rest of the suite does not run on it twice."""
     url = os.environ.get("ESBRIDGE_TEST_URL_OPENSEARCH_KNN")
     if not url:
-        was_running = local.status("opensearch-knn") is not None
-        url = local.start("opensearch-knn", progress=False).url
-        if not was_running:
-            _started_here.append("opensearch-knn")
+        name = suite_node("opensearch-knn")
+        url = local.start("opensearch-knn", name=name, progress=False).url
+        _own_nodes.append(name)
     eng = Engine.connect(url)
     assert eng.vector_search() == "knn_vector", f"{eng.info.label} at {url} has no k-NN plugin"
     yield eng
@@ -228,18 +311,29 @@ def index_name(engine: Engine) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def scifact_indices(engine: Engine) -> dict[int, str]:
-    """SciFact indexed with 1 and with 3 shards (reused across the session and runs when
-    the content matches)."""
-    from esbridge.ingest import ingest, read_jsonl
+def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped SciFact sample as a BEIR-layout folder (unpacked once per session)."""
+    return sample_folder(tmp_path_factory.mktemp("sample"))
 
+
+@pytest.fixture(scope="session")
+def eval_prefix(engine: Engine) -> str:
+    """The ``--index-prefix`` of the evaluation indices that ``eval`` and ``tune`` build in the tests
+    (see :func:`suite_prefix`)."""
+    return suite_prefix(engine, "esb-test-eval")
+
+
+@pytest.fixture(scope="session")
+def sample_indices(engine: Engine) -> dict[int, str]:
+    """The shipped SciFact sample indexed with 1 and with 3 shards (see :func:`suite_index`)."""
+    from esbridge.ingest import ingest
+
+    docs = documents()
     out = {}
-    corpus = beir("scifact") / "corpus.jsonl"
-    expected = sum(1 for line in open(corpus) if line.strip())
     for shards in (1, 3):
-        name = f"esb-test-scifact-{shards}"
-        if not (engine.index_exists(name) and engine.count(name) == expected):
+        name = suite_index(engine, f"esb-test-sample-{shards}")
+        if not (engine.index_exists(name) and engine.count(name) == len(docs)):
             engine.delete_index(name)
-            ingest(engine, name, read_jsonl(corpus), shards=shards, progress=False, strict=True)
+            ingest(engine, name, docs, shards=shards, progress=False, strict=True)
         out[shards] = name
     return out

@@ -3,17 +3,12 @@ of the SciFact sample shipped in the package with its judgments."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from esbridge.engine.client import Engine
 from esbridge.index import IndexLayout, create_index
-
-#: The SciFact sample shipped in the package (``esbridge demo``'s collection).
-SAMPLE = Path(__file__).resolve().parents[1] / "esbridge" / "resources" / "demo" / "scifact-sample"
+from tests.data import documents, judged_queries, qrels
 
 #: Title and text of a handful of documents on diabetes, insulin and the heart.
 DOCS: dict[str, dict[str, str]] = {
@@ -48,19 +43,11 @@ class SampleCollection:
 def sample_collection(topics: int, size: int = 80) -> SampleCollection:
     """The first ``topics`` judged claims of the shipped SciFact sample and ``size`` abstracts:
     those judged for them (and for one more judged claim), then others in file order."""
-    queries = [json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text().splitlines() if line.strip()]
-    judged: dict[str, dict[str, int]] = {}
-    for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:]:
-        q, d, g = line.split("\t")
-        judged.setdefault(q, {})[d] = int(g)
-    judged_queries = [q for q in queries if q["_id"] in judged]
-    chosen, extra = judged_queries[:topics], judged_queries[topics]
+    judged = qrels()
+    queries = judged_queries()
+    chosen, extra = queries[:topics], queries[topics]
     wanted = {d for q in (*chosen, extra) for d in judged[q["_id"]]}
-    with gzip.open(SAMPLE / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
-        corpus = [json.loads(line) for line in f if line.strip()]
+    corpus = documents()
     docs = [d for d in corpus if d["_id"] in wanted]
     docs += [d for d in corpus if d["_id"] not in wanted][:size - len(docs)]
-    return SampleCollection(
-        queries=[{"_id": q["_id"], "text": q["text"]} for q in chosen], extra={"_id": extra["_id"], "text": extra["text"]},
-        judged=judged,
-        docs=[{"_id": str(d["_id"]), "title": d.get("title", ""), "text": d.get("text", "")} for d in docs])
+    return SampleCollection(queries=chosen, extra=extra, judged=judged, docs=docs)

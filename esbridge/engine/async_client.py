@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from esbridge.engine.client import (

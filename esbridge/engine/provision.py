@@ -10,7 +10,8 @@ In order:
 3. otherwise esbridge's local node of the distribution that is already running
    (found with :func:`esbridge.engine.local.running_nodes`, whatever its name and
    port), and only when none runs, a new one started from Maven Central artifacts
-   (:mod:`esbridge.engine.local`).
+   (:mod:`esbridge.engine.local`); or, when a node name is given, that node only
+   (started when it is not running), never another running node.
 """
 
 from __future__ import annotations
@@ -184,12 +185,14 @@ def find_local_node(distribution: str | None = None) -> local.NodeInfo | None:
 
 
 def provision(distribution: str | None = "opensearch", *, url: str | Sequence[str] | None = None,
-              use_docker: bool | None = None, progress: bool = True) -> ProvisionedEngine:
+              use_docker: bool | None = None, progress: bool = True,
+              name: str | None = None) -> ProvisionedEngine:
     """An engine URL by the rules of this module (see the module docstring).
 
     ``url``: one URL, several separated by commas, or a list of them (repeated ``--url``).
     ``distribution=None`` takes any running esbridge local node, and starts an
-    OpenSearch node when none runs.
+    OpenSearch node when none runs.  ``name`` asks for esbridge's local node of that
+    name: it is used when running and started otherwise, whatever other node runs.
     """
     urls = split_urls(url) if url else ()
     if not urls:
@@ -203,11 +206,11 @@ def provision(distribution: str | None = "opensearch", *, url: str | Sequence[st
         use_docker = docker_available()
     if use_docker:
         return start_container(distribution or "opensearch")
-    running = find_local_node(distribution)
-    if running is not None:
+    running = find_local_node(distribution) if name is None else local.status(name)
+    if running is not None and (distribution is None or running.distribution == distribution):
         return ProvisionedEngine(url=running.url, source="local", distribution=running.distribution,
                                  node=running.name, started=False, credentials=running.credentials())
-    node = local.start(distribution or "opensearch", progress=progress)
+    node = local.start(distribution or "opensearch", name=name, progress=progress)
     return ProvisionedEngine(url=node.url, source="local", distribution=node.distribution,
                              node=node.name, started=True, credentials=node.credentials())
 

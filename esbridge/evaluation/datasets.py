@@ -15,7 +15,6 @@ query ids and a seed only, never on the order of the files.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -23,7 +23,6 @@ from esbridge.scoring.bmx import weighted_query_augmentation
 from tests.cli import run
 from tests.smallindex import DOCS as SMALL_DOCS
 from tests.smallindex import create_small_index
-from tests.data import beir
 
 DOCS = {**SMALL_DOCS,
     "f": {"title": "Insulin pumps", "text": "Pumps deliver insulin under the skin."},
@@ -181,8 +180,8 @@ def test_a_custom_augmenter_is_called_with_the_query(engine: Engine, small_index
         [(h["_id"], h["_score"]) for h in plain["hits"]["hits"]]
 
 
-def test_the_prf_augmenter_writes_feedback_stems(engine: Engine, scifact_indices: dict[int, str]) -> None:
-    index = scifact_indices[1]
+def test_the_prf_augmenter_writes_feedback_stems(engine: Engine, sample_indices: dict[int, str]) -> None:
+    index = sample_indices[1]
     rr = Reranker(engine, index, scorer="bmx", window=100)
     aug = FeedbackAugmenter(rr, FeedbackParams(fb_docs=5, fb_terms=8, weight=0.4, repeat=2))
     text = "Vitamin D deficiency is associated with bone density loss."
@@ -263,8 +262,9 @@ def rr_score(engine: Engine, index: str, text: str, doc: str) -> float:
     return float(next(h["_score"] for h in hits if h["_id"] == doc))
 
 
-def test_tune_scores_the_augmented_arrays(engine: Engine, tmp_path: Path) -> None:
-    ds = load_dataset(beir("med"))
+def test_tune_scores_the_augmented_arrays(engine: Engine, sample_dir: Path, eval_prefix: str,
+                                          tmp_path: Path) -> None:
+    ds = load_dataset(sample_dir)
     split = SplitSpec.parse("test:tune")
     queries = ds.queries(split)[:4]
     table = tmp_path / "aug.json"
@@ -272,12 +272,12 @@ def test_tune_scores_the_augmented_arrays(engine: Engine, tmp_path: Path) -> Non
     from esbridge.augment import AugmentationSpec
 
     spec = AugmentationSpec.from_file(table)
-    qs = collect_features(engine, ds, split, "bmx", index_prefix="esb-test-eval", progress=False, augmentation=spec,
+    qs = collect_features(engine, ds, split, "bmx", index_prefix=eval_prefix, progress=False, augmentation=spec,
                           window=200)
-    plain = collect_features(engine, ds, split, "bmx", index_prefix="esb-test-eval", progress=False, window=200)
+    plain = collect_features(engine, ds, split, "bmx", index_prefix=eval_prefix, progress=False, window=200)
     augmented = [qf for qf in qs.queries if qf.augmented is not None]
     assert [qf.query_id for qf in augmented] == [q.id for q in queries]
-    rr = Reranker(engine, qs_index(engine, ds), scorer="bmx", window=200)
+    rr = Reranker(engine, qs_index(engine, ds, eval_prefix), scorer="bmx", window=200)
     params = get_scorer("bmx").params_type()
     for q, qf in zip(queries, augmented):
         assert qf.augmented is not None and qf.inputs is not None
@@ -291,8 +291,7 @@ def test_tune_scores_the_augmented_arrays(engine: Engine, tmp_path: Path) -> Non
     assert evaluate(qs, "bmx", params) != evaluate(plain, "bmx", params)
 
 
-def qs_index(engine: Engine, ds: Any) -> str:
+def qs_index(engine: Engine, ds: Any, prefix: str) -> str:
     from esbridge.evaluation.indexing import PYSERINI_BM25, ensure_index, index_name
 
-    return ensure_index(engine, ds, index_name("esb-test-eval", ds, PYSERINI_BM25), bm25=PYSERINI_BM25,
-                        progress=False)
+    return ensure_index(engine, ds, index_name(prefix, ds, PYSERINI_BM25), bm25=PYSERINI_BM25, progress=False)

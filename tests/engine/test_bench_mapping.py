@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from esbridge.engine.client import Engine
-from tests.data import beir
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -24,7 +23,8 @@ def _has(mapping: dict, key: str) -> bool:
     return False
 
 
-def test_each_variant_lacks_its_part_and_the_engine_indexes_it(engine: Engine, tmp_path: Path) -> None:
+def test_each_variant_lacks_its_part_and_the_engine_indexes_it(engine: Engine, sample_dir: Path,
+                                                                tmp_path: Path) -> None:
     _, mapping = bench_mapping.esbridge_body(engine)
     variants = dict(bench_mapping.variants(mapping))
     assert _has(mapping, "term_vector") and not _has(variants["without stored term vectors"], "term_vector")
@@ -39,7 +39,7 @@ def test_each_variant_lacks_its_part_and_the_engine_indexes_it(engine: Engine, t
 
     out = tmp_path / "mapping.md"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_mapping.py"), "--dataset", str(beir("scifact")),
+        [sys.executable, str(ROOT / "benchmarks" / "bench_mapping.py"), "--dataset", str(sample_dir),
          "--distribution", engine.distribution, "--url", engine.options.url, "--repeats", "1", "--docs", "120",
          "--out", str(out)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=600)

@@ -9,15 +9,14 @@ import sys
 from pathlib import Path
 
 from esbridge.engine.client import Engine
-from tests.data import beir
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_scale_benchmark_small_case(engine: Engine, tmp_path: Path) -> None:
+def test_scale_benchmark_small_case(engine: Engine, sample_dir: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    (data / "cranfield").symlink_to(beir("cranfield"), target_is_directory=True)
+    (data / sample_dir.name).symlink_to(sample_dir, target_is_directory=True)
     out = tmp_path / "scale"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(

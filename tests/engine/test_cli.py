@@ -10,34 +10,34 @@ import pytest
 
 from esbridge.cli import main
 from esbridge.engine.client import Engine
-from esbridge.ingest import ingest, read_jsonl
+from esbridge.ingest import ingest
 from tests.cli import run
-from tests.data import beir
+from tests.data import documents
 from tests.smallindex import create_small_index
 
 
 @pytest.fixture
-def med_index(engine: Engine, index_name: str) -> str:
-    ingest(engine, index_name, read_jsonl(beir("med") / "corpus.jsonl"), progress=False, strict=True)
+def sample_index(engine: Engine, index_name: str) -> str:
+    ingest(engine, index_name, documents(), progress=False, strict=True)
     return index_name
 
 
 
 
-def test_search_json_and_rescore(engine: Engine, med_index: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_search_json_and_rescore(engine: Engine, sample_index: str, capsys: pytest.CaptureFixture[str]) -> None:
     url = engine.options.url
-    code, out, _ = run(capsys, "search", med_index, "blood glucose in diabetes", "--scorer", "bmx",
+    code, out, _ = run(capsys, "search", sample_index, "blood glucose in diabetes", "--scorer", "bmx",
                        "--size", "5", "--json", "--url", url)
     assert code == 0
     resp = json.loads(out)
     assert len(resp["hits"]["hits"]) == 5 and resp["_esbridge"]["scorer"] == "bmx"
-    raw = engine.search(med_index, {"size": 20, "query": {"match": {"esb_all": "blood glucose"}}})
-    code, out, _ = run(capsys, "rescore", med_index, "blood glucose", "--window", "10", "--url", url,
+    raw = engine.search(sample_index, {"size": 20, "query": {"match": {"esb_all": "blood glucose"}}})
+    code, out, _ = run(capsys, "rescore", sample_index, "blood glucose", "--window", "10", "--url", url,
                        stdin=json.dumps(raw))
     assert code == 0
     rescored = json.loads(out)
     assert [h["_id"] for h in rescored["hits"]["hits"][10:]] == [h["_id"] for h in raw["hits"]["hits"][10:]]
-    code, out, _ = run(capsys, "search", med_index, "blood glucose", "--size", "3", "--url", url)
+    code, out, _ = run(capsys, "search", sample_index, "blood glucose", "--size", "3", "--url", url)
     assert code == 0 and out.splitlines()[0].split()[:3] == ["rank", "esbridge", "engine"]
 
 
@@ -48,9 +48,9 @@ def test_search_json_and_rescore(engine: Engine, med_index: str, capsys: pytest.
     (["search", "{index}", "x", "--param", "k1=-1", "--scorer", "bm25"], "k1", 2),
     (["rescore", "{index}", "x"], "not valid JSON", 2),
 ])
-def test_errors_are_one_clear_line(engine: Engine, med_index: str, capsys: pytest.CaptureFixture[str],
+def test_errors_are_one_clear_line(engine: Engine, sample_index: str, capsys: pytest.CaptureFixture[str],
                                    argv: list[str], needle: str, expected: int) -> None:
-    argv = [a.replace("{index}", med_index) for a in argv] + ["--url", engine.options.url]
+    argv = [a.replace("{index}", sample_index) for a in argv] + ["--url", engine.options.url]
     code, out, err = run(capsys, *argv, stdin="{not json")
     assert code == expected and out == ""
     lines = err.strip().splitlines()
@@ -129,13 +129,14 @@ def test_index_command_reports_bad_documents(engine: Engine, index_name: str, tm
     assert "line 2 (id '2'): field 'body' must be a string" in err
 
 
-def test_index_embeds_and_search_hybrid(engine: Engine, index_name: str, tmp_path: Path,
+def test_index_embeds_and_search_hybrid(engine: Engine, index_name: str, sample_dir: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    """`esbridge index` builds the semantic index; `search --hybrid` uses it (MED: embeddings cached)."""
+    """`esbridge index` builds the semantic index; `search --hybrid` uses it (embeddings cached)."""
     url = engine.options.url
-    code, out, _ = run(capsys, "index", "--dataset", str(beir("med")), "--index", index_name, "--quiet",
+    code, out, _ = run(capsys, "index", "--dataset", str(sample_dir), "--index", index_name, "--quiet",
                        "--url", url)
-    assert code == 0 and f"semantic index: 1033 document vectors (all-MiniLM-L6-v2) for {index_name!r}" in out
+    docs = len(documents())
+    assert code == 0 and f"semantic index: {docs} document vectors (all-MiniLM-L6-v2) for {index_name!r}" in out
     code, out, _ = run(capsys, "search", index_name, "blood glucose in diabetes", "--hybrid", "--size", "5",
                        "--json", "--url", url)
     assert code == 0

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from esbridge.engine.client import Engine
-from esbridge.ingest import ingest, read_jsonl
+from esbridge.ingest import ingest
 from tests.cli import run
-from tests.data import beir
+from tests.data import documents
 from tests.smallindex import create_small_index
 
 QUERY = "blood glucose in diabetes"
 
 
 @pytest.fixture
-def med_index(engine: Engine, index_name: str) -> str:
-    ingest(engine, index_name, read_jsonl(beir("med") / "corpus.jsonl"), progress=False, strict=True)
+def sample_index(engine: Engine, index_name: str) -> str:
+    ingest(engine, index_name, documents(), progress=False, strict=True)
     return index_name
 
 
@@ -37,10 +37,10 @@ def rows(out: str) -> list[list[str]]:
     return [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+-?\d", line)]
 
 
-def test_columns_are_labelled_and_bm25_says_why_it_differs(engine: Engine, med_index: str,
+def test_columns_are_labelled_and_bm25_says_why_it_differs(engine: Engine, sample_index: str,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     url = engine.options.url
-    code, out, _ = run(capsys, "search", med_index, QUERY, "--scorer", "bm25", "--size", "5", "--url", url)
+    code, out, _ = run(capsys, "search", sample_index, QUERY, "--scorer", "bm25", "--size", "5", "--url", url)
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:5] == ["rank", "esbridge", "engine", "was", "id"]
@@ -53,21 +53,21 @@ def test_columns_are_labelled_and_bm25_says_why_it_differs(engine: Engine, med_i
     # the parameters the line names reproduce the engine's first-stage scores
     params = re.findall(r"--param (\S+)", note[0])
     assert params and "lucene_norms=true" in params
-    code, out, _ = run(capsys, "search", med_index, QUERY, "--scorer", "bm25", "--size", "5", "--url", url,
+    code, out, _ = run(capsys, "search", sample_index, QUERY, "--scorer", "bm25", "--size", "5", "--url", url,
                        *[a for p in params for a in ("--param", p)])
     assert code == 0 and "so it reproduces the engine's score" in out
     table = rows(out)
     assert len(table) == 5 and all(r[1] == r[2] for r in table) and [r[3] for r in table] == ["1", "2", "3", "4", "5"]
 
 
-def test_explain_without_json_prints_the_parts(engine: Engine, med_index: str,
+def test_explain_without_json_prints_the_parts(engine: Engine, sample_index: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     url = engine.options.url
-    code, out, _ = run(capsys, "search", med_index, QUERY, "--scorer", "bmx", "--size", "3", "--explain",
+    code, out, _ = run(capsys, "search", sample_index, QUERY, "--scorer", "bmx", "--size", "3", "--explain",
                        "--json", "--url", url)
     assert code == 0
     expected = {h["_id"]: h["_esbridge"]["parts"] for h in json.loads(out)["hits"]["hits"]}
-    code, out, _ = run(capsys, "search", med_index, QUERY, "--scorer", "bmx", "--size", "3", "--explain",
+    code, out, _ = run(capsys, "search", sample_index, QUERY, "--scorer", "bmx", "--size", "3", "--explain",
                        "--url", url)
     assert code == 0
     lines = out.splitlines()
@@ -86,29 +86,29 @@ def test_explain_without_json_prints_the_parts(engine: Engine, med_index: str,
     assert seen == 3
 
 
-def test_rescore_reads_a_file_or_dash_and_hints_in_a_terminal(engine: Engine, med_index: str, tmp_path: Path,
+def test_rescore_reads_a_file_or_dash_and_hints_in_a_terminal(engine: Engine, sample_index: str, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     url = engine.options.url
-    raw = engine.search(med_index, {"size": 20, "query": {"match": {"esb_all": "blood glucose"}}})
+    raw = engine.search(sample_index, {"size": 20, "query": {"match": {"esb_all": "blood glucose"}}})
     path = tmp_path / "response.json"
     path.write_text(json.dumps(raw))
-    code, from_file, _ = run(capsys, "rescore", med_index, "blood glucose", str(path), "--window", "10", "--url", url)
+    code, from_file, _ = run(capsys, "rescore", sample_index, "blood glucose", str(path), "--window", "10", "--url", url)
     assert code == 0
-    code, from_stdin, _ = run(capsys, "rescore", med_index, "blood glucose", "-", "--window", "10", "--url", url,
+    code, from_stdin, _ = run(capsys, "rescore", sample_index, "blood glucose", "-", "--window", "10", "--url", url,
                               stdin=io.StringIO(json.dumps(raw)))
     assert code == 0
     ids = [[h["_id"] for h in json.loads(o)["hits"]["hits"]] for o in (from_file, from_stdin)]
     assert ids[0] == ids[1] and sorted(ids[0]) == sorted(h["_id"] for h in raw["hits"]["hits"])
     # nothing given and a terminal on standard input: a hint, not a silent wait
-    code, out, err = run(capsys, "rescore", med_index, "blood glucose", "--url", url, stdin=Terminal(json.dumps(raw)))
+    code, out, err = run(capsys, "rescore", sample_index, "blood glucose", "--url", url, stdin=Terminal(json.dumps(raw)))
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "standard input is a terminal" in err and "rescore INDEX" in err
     # "-" in a terminal: read it, saying so first
-    code, out, err = run(capsys, "rescore", med_index, "blood glucose", "-", "--url", url,
+    code, out, err = run(capsys, "rescore", sample_index, "blood glucose", "-", "--url", url,
                          stdin=Terminal(json.dumps(raw)))
     assert code == 0 and "reading the response from standard input" in err
     assert sorted(h["_id"] for h in json.loads(out)["hits"]["hits"]) == sorted(ids[0])
-    code, _, err = run(capsys, "rescore", med_index, "blood glucose", str(tmp_path / "missing.json"), "--url", url)
+    code, _, err = run(capsys, "rescore", sample_index, "blood glucose", str(tmp_path / "missing.json"), "--url", url)
     assert code == 2 and "response file" in err and "missing.json" in err
 
 

@@ -53,7 +53,7 @@ from esbridge.ingest import ingest, read_jsonl
 from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
 from tests.cli import run
-from tests.data import beir, judged_queries
+from tests.data import documents, judged_queries
 
 CLUSTER = "esb-test-cluster"
 FAST_START = ("-XX:TieredStopAtLevel=1",)
@@ -85,10 +85,9 @@ def eng(cluster: local.ClusterInfo) -> Iterator[Engine]:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The first SciFact documents, as a JSONL file."""
+    """The first documents of the shipped SciFact sample, as a JSONL file."""
     path = tmp_path_factory.mktemp("cluster") / "corpus.jsonl"
-    with open(beir("scifact") / "corpus.jsonl") as src:
-        path.write_text("".join(itertools.islice((line for line in src if line.strip()), N_DOCS)))
+    path.write_text("".join(json.dumps(d) + "\n" for d in documents(N_DOCS)))
     return path
 
 
@@ -110,7 +109,7 @@ def indexed(eng: Engine, corpus: Path) -> tuple[int, str, str]:
 
 
 def _queries(n: int = N_QUERIES) -> list[str]:
-    return [q["text"] for q in judged_queries("scifact", limit=n)]
+    return [q["text"] for q in judged_queries(limit=n)]
 
 
 def _ranking(resp: dict[str, Any]) -> list[tuple[str, float]]:

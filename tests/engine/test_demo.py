@@ -16,7 +16,9 @@ from esbridge.cli import main
 from esbridge.engine import local
 from esbridge.engine.client import Engine
 from esbridge.evaluation.datasets import BeirDataset
+from esbridge.evaluation.indexing import index_name
 from esbridge.evaluation.metrics import mean_metrics, per_query_metrics
+from tests.conftest import suite_index
 
 pytestmark = pytest.mark.engine
 
@@ -72,7 +74,9 @@ def _figure(text: str, system: str) -> tuple[int, float, float]:
 def test_demo_shipped_sample_lexical(engine: Engine, capsys: pytest.CaptureFixture[str]) -> None:
     url = engine.options.url
     dataset = demo.materialise_sample()
-    result = demo.run_demo(engine, dataset, hybrid=False, show=2, progress=False)
+    # the demo's own index name on the suite's nodes; elsewhere one of the session's, deleted after it
+    index = suite_index(engine, index_name("esbridge-demo", dataset, None))
+    result = demo.run_demo(engine, dataset, index=index, hybrid=False, show=2, progress=False)
     qrels = dataset.qrels("test")
     assert result.system == "esbridge evolved" and len(result.queries) == 50 == len(qrels)
     # nDCG@10 as the eval command computes it, on the same runs
@@ -87,7 +91,7 @@ def test_demo_shipped_sample_lexical(engine: Engine, capsys: pytest.CaptureFixtu
     distinct = [i for i in range(len(hits)) if scores.count(scores[i]) == 1]
     assert [str(hits[i]["_id"]) for i in distinct] == [result.runs["engine"][q][i] for i in distinct]
 
-    code = main(["demo", "--lexical", "--queries", "2", "--quiet", "--url", url])
+    code = main(["demo", "--lexical", "--queries", "2", "--quiet", "--index", index, "--url", url])
     out, _ = capsys.readouterr()
     assert code == 0
     n, eng, esb = _figure(out, "esbridge evolved")

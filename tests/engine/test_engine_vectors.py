@@ -19,7 +19,7 @@ from esbridge.semantic.engine_vectors import EngineVectors, open_vectors
 from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text
 from esbridge.semantic.vectors import VectorIndex
-from tests.data import beir, judged_queries
+from tests.data import documents, judged_queries
 
 N_DOCS = 150
 
@@ -30,14 +30,7 @@ def encoder():  # type: ignore[no-untyped-def]
 
 
 def _docs() -> list[dict[str, str]]:
-    out = []
-    with open(beir("scifact") / "corpus.jsonl") as f:
-        for line in f:
-            d = json.loads(line)
-            out.append({"_id": str(d["_id"]), "title": d["title"], "text": d["text"]})
-            if len(out) == N_DOCS:
-                break
-    return out
+    return documents(N_DOCS)
 
 
 @pytest.fixture
@@ -56,7 +49,7 @@ def test_engine_knn_top_k_equals_exact_cosine_top_k(knn_engine: Engine, knn_inde
     docs = _docs()
     matrix = encoder.encode([document_text(d, ("title", "text")) for d in docs])
     ids = [d["_id"] for d in docs]
-    for q in judged_queries("scifact", limit=8):
+    for q in judged_queries(limit=8):
         qv = encoder.encode([q["text"]])[0]
         sims = matrix @ qv
         order = np.lexsort((np.arange(len(ids)), -sims))[:10]
@@ -87,7 +80,7 @@ def test_reindexed_and_new_documents_get_vectors_of_their_text(knn_engine: Engin
 def test_hybrid_pipeline_uses_the_engine_vectors(knn_engine: Engine, knn_index: str, encoder) -> None:  # type: ignore[no-untyped-def]
     with HybridSearcher(knn_engine, knn_index, progress=False) as hs:
         assert isinstance(hs.vectors, EngineVectors)
-        q = judged_queries("scifact", limit=1)[0]["text"]
+        q = judged_queries(limit=1)[0]["text"]
         # the engine keeps one vector per document (its first window): exact cosine over the same
         exact = VectorIndex.open(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False,
                                  windows=False)

@@ -17,7 +17,7 @@ from esbridge.semantic.cache import EmbeddingCache
 from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text
 from esbridge.semantic.vectors import VectorIndex
-from tests.data import beir, judged_queries
+from tests.data import documents, judged_queries
 
 N_DOCS = 120
 
@@ -34,14 +34,7 @@ def cache(encoder):  # type: ignore[no-untyped-def]
 
 
 def _docs() -> dict[str, dict[str, str]]:
-    out = {}
-    with open(beir("scifact") / "corpus.jsonl") as f:
-        for line in f:
-            d = json.loads(line)
-            out[str(d["_id"])] = {"title": d["title"], "text": d["text"]}
-            if len(out) == N_DOCS:
-                break
-    return out
+    return {d["_id"]: {"title": d["title"], "text": d["text"]} for d in documents(N_DOCS)}
 
 
 def _fill(engine: Engine, index: str, docs: dict[str, dict[str, str]]) -> None:
@@ -105,7 +98,7 @@ def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_pa
     vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
     params = PipelineParams(window=50, semantic_depth=50, w_keyword=0.5)
     with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
-        for q in [q["text"] for q in judged_queries("scifact", limit=3)]:
+        for q in [q["text"] for q in judged_queries(limit=3)]:
             res = hs.run(q)
             assert set(res.lists) == {"semantic", "lexical", "keyword", "semantic_feedback"}
             fused = {"semantic": res.lists["semantic_feedback"], "lexical": res.lists["lexical"],
@@ -137,7 +130,7 @@ def test_keyword_feedback_documents_come_from_the_chosen_source(engine: Engine, 
     vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
     params = PipelineParams(window=50, semantic_depth=50, keyword_source=source, semantic_feedback=0)
     with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
-        q = judged_queries("scifact", limit=1)[0]["text"]
+        q = judged_queries(limit=1)[0]["text"]
         res = hs.run(q)
         # the feedback documents, rebuilt from the lists the pipeline returned
         if source == "lexical":

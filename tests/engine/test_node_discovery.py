@@ -67,6 +67,18 @@ def test_provision_uses_the_running_node_of_the_distribution(engine: Engine,
     assert started == [_other(engine.distribution)]
 
 
+def test_provision_of_a_named_node_never_takes_another(engine: Engine,
+                                                       recorded_node: tuple[str, list[str]]) -> None:
+    """What the test suite relies on to keep off a user's node: a name asks for that node only."""
+    url, started = recorded_node
+    prov = provision(engine.distribution, use_docker=False, name="my-node")
+    assert (prov.url, prov.source, prov.node, prov.started) == (url, "local", "my-node", False)
+    assert started == []
+    with pytest.raises(ProvisioningError, match="would have been started"):
+        provision(engine.distribution, use_docker=False, name="esbridge-test-other")
+    assert started == [engine.distribution]
+
+
 def test_cli_without_url_uses_the_running_node(engine: Engine, index_name: str,
                                                recorded_node: tuple[str, list[str]],
                                                capsys: pytest.CaptureFixture[str]) -> None:

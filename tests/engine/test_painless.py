@@ -1,8 +1,8 @@
 """Painless inside the engine: scripted similarities and rescoring equal esbridge's numpy formulas.
 
 One index per engine (2 shards, searched with ``dfs_query_then_fetch`` so that the engine
-uses index-wide statistics) holds SciFact's first documents with a sub-field per scripted
-similarity.  For a few SciFact queries, every hit's engine score must equal the same
+uses index-wide statistics) holds the shipped SciFact sample with a sub-field per scripted
+similarity.  For a few of its judged claims, every hit's engine score must equal the same
 per-term formula computed from fetched term vectors and index-wide statistics, with
 Lucene's quantised lengths (``lucene_norm_length``) where the similarity reads
 ``doc.length``; rescoring must equal the evolved channel relevance with exact lengths.
@@ -10,7 +10,6 @@ Lucene's quantised lengths (``lucene_norm_length``) where the similarity reads
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EngineError, UnsupportedEngineError
 from esbridge.features import analyze_query, build_input, fetch_raw
 from esbridge.index import IndexLayout, create_index
-from esbridge.ingest import ingest, read_jsonl
+from esbridge.ingest import ingest
 from esbridge.painless import (
     BM25SimilarityConstants,
     BMXSimilarityConstants,
@@ -40,7 +39,7 @@ from esbridge.scoring.bmx import bmx_term_part, default_alpha
 from esbridge.scoring.common import IdfVariant
 from esbridge.scoring.evolved import EvolvedParams, channel_relevance, evidence, length_damper, term_weight
 from esbridge.scoring.idf import lucene_idf
-from tests.data import beir, judged_queries
+from tests.data import documents, judged_queries
 
 pytestmark = pytest.mark.painless
 
@@ -71,12 +70,11 @@ WORST: dict[str, float] = {}
 
 @pytest.fixture(scope="module")
 def sim_index(engine: Engine) -> Iterator[str]:
-    """SciFact's first documents in a 2-shard index with every similarity of SIMILARITIES."""
+    """The SciFact sample's first documents in a 2-shard index with every similarity of SIMILARITIES."""
     name = f"esb-test-painless-{uuid.uuid4().hex[:8]}"
     create_index(engine, name, LAYOUT, shards=2, similarity=SIMILARITIES)
     try:
-        docs = itertools.islice(read_jsonl(beir("scifact") / "corpus.jsonl"), N_DOCS)
-        ingest(engine, name, docs, create=False, progress=False, strict=True)
+        ingest(engine, name, documents(N_DOCS), create=False, progress=False, strict=True)
         yield name
     finally:
         engine.delete_index(name)
@@ -84,9 +82,9 @@ def sim_index(engine: Engine) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def queries() -> list[str]:
-    """A few SciFact test queries, and one repeating its terms (qtf > 1)."""
+    """A few judged claims of the sample, and one repeating its terms (qtf > 1)."""
     repeated = "protein folding: protein misfolding of the protein in cells and cell death"
-    return [q["text"] for q in judged_queries("scifact", limit=N_QUERIES)] + [repeated]
+    return [q["text"] for q in judged_queries(limit=N_QUERIES)] + [repeated]
 
 
 def _hits_and_arrays(

@@ -1,9 +1,9 @@
 """BM25 recomputed from term vectors and index-wide statistics equals the engine's _score.
 
-The proof that the plumbing is right: for SciFact test queries, every returned hit's
-engine score (``dfs_query_then_fetch``, so the engine also uses index-wide statistics)
-equals esbridge's Lucene BM25 computed from fetched term vectors, with Lucene's lossy
-one-byte length norms reproduced, on a 1-shard and a 3-shard index.
+The proof that the plumbing is right: for the 50 judged claims of the shipped SciFact sample,
+every returned hit's engine score (``dfs_query_then_fetch``, so the engine also uses index-wide
+statistics) equals esbridge's Lucene BM25 computed from fetched term vectors, with Lucene's
+lossy one-byte length norms reproduced, on a 1-shard and a 3-shard index of the sample.
 """
 
 from __future__ import annotations
@@ -17,21 +17,20 @@ from esbridge.index import read_layout
 from esbridge.scoring import get_scorer
 from tests.data import judged_queries
 
-N_QUERIES = 60
 REL_TOL = 1e-5
 
 
 @pytest.mark.parametrize("shards", [1, 3])
-def test_bm25_equals_engine_score(engine: Engine, scifact_indices: dict[int, str], shards: int) -> None:
-    index = scifact_indices[shards]
+def test_bm25_equals_engine_score(engine: Engine, sample_indices: dict[int, str], shards: int) -> None:
+    index = sample_indices[shards]
     layout = read_layout(engine, index)
     field = layout.subfield(layout.combined, "base")
     bm25 = get_scorer("bm25")
     # The engine's default similarity (k1 = 1.2, b = 0.75); Lucene < 9 multiplies by k1 + 1.
     params = bm25.make_params(k1=1.2, b=0.75, lucene_norms=True,
                               k1_plus_one=engine.info.bm25_k1_plus_one)
-    queries = judged_queries("scifact", limit=N_QUERIES)
-    assert len(queries) >= 50
+    queries = judged_queries()
+    assert len(queries) == 50
     checked = 0
     worst = 0.0
     for q in queries:
@@ -55,13 +54,13 @@ def test_bm25_equals_engine_score(engine: Engine, scifact_indices: dict[int, str
     print(f"{engine.info.label} {shards} shard(s): {checked} hits, max relative error {worst:.2e}")
 
 
-def test_exact_lengths_are_not_quantised(engine: Engine, scifact_indices: dict[int, str]) -> None:
+def test_exact_lengths_are_not_quantised(engine: Engine, sample_indices: dict[int, str]) -> None:
     """Without ``lucene_norms`` the scorer sees exact lengths: scores then differ from the
     engine's for long documents, which shows the parity above depends on the norm encoding."""
-    index = scifact_indices[1]
+    index = sample_indices[1]
     layout = read_layout(engine, index)
     field = layout.subfield(layout.combined, "base")
-    q = judged_queries("scifact", limit=1)[0]
+    q = judged_queries(limit=1)[0]
     terms = analyze_query(engine, index, layout, q["text"], ["base"])
     hits = engine.search(index, {"size": 50, "query": {"match": {field: q["text"]}}})["hits"]["hits"]
     fetched = fetch_raw(engine, index, layout, terms, [h["_id"] for h in hits], fields=[layout.combined])

@@ -13,11 +13,14 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ENGINES, _engine_url
+from esbridge import demo
+from esbridge.engine.client import Engine
+from tests.conftest import ENGINES, _engine_url, engine_options, own_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SKIP_DIRS = {".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", "build", "dist"}
@@ -45,6 +48,20 @@ def _copy_project(dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture
+def demo_index_removed() -> Iterator[None]:
+    """The index the demo builds on the engine under test is deleted afterwards, unless it was there
+    before or the engine is one of the suite's own nodes."""
+    engine = Engine.connect(engine_options(ENGINES[0]))
+    index = f"esbridge-demo-{demo.SAMPLE_NAME}"
+    keep = engine.index_exists(index) or own_engine(engine)
+    yield
+    if not keep:
+        engine.delete_index(index)
+    engine.close()
+
+
+@pytest.mark.usefixtures("demo_index_removed")
 def test_the_first_command_runs_the_demo_in_a_fresh_environment(tmp_path: Path) -> None:
     main_job, _ = _two_commands()
     assert ".venv/bin/esbridge demo" in main_job

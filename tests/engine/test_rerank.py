@@ -24,10 +24,10 @@ def small_index(engine: Engine, index_name: str) -> str:
     return create_small_index(engine, index_name, DOCS, shards=2)
 
 
-def test_search_returns_engine_shape_with_exact_scores(engine: Engine, scifact_indices: dict[int, str]) -> None:
-    index = scifact_indices[3]
+def test_search_returns_engine_shape_with_exact_scores(engine: Engine, sample_indices: dict[int, str]) -> None:
+    index = sample_indices[3]
     rr = Reranker(engine, index, scorer="evolved", window=50)
-    q = judged_queries("scifact", limit=1)[0]["text"]
+    q = judged_queries(limit=1)[0]["text"]
     resp = rr.search(q, size=10, explain=True)
     hits = resp["hits"]["hits"]
     assert len(hits) == 10 and resp["hits"]["total"]["value"] >= 50
@@ -47,9 +47,9 @@ def test_search_returns_engine_shape_with_exact_scores(engine: Engine, scifact_i
     np.testing.assert_allclose(scores, expected, rtol=1e-12)
 
 
-def test_rescore_keeps_hits_beyond_the_window(engine: Engine, scifact_indices: dict[int, str]) -> None:
-    index = scifact_indices[1]
-    q = judged_queries("scifact", limit=2)[1]["text"]
+def test_rescore_keeps_hits_beyond_the_window(engine: Engine, sample_indices: dict[int, str]) -> None:
+    index = sample_indices[1]
+    q = judged_queries(limit=2)[1]["text"]
     layout = read_layout(engine, index)
     response = engine.search(index, {"size": 30, "query": {"match": {"esb_all": q}}})
     rr = Reranker(engine, index, scorer="bmx")

@@ -1,12 +1,13 @@
 """esbridge's BMX against the paper's reference implementation, baguetter 0.1.1.
 
-Both sides get identical token lists from SciFact (the first 500 documents, title +
-text, and the first 20 claims, split with a plain lowercase alphanumeric regex; this
-tokenisation is test input only, the product gets its tokens from the engine's
-analyzer).  baguetter runs in its own virtualenv, built on first use under
-``~/.cache/esbridge/baguetter-venv`` (or ``$ESBRIDGE_BAGUETTER_VENV``); the first
-build takes about a minute and ~700 MB of disk (numba, scipy, scikit-learn, faiss);
-later runs reuse it and take a few seconds.
+Both sides get identical token lists from the shipped SciFact sample (its first 500
+documents, title + text, and its first 20 judged claims, split with a plain lowercase
+alphanumeric regex; this tokenisation is test input only, the product gets its tokens from
+the engine's analyzer).  baguetter runs in its own virtualenv, built on first use under
+``$ESBRIDGE_HOME/baguetter-venv`` (default ``~/.cache/esbridge/baguetter-venv``; or
+``$ESBRIDGE_BAGUETTER_VENV``); the first build takes about a minute and ~700 MB of disk
+(numba, scipy, scikit-learn, faiss); later runs reuse it and take a few seconds.  The run's
+summary names the folder and how to remove it.
 
 baguetter is installed with ``--no-deps`` plus the packages its BMX import path
 needs: its declared dependencies include ``beir`` (which pulls sentence-transformers
@@ -54,9 +55,9 @@ import pytest
 
 from esbridge.scoring import ChannelArrays, ScoringInput, get_scorer
 from esbridge.scoring.bmx import BMXParams, collection_entropy, weighted_query_augmentation
-from tests.data import beir
+from tests.conftest import summary_note
+from tests.data import documents, judged_queries
 
-DATA = Path(os.environ["ESBRIDGE_SCIFACT_DIR"]) if os.environ.get("ESBRIDGE_SCIFACT_DIR") else beir("scifact")
 N_DOCS = 500
 N_QUERIES = 20
 VENV_ENV = "ESBRIDGE_BAGUETTER_VENV"
@@ -130,6 +131,13 @@ def _has_baguetter(python: Path) -> bool:
 def baguetter_python() -> Path:
     """The venv's python: ours if complete, a given one if it has baguetter 0.1.1, else built."""
     venv = Path(os.environ.get(VENV_ENV, str(default_venv()))).expanduser()
+    if os.environ.get(VENV_ENV):
+        where = f"the BMX reference implementation ({BAGUETTER}) runs in {venv} (${VENV_ENV})"
+    else:
+        where = (f"the BMX reference implementation ({BAGUETTER}) runs in a virtual environment of the tests, "
+                 f"{venv} (about 700 MB, kept for the next run); remove it with: rm -rf {venv}")
+    print(where)
+    summary_note(where)
     venv.parent.mkdir(parents=True, exist_ok=True)
     # One build at a time: a second run waits for the first instead of deleting its half-built venv.
     with open(venv.parent / f".{venv.name}.lock", "w") as lock:
@@ -175,16 +183,6 @@ def tokenize(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
-def _read_jsonl(path: Path, limit: int) -> list[dict[str, Any]]:
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            rows.append(json.loads(line))
-            if len(rows) == limit:
-                break
-    return rows
-
-
 @dataclass(frozen=True)
 class Collection:
     docs: list[list[str]]
@@ -219,7 +217,7 @@ class Collection:
 
 @pytest.fixture(scope="module")
 def collection() -> Collection:
-    docs = [tokenize(f"{d['title']} {d['text']}") for d in _read_jsonl(DATA / "corpus.jsonl", N_DOCS)]
+    docs = [tokenize(f"{d['title']} {d['text']}") for d in documents(N_DOCS)]
     counts = [Counter(d) for d in docs]
     postings: dict[str, list[int]] = {}
     for c in counts:
@@ -236,7 +234,7 @@ def collection() -> Collection:
 
 @pytest.fixture(scope="module")
 def queries(collection: Collection) -> list[list[str]]:
-    claims = [tokenize(q["text"]) for q in _read_jsonl(DATA / "queries.jsonl", N_QUERIES)]
+    claims = [tokenize(q["text"]) for q in judged_queries(limit=N_QUERIES)]
     # Queries with repeated tokens: each claim followed by its first two tokens again.
     repeated = [q + q[:2] for q in claims[:5]]
     return claims + repeated

@@ -15,7 +15,7 @@ from esbridge.evaluation.datasets import (
     half_split,
     load_dataset,
 )
-from tests.data import beir, judged_queries
+from tests.data import SAMPLE_NAME, documents, judged_queries, qrels, write_beir
 
 
 def _write(folder: Path, queries: dict[str, str], qrels: str) -> Path:
@@ -26,15 +26,25 @@ def _write(folder: Path, queries: dict[str, str], qrels: str) -> Path:
     return folder
 
 
-def test_a_test_collection_reads_as_the_test_helpers_do() -> None:
-    ds = load_dataset(beir("scifact"))
-    assert ds.name == "scifact"
-    assert ds.splits() == ["test", "train"]
-    assert [q.id for q in ds.queries("test")] == [q["_id"] for q in judged_queries("scifact", "test")]
-    assert len(ds.queries("train")) == 809
-    qrels = ds.qrels("test")
-    assert len(qrels) == 300 and sum(len(v) for v in qrels.values()) == 339
-    assert ds.corpus_size() == 5183
+def test_the_sample_reads_as_the_test_helpers_do(sample_dir: Path) -> None:
+    ds = load_dataset(sample_dir)
+    assert ds.name == SAMPLE_NAME
+    assert ds.splits() == ["test"]
+    assert [q.id for q in ds.queries("test")] == [q["_id"] for q in judged_queries()]
+    assert [q.text for q in ds.queries("test")] == [q["text"] for q in judged_queries()]
+    assert ds.qrels("test") == qrels()
+    assert ds.corpus_size() == len(documents()) == 1000
+
+
+def test_every_split_of_a_collection_is_read(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path / "two-splits", [{"_id": "d1", "text": "x"}, {"_id": "d2", "text": "y"}],
+                        {"a": "first", "b": "second", "c": "third"},
+                        {"test": {"a": {"d1": 1}}, "train": {"b": {"d2": 1}, "c": {"d1": 2, "d2": 0}}})
+    ds = load_dataset(folder)
+    assert ds.name == "two-splits" and ds.splits() == ["test", "train"]
+    assert [q.id for q in ds.queries("train")] == ["b", "c"]
+    assert ds.qrels("train") == {"b": {"d2": 1}, "c": {"d1": 2, "d2": 0}}
+    assert ds.corpus_size() == 2
 
 
 def test_header_graded_judgments_and_order(tmp_path: Path) -> None:
@@ -44,8 +54,8 @@ def test_header_graded_judgments_and_order(tmp_path: Path) -> None:
     assert [(q.id, q.text) for q in ds.queries("test")] == [("b", "second"), ("a", "first")]
 
 
-def test_halves_are_fixed_disjoint_and_cover_the_split() -> None:
-    ds = load_dataset(beir("nfcorpus"))
+def test_halves_are_fixed_disjoint_and_cover_the_split(sample_dir: Path) -> None:
+    ds = load_dataset(sample_dir)
     tune = {q.id for q in ds.queries("test:tune")}
     held = {q.id for q in ds.queries(SplitSpec("test", Part.HELDOUT))}
     everything = {q.id for q in ds.queries("test")}

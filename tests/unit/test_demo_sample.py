@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import importlib.util
 import json
+import random
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from esbridge import demo
 from esbridge.evaluation.datasets import BeirDataset
-from tests.data import beir
+from tests.data import write_beir
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "esbridge" / "resources" / "demo" / "scifact-sample"
@@ -52,13 +55,65 @@ def test_sample_is_packaged_small_and_licensed() -> None:
         assert needle in notice.replace("\n", " ")
 
 
-def test_sample_is_rebuilt_byte_for_byte(tmp_path: Path) -> None:
+def _builder() -> ModuleType:
     spec = importlib.util.spec_from_file_location("make_demo_sample", ROOT / "benchmarks" / "make_demo_sample.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["make_demo_sample"] = module
     spec.loader.exec_module(module)
-    counts = module.build(beir("scifact"), tmp_path, n_queries=50, n_docs=1000, seed=2020)
+    return module
+
+
+def _source(folder: Path) -> Path:
+    """A made-up BEIR collection: 40 documents with an extra field, 12 queries, 8 of them judged
+    (ids not in numeric order in the files), judgments with a header and grades 0 to 2."""
+    rng = random.Random(7)
+    docs = [{"_id": str(i * 7 + 3), "title": f"title {i}", "text": f"text of document {i} " * rng.randint(1, 5),
+             "metadata": {"year": 2000 + i}} for i in range(40)]
+    queries = {str(q): f"claim {q}" for q in (90, 4, 17, 250, 31, 8, 66, 12, 5, 300, 41, 2)}
+    judged = {"90": {"10": 1}, "4": {"3": 2, "31": 1}, "17": {"45": 1}, "250": {"73": 0, "10": 1},
+              "31": {"24": 1}, "8": {"17": 1}, "66": {"52": 2}, "12": {"59": 1}}
+    return write_beir(folder, docs, queries, {"test": judged, "train": {"5": {"38": 1}}})
+
+
+def test_the_builder_keeps_the_first_judged_queries_their_documents_and_a_seeded_draw(tmp_path: Path) -> None:
+    build = _builder().build
+    src = _source(tmp_path / "source")
+    counts = build(src, tmp_path / "a", n_queries=5, n_docs=15, seed=3)
+    # the first five judged test queries by numeric id, in that order, with every judgment of theirs
+    chosen = ["4", "8", "12", "17", "31"]
+    assert counts == {"queries": 5, "judged documents": 6, "documents": 15}
+    out = tmp_path / "a"
+    assert [json.loads(line) for line in (out / "queries.jsonl").read_text().splitlines()] == \
+        [{"_id": q, "text": f"claim {q}"} for q in chosen]
+    assert (out / "qrels" / "test.tsv").read_text().splitlines() == [
+        "query-id\tcorpus-id\tscore", "4\t3\t2", "4\t31\t1", "8\t17\t1", "12\t59\t1", "17\t45\t1", "31\t24\t1"]
+    assert sorted(p.name for p in (out / "qrels").iterdir()) == ["test.tsv"]
+    with gzip.open(tmp_path / "a" / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f]
+    ids = [d["_id"] for d in docs]
+    source_ids = [json.loads(line)["_id"] for line in (src / "corpus.jsonl").read_text().splitlines()]
+    assert len(ids) == 15 and {"3", "31", "17", "59", "45", "24"} <= set(ids)
+    assert ids == [i for i in source_ids if i in ids]  # in the corpus's own order
+    assert all(set(d) == {"_id", "title", "text"} for d in docs)
+    # the same input gives the same bytes; another seed draws other unjudged documents
+    build(src, tmp_path / "b", n_queries=5, n_docs=15, seed=3)
+    for rel in FILES[:3]:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+    build(src, tmp_path / "c", n_queries=5, n_docs=15, seed=4)
+    with gzip.open(tmp_path / "c" / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        assert [json.loads(line)["_id"] for line in f] != ids
+    # a judged document missing from the corpus is an error, not a smaller sample
+    (src / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n4\tnosuch\t1\n")
+    with pytest.raises(SystemExit, match="nosuch"):
+        build(src, tmp_path / "d", n_queries=5, n_docs=15, seed=3)
+
+
+def test_the_shipped_sample_is_the_builders_output(sample_dir: Path, tmp_path: Path) -> None:
+    """Built from itself with the shipped settings, the sample comes out byte for byte: it holds
+    what the builder writes (first judged queries by id, their judgments, the compressed corpus in
+    source order) and in its format."""
+    counts = _builder().build(sample_dir, tmp_path, n_queries=50, n_docs=1000, seed=2020)
     assert counts == {"queries": 50, "judged documents": 51, "documents": 1000}
     for rel in FILES[:3]:
         assert hashlib.sha256((tmp_path / rel).read_bytes()).hexdigest() == \

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 from enum import Enum
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ from esbridge.evaluation.tune import (
     space_for,
 )
 from esbridge.scoring import ChannelArrays, FieldArrays, ScoringInput, available_scorers, get_scorer
-from tests.data import beir
+from tests.data import write_beir
 
 
 def _query(rng: np.random.Generator, qid: str, n: int = 60) -> QueryFeatures:
@@ -71,17 +72,21 @@ def test_evaluate_counts_queries_without_candidates() -> None:
     assert with_empty.ndcg10 == pytest.approx(full.ndcg10 * 12 / 13)
 
 
-def test_spaces_and_heldout_splits() -> None:
+def test_spaces_and_heldout_splits(tmp_path: Path) -> None:
     assert [d.name for d in space_for("bmx")] == ["alpha", "beta"]
     assert "w_pfx" not in [d.name for d in space_for("evolved")]
     assert "w_pfx" in [d.name for d in space_for("evolved", "all")]
     assert "w_bi" not in [d.name for d in space_for("evolved", fixed={"w_bi": 0.1})]
     with pytest.raises(ConfigurationError, match="no search space for scorer 'nope'; tunable: evolved, bmx"):
         space_for("nope")
-    scifact = BeirDataset(beir("scifact"))
-    assert heldout_split(scifact, SplitSpec("train")) == SplitSpec("test")
-    assert heldout_split(scifact, SplitSpec.parse("test:tune")) == SplitSpec.parse("test:heldout")
-    assert heldout_split(scifact, SplitSpec("test")) is None
+    both = BeirDataset(write_beir(tmp_path / "both", [{"_id": "d", "text": "x"}], {"a": "x", "b": "y"},
+                                  {"test": {"a": {"d": 1}}, "train": {"b": {"d": 1}}}))
+    assert heldout_split(both, SplitSpec("train")) == SplitSpec("test")
+    assert heldout_split(both, SplitSpec.parse("test:tune")) == SplitSpec.parse("test:heldout")
+    assert heldout_split(both, SplitSpec("test")) is None
+    train_only = BeirDataset(write_beir(tmp_path / "train-only", [{"_id": "d", "text": "x"}], {"b": "y"},
+                                        {"train": {"b": {"d": 1}}}))
+    assert heldout_split(train_only, SplitSpec("train")) is None
 
 
 # ---- every scorer has a search space -----------------------------------------------------------

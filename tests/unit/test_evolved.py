@@ -19,7 +19,6 @@ and three candidates
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pytest

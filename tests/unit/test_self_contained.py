@@ -104,6 +104,15 @@ def test_no_file_names_a_document_outside_the_repository() -> None:
     assert found == [], "\n".join(found)
 
 
+def test_the_tests_read_no_collection_from_outside_the_repository() -> None:
+    """The tests run on the SciFact sample the package ships and on collections they write: none
+    reads a folder of collections named by the environment (the benchmarks may)."""
+    variables = ("ESBRIDGE" + "_DATA", "ESBRIDGE" + "_SCIFACT_DIR")
+    found = [f"{rel}: {v}" for rel, text in _others().items() if rel.startswith("tests/")
+             for v in variables if v in text]
+    assert found == [], "\n".join(found)
+
+
 def test_every_citation_of_docs_scoring_names_an_existing_section() -> None:
     sections = _sections()
     assert {"1", "2.2", "4.4", "5.7", "7.5", "8"} <= sections, sorted(sections)
