@@ -651,22 +651,22 @@ def _elasticsearch_client_kwargs(options: ConnectionOptions, server_major: int) 
         "retry_on_status": (),
         "retry_on_timeout": False,
         "connections_per_node": options.connections,
-        "verify_certs": options.verify_certs,
-        "ssl_show_warn": options.verify_certs,
     }
+    if any(urlsplit(u).scheme == "https" for u in options.urls):
+        # the client refuses TLS options for plain-HTTP URLs (an ESBRIDGE_CA_CERTS left set for
+        # another cluster must not stop this one)
+        kwargs.update(verify_certs=options.verify_certs, ssl_show_warn=options.verify_certs)
+        if options.ca_certs:
+            kwargs["ca_certs"] = options.ca_certs
     if options.username is not None:
         kwargs["basic_auth"] = (options.username, options.password or "")
     if options.api_key is not None:
         kwargs["api_key"] = options.api_key if ":" not in options.api_key else tuple(
             options.api_key.split(":", 1)
         )
-    if options.ca_certs:
-        kwargs["ca_certs"] = options.ca_certs
     if options.sniff:
-        from importlib.metadata import version
-
-        client_version = version("elasticsearch")
-        client_major = int(client_version.split(".")[0])
+        client_major = elasticsearch_client_version()[0]
+        client_version = ".".join(map(str, elasticsearch_client_version()))
         if client_major > server_major:
             raise ConfigurationError(
                 f"the elasticsearch {client_version} client sniffs with version {client_major} headers, which an "

@@ -82,6 +82,20 @@ def test_elasticsearch_8_with_its_client(fake_elasticsearch: str) -> None:
     engine.close()
 
 
+@pytest.mark.parametrize("fake_elasticsearch", ["8.19.21"], indirect=True)
+def test_a_ca_file_left_set_does_not_stop_a_plain_http_node(fake_elasticsearch: str, tmp_path: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``elasticsearch`` client refuses TLS options for an http:// URL (a ``ValueError`` from its
+    constructor); a CA file given for another cluster applies to https:// URLs only."""
+    ca = tmp_path / "ca.crt"
+    ca.write_text("not read for a plain-HTTP node\n")
+    monkeypatch.setenv("ESBRIDGE_CA_CERTS", str(ca))
+    engine = Engine.connect(client_mod.ConnectionOptions.from_env(fake_elasticsearch))
+    assert engine.options.ca_certs == str(ca)
+    assert type(engine._transport).__name__ == "_ElasticsearchTransport"
+    engine.close()
+
+
 @pytest.mark.parametrize("fake_elasticsearch", ["7.10.2"], indirect=True)
 def test_elasticsearch_7_falls_back_to_opensearch_py(fake_elasticsearch: str, monkeypatch: pytest.MonkeyPatch) -> None:
     engine = Engine.connect(fake_elasticsearch)
