@@ -259,23 +259,30 @@ def _cmd_index(args: argparse.Namespace) -> int:
             _print_failures(err.report, args.show_failures)
             print(f"partial: {err.report.summary()}", file=sys.stderr)
         raise
-    if not args.no_semantic and report.indexed:
-        if encoder is not None:
-            from esbridge.semantic.engine_vectors import EngineVectors, open_vectors
+    try:
+        if not args.no_semantic and report.indexed:
+            if encoder is not None:
+                from esbridge.semantic.engine_vectors import EngineVectors, open_vectors
 
-            vi = open_vectors(engine, index, encoder, fields=fields, progress=not args.quiet)
-            where = ("kept and searched by the engine (kNN)" if isinstance(vi, EngineVectors)
-                     else "kept by esbridge on disk (exact search; the engine has no vector search)")
-            print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}, {where}")
-        else:
-            print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
-                  "for hybrid search", file=sys.stderr)
-    if not args.no_store and report.indexed:
-        from esbridge.features.build import build_store
-        from esbridge.features.diskstore import DiskVectorStore
+                vi = open_vectors(engine, index, encoder, fields=fields, progress=not args.quiet)
+                where = ("kept and searched by the engine (kNN)" if isinstance(vi, EngineVectors)
+                         else "kept by esbridge on disk (exact search; the engine has no vector search)")
+                print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}, {where}")
+            else:
+                print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
+                      "for hybrid search", file=sys.stderr)
+        if not args.no_store and report.indexed:
+            from esbridge.features.build import build_store
+            from esbridge.features.diskstore import DiskVectorStore
 
-        built = build_store(engine, index, DiskVectorStore(args.store), progress=not args.quiet)
-        print(built.summary())
+            built = build_store(engine, index, DiskVectorStore(args.store), progress=not args.quiet)
+            print(built.summary())
+    except EsbridgeError:
+        # the documents are in: say so before the error, which names what failed
+        print(f"indexed: {report.summary()}; then building the semantic index or the feature store failed "
+              "(below): re-run the same command to finish (documents are written by id, so none is doubled)",
+              file=sys.stderr)
+        raise
     _print_failures(report, args.show_failures)
     print(report.summary())
     return 0 if report.ok else 4

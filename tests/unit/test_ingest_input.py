@@ -60,3 +60,33 @@ def test_the_indices_table_shows_each_layout() -> None:
     assert lines[3].split()[:6] == ["logs", "-", "3", "-", "-", "-"] and "not esbridge's" in lines[3]
     assert esb.to_json()["vector"] == {"field": "esbridge_vector", "dim": 384, "model": "all-MiniLM-L6-v2"}
     assert plain.to_json()["fields"] is None and not plain.to_json()["esbridge"]
+
+
+def test_losing_the_engine_after_the_documents_are_in_says_they_are(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The documents were all indexed when building the feature store fails: the error is the engine's
+    (exit 3), and a line before it says that the documents are in and how to finish."""
+    import esbridge.cli
+    import esbridge.features.build
+    import esbridge.ingest
+    from esbridge.errors import EngineUnavailableError
+    from esbridge.ingest import IngestReport
+    from tests.cli import run
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"_id": "1", "title": "t", "text": "x"}) + "\n")
+
+    def ingest(engine: object, index: str, documents: object, **kwargs: object) -> IngestReport:
+        return IngestReport(index=index, read=1, indexed=1, present=1)
+
+    def build_store(*args: object, **kwargs: object) -> None:
+        raise EngineUnavailableError("cannot reach the engine at http://127.0.0.1:9 (connection refused)")
+
+    monkeypatch.setattr(esbridge.cli, "_connect", lambda args: object())
+    monkeypatch.setattr(esbridge.ingest, "ingest", ingest)
+    monkeypatch.setattr(esbridge.features.build, "build_store", build_store)
+    code, out, err = run(capsys, "index", "--input", str(docs), "--index", "docs", "--no-semantic", "--quiet")
+    assert code == 3, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("indexed: 1 of 1 documents indexed into 'docs'") and "re-run the same command" in lines[0]
+    assert "cannot reach the engine" in lines[-1]
