@@ -271,6 +271,9 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
     progress = not args.quiet
     fields = fields_option(args.fields)
     if args.system == "hybrid":
+        from esbridge.scoring import get_scorer
+
+        get_scorer(args.scorer)  # an unknown --scorer is named as such, not as a pipeline parameter
         name = HYBRID
         config = EvalConfig(scorers=(), window=args.window, baselines=False, progress=progress,
                             pipeline=pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",

@@ -90,3 +90,15 @@ def test_every_command_writing_files_takes_output_and_out() -> None:
         for spelling in ("--output", "--out"):
             args = build_parser().parse_args([*argv, spelling, "somewhere"])
             assert (getattr(args, "out", None) or getattr(args, "output", None)) == "somewhere"
+
+
+def test_an_unknown_scorer_of_a_hybrid_run_is_named_as_a_scorer(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.cli import run
+
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\tvitamin d\n")
+    code, _, err = run(capsys, "run", "--system", "hybrid", "--scorer", "bm99", "--topics", str(topics),
+                       "--index", "x", "--output", str(tmp_path / "x.run"), "--url", "http://127.0.0.1:9")
+    assert code == 2 and err.strip().startswith("esbridge: error: unknown scorer 'bm99'; valid scorers: "), err
+    assert "pipeline-param" not in err
