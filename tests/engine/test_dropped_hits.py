@@ -103,7 +103,7 @@ def test_search_ranks_the_rest_when_a_candidate_is_deleted_meanwhile(engine: Eng
             _delete(engine, small, victim)
 
     with fault_proxy(engine.options.url, delete_meanwhile) as (url, _log):
-        with Engine.connect(replace(engine.options, url=url, ca_certs=None)) as proxied:
+        with Engine.connect(replace(engine.options, url=url, urls=(), ca_certs=None)) as proxied:
             with Reranker(proxied, small, scorer="bm25", window=window) as rr:
                 got = rr.search(QUERY, size=10)
     ids = [h["_id"] for h in got["hits"]["hits"]]

@@ -220,14 +220,15 @@ def test_the_local_nodes_ca_is_used_whatever_credentials_are_given(engine: Engin
         monkeypatch.delenv(var, raising=False)
     base64_key = base64.b64encode(f"{key_id}:{key}".encode()).decode()
     user_in_url = urlsplit(node.url)._replace(netloc=f"{node.username}:{node.password}@127.0.0.1:{node.port}").geturl()
-    for extra, env in (([], {}),  # the record's user
-                       (["--api-key", f"{key_id}:{key}"], {}),
-                       ([], {"ESBRIDGE_API_KEY": base64_key}),
-                       (["--username", str(node.username)], {"ESBRIDGE_PASSWORD": str(node.password)}),
-                       (["--url", user_in_url], {})):
+    plain = ["--url", node.url]
+    for extra, env in ((plain, {}),  # the record's user
+                       ([*plain, "--api-key", f"{key_id}:{key}"], {}),
+                       (plain, {"ESBRIDGE_API_KEY": base64_key}),
+                       ([*plain, "--username", str(node.username)], {"ESBRIDGE_PASSWORD": str(node.password)}),
+                       (["--url", user_in_url], {})):  # (--url given twice names two nodes)
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        code, out, err = run(capsys, "search", small_index, "insulin", "--url", node.url, *extra, "--no-store",
+        code, out, err = run(capsys, "search", small_index, "insulin", *extra, "--no-store",
                              "--size", "2", "--json")
         for name in env:
             monkeypatch.delenv(name)
