@@ -150,7 +150,7 @@ def resume_point(path: Path, topic_ids: Sequence[str], tag: str, depth: int) -> 
 
 
 def write_run(path: str | Path, topics: Sequence[Topic], rank: Ranker, *, tag: str, depth: int = 1000,
-              progress: bool = True) -> BatchReport:
+              progress: bool = False) -> BatchReport:
     """Rank every topic with ``rank`` and write the top ``depth`` of each to the TREC run file
     ``path``, resuming a run interrupted earlier (see the module's description).
 

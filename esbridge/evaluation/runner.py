@@ -106,7 +106,7 @@ class EvalConfig:
     baselines: bool = True
     index_prefix: str = "esbridge-eval"
     reindex: bool = False
-    progress: bool = True
+    progress: bool = False
     field_weights: Mapping[str, float] | None = None
     pipeline: PipelineParams | None = None
     pipeline_strategies: bool = True

@@ -136,7 +136,7 @@ def _features_key(dataset: BeirDataset, corpus_sha: str, split: SplitSpec, score
 
 
 def collect_features(engine: Engine, dataset: BeirDataset, split: SplitSpec, scorer: str, *,
-                     window: int = 1000, index_prefix: str = "esbridge-eval", progress: bool = True,
+                     window: int = 1000, index_prefix: str = "esbridge-eval", progress: bool = False,
                      vector_cache: TermVectorCache | None = None,
                      cache: Path | None = None, augmentation: AugmentationSpec | None = None) -> QuerySet:
     """Run the first stage once per judged query and fetch the candidates' arrays once.
@@ -373,7 +373,7 @@ def text_fields_of(sets: Sequence[QuerySet]) -> tuple[str, ...]:
 
 def search(scorer: str, train: Sequence[QuerySet], heldout: Sequence[QuerySet], *, trials: int = 200,
            seed: int = 0, space: str = "open", fixed: Mapping[str, float | None] | None = None,
-           progress: bool = True, on_trial: Callable[[int, float], None] | None = None,
+           progress: bool = False, on_trial: Callable[[int, float], None] | None = None,
            warm_start: Sequence[Mapping[str, Any]] = ()) -> TuneResult:
     """TPE search of ``scorer``'s parameters maximising the mean combined score over ``train``.
 
