@@ -74,28 +74,38 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
 
-if TYPE_CHECKING:
-    from esbridge.aio import AsyncReranker
-    from esbridge.augment import FeedbackAugmenter
-    from esbridge.engine.async_client import AsyncEngine
-    from esbridge.engine.client import ConnectionOptions, Engine
-    from esbridge.engine.provision import connect, provision
-    from esbridge.errors import (
-        ConfigurationError,
-        EngineError,
-        EngineUnavailableError,
-        EsbridgeError,
-        IndexNotFoundError,
-        IngestError,
-        ProvisioningError,
-        UnsupportedEngineError,
-    )
-    from esbridge.evaluation import EvalConfig, load_dataset, run_evaluation
-    from esbridge.features.build import build_store
-    from esbridge.features.cache import TermVectorCache
-    from esbridge.features.diskstore import DiskVectorStore
-    from esbridge.features.entropy import CollectionEntropy
-    from esbridge.hybrid import HybridSearcher, PipelineParams
-    from esbridge.index import IndexLayout, add_channels, create_index, list_indices, open_layout
-    from esbridge.rerank import FirstStage, Reranker, RerankStats
-    from esbridge.scoring import available_scorers, get_scorer
+if TYPE_CHECKING:  # the names as type checkers see them (`X as X`: re-exported)
+    from esbridge.aio import AsyncReranker as AsyncReranker
+    from esbridge.augment import FeedbackAugmenter as FeedbackAugmenter
+    from esbridge.engine.async_client import AsyncEngine as AsyncEngine
+    from esbridge.engine.client import ConnectionOptions as ConnectionOptions
+    from esbridge.engine.client import Engine as Engine
+    from esbridge.engine.provision import connect as connect
+    from esbridge.engine.provision import provision as provision
+    from esbridge.errors import ConfigurationError as ConfigurationError
+    from esbridge.errors import EngineError as EngineError
+    from esbridge.errors import EngineUnavailableError as EngineUnavailableError
+    from esbridge.errors import EsbridgeError as EsbridgeError
+    from esbridge.errors import IndexNotFoundError as IndexNotFoundError
+    from esbridge.errors import IngestError as IngestError
+    from esbridge.errors import ProvisioningError as ProvisioningError
+    from esbridge.errors import UnsupportedEngineError as UnsupportedEngineError
+    from esbridge.evaluation import EvalConfig as EvalConfig
+    from esbridge.evaluation import load_dataset as load_dataset
+    from esbridge.evaluation import run_evaluation as run_evaluation
+    from esbridge.features.build import build_store as build_store
+    from esbridge.features.cache import TermVectorCache as TermVectorCache
+    from esbridge.features.diskstore import DiskVectorStore as DiskVectorStore
+    from esbridge.features.entropy import CollectionEntropy as CollectionEntropy
+    from esbridge.hybrid import HybridSearcher as HybridSearcher
+    from esbridge.hybrid import PipelineParams as PipelineParams
+    from esbridge.index import IndexLayout as IndexLayout
+    from esbridge.index import add_channels as add_channels
+    from esbridge.index import create_index as create_index
+    from esbridge.index import list_indices as list_indices
+    from esbridge.index import open_layout as open_layout
+    from esbridge.rerank import FirstStage as FirstStage
+    from esbridge.rerank import Reranker as Reranker
+    from esbridge.rerank import RerankStats as RerankStats
+    from esbridge.scoring import available_scorers as available_scorers
+    from esbridge.scoring import get_scorer as get_scorer

@@ -239,7 +239,8 @@ def _ndcg10(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence[s
     from esbridge.evaluation.metrics import FastJudge, per_query_metrics
 
     try:
-        return {q: m["ndcg@10"] for q, m in per_query_metrics(qrels, run).items()}, "ir-measures, trec_eval's ndcg_cut.10"
+        per_query = {q: m["ndcg@10"] for q, m in per_query_metrics(qrels, run).items()}
+        return per_query, "ir-measures, trec_eval's ndcg_cut.10"
     except ConfigurationError:
         out = {}
         for q, judged in qrels.items():

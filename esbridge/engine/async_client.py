@@ -49,13 +49,13 @@ from esbridge.engine.client import (
     probe_options,
     refused_product_message,
     request_target,
-    usable_answer,
     require_client,
     search_plan,
     set_aside_connections,
     unavailable_error,
     unreadable_answer,
     unsendable_request,
+    usable_answer,
     warn_newer_client,
 )
 from esbridge.engine.plan import run_async

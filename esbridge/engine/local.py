@@ -690,7 +690,8 @@ def _start_once(
     home = node_dir(name)
     home.mkdir(parents=True, exist_ok=True)
     if port not in HTTP_PORTS:
-        raise ConfigurationError(f"port {port} is outside {HTTP_PORTS[0]}-{HTTP_PORTS[-1]}, the range the node runner accepts")
+        raise ConfigurationError(f"port {port} is outside {HTTP_PORTS[0]}-{HTTP_PORTS[-1]}, "
+                                 "the range the node runner accepts")
     elif not _port_free(port):
         if not given:
             raise _PortTaken(f"port {port} on 127.0.0.1 was taken")
@@ -1034,7 +1035,8 @@ def wait_for_health(url: str, *, status: str = "green", nodes: int | None = None
     while True:
         left = deadline - time.monotonic()
         wait = max(1, min(10, int(left)))
-        params = {"wait_for_status": status, "timeout": f"{wait}s", **({"wait_for_nodes": f">={nodes}"} if nodes else {})}
+        params = {"wait_for_status": status, "timeout": f"{wait}s",
+                  **({"wait_for_nodes": f">={nodes}"} if nodes else {})}
         query = urllib.parse.urlencode(params)
         try:
             health = _http_json(f"{url}{path}?{query}", timeout=wait + 10.0, node=node)

@@ -176,7 +176,8 @@ def write_run(path: str | Path, topics: Sequence[Topic], rank: Ranker, *, tag: s
         todo = [t for t in topics if t.id not in skip]
         from tqdm import tqdm
 
-        for topic in tqdm(todo, desc=f"run {out.name}", unit="topic", total=len(topics), initial=len(topics) - len(todo),
+        for topic in tqdm(todo, desc=f"run {out.name}", unit="topic", total=len(topics),
+                          initial=len(topics) - len(todo),
                           disable=not progress, file=sys.stderr):
             ids, scores = rank(topic)
             block = trec_lines(topic.id, ids, scores, tag, depth).encode("utf-8")

@@ -496,7 +496,8 @@ def tuning_markdown(result: TuneResult, command: str | None = None) -> str:
             lines.append(f"| {label} | {d.ndcg10:.4f} | {b.ndcg10:.4f} | {d.recall100:.4f} | {b.recall100:.4f} | "
                          f"{d.combined:.4f} | {b.combined:.4f} |")
         ds = list(sets.values())
-        lines.append(f"| **mean** | {np.mean([d.ndcg10 for d, _ in ds]):.4f} | {np.mean([b.ndcg10 for _, b in ds]):.4f} | "
+        lines.append(f"| **mean** | {np.mean([d.ndcg10 for d, _ in ds]):.4f} | "
+                     f"{np.mean([b.ndcg10 for _, b in ds]):.4f} | "
                      f"{np.mean([d.recall100 for d, _ in ds]):.4f} | {np.mean([b.recall100 for _, b in ds]):.4f} | "
                      f"{np.mean([d.combined for d, _ in ds]):.4f} | {np.mean([b.combined for _, b in ds]):.4f} |")
         lines.append("")

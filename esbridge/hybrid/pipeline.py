@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from esbridge.semantic.engine_vectors import EngineVectors
     from esbridge.semantic.vectors import VectorIndex
 
-__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PipelineParams", "PipelineResult", "HybridSearcher"]
+__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PipelineParams",
+           "PipelineResult", "HybridSearcher"]
 
 #: The strategies, in the order their lists are fused.
 STRATEGIES = ("semantic", "lexical", "keyword")
