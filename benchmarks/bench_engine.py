@@ -187,7 +187,8 @@ def main() -> int:
         built = build_store(engine, index, store, progress=False)
         out += ["## Feature store", "",
                 f"`esbridge features build` of the collection: {built.documents} documents in "
-                f"{built.seconds:.1f} s ({built.documents / built.seconds:.0f} docs/s), {built.size.bytes / 1e6:.1f} MB "
+                f"{built.seconds:.1f} s ({built.documents / built.seconds:.0f} docs/s), "
+                f"{built.size.bytes / 1e6:.1f} MB "
                 f"on disk ({built.size.terms} distinct terms over every channel).", ""]
         out += [f"## Per-query latency ({len(queries)} queries, size 10)", ""]
         out += bench_latency(engine, index, queries, args.scorer, store) + [""]

@@ -145,7 +145,7 @@ def main() -> int:
              "Bulk requests of 500 documents, one shard, no replica, one refresh at the end; median of "
              f"{args.repeats} interleaved rounds. *Share of the esbridge mapping's extra time*: how much of "
              "the time the esbridge mapping takes beyond the plain one goes away without that part.", "",
-             f"| mapping | seconds | docs/s | time / plain | share of the esbridge mapping's extra time |",
+             "| mapping | seconds | docs/s | time / plain | share of the esbridge mapping's extra time |",
              "|---|---:|---:|---:|---:|"]
     for label, _, _ in rows:
         t = statistics.median(times[label])

@@ -87,7 +87,8 @@ class Vocabulary:
                 k = min(10_000, n - start)
                 pick = self.lengths[rng.integers(0, len(self.lengths), k)]
                 total = int(pick.sum())
-                words = self.words[np.searchsorted(self.cdf, rng.random(total), side="right").clip(0, len(self.words) - 1)]
+                picked = np.searchsorted(self.cdf, rng.random(total), side="right")
+                words = self.words[picked.clip(0, len(self.words) - 1)]
                 at = 0
                 for i, (n_title, n_text) in enumerate(pick):
                     title = " ".join(words[at:at + n_title])

@@ -105,7 +105,8 @@ def main() -> int:
         lines.append(f"| {n} | {e:.1f} | {w:.1f} | {w / e:.2f}x | {c:.1f} | {c / e:.2f}x |")
         print(lines[-1], file=sys.stderr)
     rr.close()
-    write_report("\n".join(lines), Path(args.out) if args.out else HERE / "results" / f"throughput-{args.distribution}.md")
+    write_report("\n".join(lines),
+                 Path(args.out) if args.out else HERE / "results" / f"throughput-{args.distribution}.md")
     return 0
 
 

@@ -86,7 +86,9 @@ def main(root: Path) -> int:
         base = strongest(ds)
         p = paired_p(per_query(root, ds, best, "ndcg@10"), per_query(root, ds, base, "ndcg@10"))
         r_gap = 100 * (results[ds]["results"][best]["recall@100"] - results[ds]["results"][base]["recall@100"])
-        out.append(f"- {ds}: {gains[best][ds]:+.2f} points nDCG@10 over {base} (p {'< 0.0001' if p < 1e-4 else f'= {p:.4f}'}); R@100 {r_gap:+.2f} points")
+        p_text = "< 0.0001" if p < 1e-4 else f"= {p:.4f}"
+        out.append(f"- {ds}: {gains[best][ds]:+.2f} points nDCG@10 over {base} (p {p_text}); "
+                   f"R@100 {r_gap:+.2f} points")
     r_ok = all(results[ds]["results"][best]["recall@100"]
                >= max(results[ds]["results"][n]["recall@100"] for n in bm25_rows) - 0.005 for ds in DATASETS)
     sf = results["scifact"]["results"][best]["ndcg@10"]

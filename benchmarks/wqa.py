@@ -137,7 +137,8 @@ def collect(engine: Engine, folder: Path, window: int, prefix: str) -> dict[str,
             print(f"{ds.name}: {n}/{len(queries)} queries, {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     for rr in rrs.values():
         rr.close()
-    return {"dataset": ds.name, "documents": ds.corpus_size(), "index": index, "parts": {p: str(s) for p, s in parts.items()},
+    return {"dataset": ds.name, "documents": ds.corpus_size(), "index": index,
+            "parts": {p: str(s) for p, s in parts.items()},
             "part_queries": part_queries, "results": results, "seconds": time.perf_counter() - t0,
             "union_sizes": {k: float(np.mean(v)) if v else 0.0 for k, v in union_sizes.items()},
             "examples": examples}
@@ -224,7 +225,8 @@ def report(data: dict[str, Any], command: str) -> str:
     lines += ["", "Per collection, on its tuning part: the gain of the chosen setting, and the collection's own "
               "best setting (mean of both scorers) with its gain — the best constants differ from one "
               "collection to the next:", "",
-              "| collection | tuning part | bmx | evolved | its own best setting | gain |", "|---|---|---:|---:|---|---:|"]
+              "| collection | tuning part | bmx | evolved | its own best setting | gain |",
+              "|---|---|---:|---:|---|---:|"]
     for c in collected:
         m = c["means"]
         own = {k: float(np.mean([m[s][k]["tune"][0] - m[s][NONE]["tune"][0] for s in SCORERS])) for k in settings()}
@@ -234,7 +236,8 @@ def report(data: dict[str, Any], command: str) -> str:
                      + f" | {top} | {own[top]:+.4f} |")
     lines += ["", "## Results on judgments the choice never saw", "",
               "SciFact: its test judgments. The other collections: the held-out half (`test:heldout`). "
-              "Δ: with minus without; p: two-sided paired randomisation test (10,000 random sign flips, fixed seed; every assignment "
+              "Δ: with minus without; p: two-sided paired randomisation test (10,000 random sign flips, fixed seed; "
+              "every assignment "
               "when there are fewer) of the "
               "per-query nDCG@10 differences, uncorrected.", ""]
     lines += table(collected, best, {"scifact": "test"}, "heldout")
@@ -244,7 +247,8 @@ def report(data: dict[str, Any], command: str) -> str:
     lines += table(collected, best, {}, "test")
     lines += ["", "## Recall", "", "R@100 on the same parts as the first table (the variant adds candidates; their "
               "mean number over all of the collection's queries in the last column):", "",
-              "| collection | queries | bmx | bmx + prf | evolved | evolved + prf | candidates per query, without → with |",
+              "| collection | queries | bmx | bmx + prf | evolved | evolved + prf "
+              "| candidates per query, without → with |",
               "|---|---:|---:|---:|---:|---:|---|"]
     fb = tuple(int(x.split("=")[1]) for x in best.split()[:3])
     for c in collected:
@@ -260,10 +264,12 @@ def report(data: dict[str, Any], command: str) -> str:
               "ranks through the same reranker path).", "",
               "## Verdict", "", verdict(collected, best), "",
               "## Example variants", "",
-              f"The variant of the first query of each collection with `{setting_key(FEEDBACK[0], WEIGHTS[0]).rsplit(' ', 1)[0]}`: the index's own "
+              "The variant of the first query of each collection with "
+              f"`{setting_key(FEEDBACK[0], WEIGHTS[0]).rsplit(' ', 1)[0]}`: the index's own "
               "`base` tokens (stems), best first. Feedback from the engine's BM25 top documents brings common "
               "words and numbers along with topical terms; on SciFact, whose queries are single claims, the "
-              f"variant pulls the ranking away from the claim (its tuning part lost with {losing(collected, 'scifact')} "
+              "variant pulls the ranking away from the claim "
+              f"(its tuning part lost with {losing(collected, 'scifact')} "
               "settings, and its test judgments lose significantly).", ""]
     for c in collected:
         for q, v in list(c["examples"].items())[:1]:

@@ -411,7 +411,8 @@ def read_augmentations(path: str | Path) -> dict[str, tuple[Augmentation, ...]]:
 
     def add(obj: Any, line: int | None) -> None:
         if not isinstance(obj, dict):
-            raise ConfigurationError(f"{p}, line {line if line is not None else 1}: expected a JSON object mapping query ids or texts to "
+            raise ConfigurationError(f"{p}, line {line if line is not None else 1}: expected a JSON object mapping "
+                                     "query ids or texts to "
                                      f"[[variant, weight], ...] lists, got {type(obj).__name__}")
         for key, value in obj.items():
             at = line if line is not None else _line_of(raw, key)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +106,7 @@ def _connect(args: argparse.Namespace) -> Any:
     from esbridge.engine.client import Engine
     from esbridge.engine.provision import provision
 
-    prov = provision(args.distribution, url=args.url, use_docker=False)
+    prov = provision(args.distribution, url=args.url, use_docker=False, progress=not getattr(args, "quiet", False))
     if prov.source == "local":
         how = "started" if prov.started else "running"
         print(f"esbridge: using the local {prov.distribution} node {prov.node!r} ({how}) at {prov.url}; "
@@ -135,7 +137,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         if args.port is not None:
             raise EsbridgeError("--port is for a single node; the nodes of a cluster take free ports in 9201-9299")
         cluster = local.start_cluster(args.distribution, name=args.name, nodes=args.nodes,
-                                      heap=args.heap or local.CLUSTER_HEAP, timeout=args.wait)
+                                      heap=args.heap or local.CLUSTER_HEAP, timeout=args.wait, progress=True)
         for member in cluster.nodes:
             print(f"{member.name}\t{member.url}\tpid {member.pid}")
         print(f"{cluster.distribution} {cluster.version} cluster {cluster.name!r} of {len(cluster.nodes)} nodes "
@@ -151,14 +153,14 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     if args.action == "stop" and found is not None and found.cluster is not None:
         name = found.cluster  # a node of a cluster: the cluster is stopped
     if args.action == "install":
-        path = local.install(args.distribution)
+        path = local.install(args.distribution, progress=True)
         print(f"{args.distribution} {local.runner_spec(args.distribution).version} installed in {path}")
     elif args.action == "start":
         if found is not None:
             node, how = found, "already running"
         else:
             node, how = local.start(args.distribution, name=name, port=args.port, heap=args.heap or "1g",
-                                    timeout=args.wait), "running"
+                                    timeout=args.wait, progress=True), "running"
         print(f"{node.distribution} {node.version} {how} at {node.url} (pid {node.pid}, node {node.name!r})")
         if node.username is not None:
             record = local.node_dir(node.name) / "node.json"
@@ -469,11 +471,39 @@ def exit_code(err: EsbridgeError) -> int:
     return EXIT_USAGE
 
 
+class _MessageFormatter(logging.Formatter):
+    """esbridge's log records as the command prints its own lines: ``esbridge: ...`` for progress,
+    ``esbridge: warning: ...`` (``error:``, ...) for what needs attention."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        label = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
+        return f"esbridge: {label}{record.getMessage()}"
+
+
+@contextmanager
+def messages_on_stderr(quiet: bool = False) -> Iterator[None]:
+    """While a command runs, what esbridge logs is shown on standard error: its progress messages
+    (``INFO``) and warnings, only the warnings with ``--quiet``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_MessageFormatter())
+    logger = logging.getLogger("esbridge")
+    level = logger.level
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def run_parsed(args: argparse.Namespace) -> int:
     """Run a parsed command; an esbridge error becomes one line on stderr and its exit code
-    (:data:`EXIT_CODES`)."""
+    (:data:`EXIT_CODES`).  What esbridge logs meanwhile is shown on stderr
+    (:func:`messages_on_stderr`)."""
     try:
-        return int(args.func(args))
+        with messages_on_stderr(quiet=bool(getattr(args, "quiet", False))):
+            return int(args.func(args))
     except EsbridgeError as err:
         print(f"esbridge: error: {err}", file=sys.stderr)
         return exit_code(err)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,7 +55,7 @@ def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     return Reranker(engine, args.index, scorer=args.scorer, params=params,
                     window=args.window, first_stage=getattr(args, "first_stage", "bm25"),
                     field_weights=weights or None, fields=fields_option(args.fields),
-                    feature_store=store_option(args))
+                    feature_store=store_option(args), progress=not getattr(args, "quiet", False))
 
 
 def store_args(p: argparse.ArgumentParser) -> None:
@@ -125,21 +124,6 @@ def augmentation_spec(args: argparse.Namespace) -> Any:
     if path is None:
         return AugmentationSpec(**kwargs)
     return AugmentationSpec.from_file(path, **kwargs)
-
-
-@contextmanager
-def warnings_on_stderr() -> Iterator[None]:
-    """While a command runs, esbridge's logged warnings (e.g. hits left out of a response) are
-    ``esbridge: warning: ...`` lines on standard error."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(logging.WARNING)
-    handler.setFormatter(logging.Formatter("esbridge: warning: %(message)s"))
-    logger = logging.getLogger("esbridge")
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
 
 
 def _print_json(response: dict[str, Any]) -> None:
@@ -348,7 +332,8 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
             raise IndexNotFoundError(
                 f"index {args.index!r} does not exist at {engine.options.display_url}; create it with `esbridge index`",
                 index=args.index)
-        with HybridSearcher(engine, args.index, params, fields=fields_option(args.fields)) as hs, \
+        with HybridSearcher(engine, args.index, params, fields=fields_option(args.fields),
+                            progress=not getattr(args, "quiet", False)) as hs, \
                 _filter_refusals(filt):
             response = hs.search(args.query, size=args.size, filter=filt, explain=args.explain)
         if args.json:
@@ -356,7 +341,7 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
         else:
             _print_hybrid(response, args.explain)
         return 0
-    with _reranker(args, connect) as rr, warnings_on_stderr():
+    with _reranker(args, connect) as rr:
         variants = _variants(spec, rr, args.query)
         with _filter_refusals(filt):
             response = rr.search(args.query, size=args.size, filter=filt, explain=args.explain,
@@ -411,7 +396,7 @@ def _cmd_rescore(args: argparse.Namespace, connect: Callable[[argparse.Namespace
     except json.JSONDecodeError as err:
         raise ConfigurationError(f"{where} is not valid JSON: {err}") from None
     spec = augmentation_spec(args)
-    with _reranker(args, connect) as rr, warnings_on_stderr():
+    with _reranker(args, connect) as rr:
         variants = _variants(spec, rr, args.query)
         out = rr.rescore(response, args.query, window_size=args.window, explain=args.explain,
                          augmentations=variants, original_weight=spec.original_weight if spec is not None else 1.0)

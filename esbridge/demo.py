@@ -138,7 +138,7 @@ def materialise_sample(home: Path | None = None) -> BeirDataset:
     return BeirDataset(target, SAMPLE_NAME)
 
 
-def resolve_dataset(spec: str | None, *, progress: bool = True) -> BeirDataset:
+def resolve_dataset(spec: str | None, *, progress: bool = False) -> BeirDataset:
     """The shipped sample (``spec`` ``None``), else a BEIR folder or name (downloaded once)."""
     if spec is None:
         return materialise_sample()
@@ -153,7 +153,7 @@ def _counted(docs: Iterable[Any], bar: Any) -> Iterator[Any]:
         bar.update(1)
 
 
-def ensure_demo_index(engine: Engine, dataset: BeirDataset, name: str, *, progress: bool = True) -> tuple[str, bool]:
+def ensure_demo_index(engine: Engine, dataset: BeirDataset, name: str, *, progress: bool = False) -> tuple[str, bool]:
     """``name`` holding ``dataset``'s corpus with the engine's default BM25, indexed only when its
     recorded content fingerprint (the ``eval`` command's) does not match.
 
@@ -239,7 +239,8 @@ def _ndcg10(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence[s
     from esbridge.evaluation.metrics import FastJudge, per_query_metrics
 
     try:
-        return {q: m["ndcg@10"] for q, m in per_query_metrics(qrels, run).items()}, "ir-measures, trec_eval's ndcg_cut.10"
+        per_query = {q: m["ndcg@10"] for q, m in per_query_metrics(qrels, run).items()}
+        return per_query, "ir-measures, trec_eval's ndcg_cut.10"
     except ConfigurationError:
         out = {}
         for q, judged in qrels.items():
@@ -262,7 +263,7 @@ def _titles(engine: Engine, index: str, ids: Sequence[str]) -> dict[str, str]:
 
 
 def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, hybrid: bool | None = None,
-             window: int = 1000, show: int = 3, top: int = 5, progress: bool = True,
+             window: int = 1000, show: int = 3, top: int = 5, progress: bool = False,
              split: str = "test") -> DemoResult:
     """Index ``dataset`` if needed and rank every judged query of ``split`` with the engine's BM25
     and with esbridge.
@@ -458,7 +459,7 @@ def stop_hint(url: str, index: str) -> list[str]:
             f"delete it with: curl -X DELETE '{shown}/{index}'"]
 
 
-def connect_with_progress(args: Any, connect: Callable[[Any], Engine], *, progress: bool = True) -> Engine:
+def connect_with_progress(args: Any, connect: Callable[[Any], Engine], *, progress: bool = False) -> Engine:
     """``connect(args)``, with visible progress where it has to start a local node."""
     import os
 

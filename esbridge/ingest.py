@@ -303,7 +303,7 @@ def ingest(
     chunk_bytes: int = 8 * 1024 * 1024,
     max_retries: int = 5,
     backoff: float = 0.5,
-    progress: bool = True,
+    progress: bool = False,
     strict: bool = False,
     vector: VectorField | None = None,
 ) -> IngestReport:

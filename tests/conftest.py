@@ -48,8 +48,8 @@ from esbridge.engine.client import ConnectionOptions, Engine
 from esbridge.engine.provision import ProvisionedEngine, provision
 from tests.data import documents, sample_folder
 
-ENGINES = [e.strip() for e in os.environ.get("ESBRIDGE_TEST_ENGINES", "opensearch,elasticsearch,elasticsearch8").split(",")
-           if e.strip()]
+_ENGINES_GIVEN = os.environ.get("ESBRIDGE_TEST_ENGINES", "opensearch,elasticsearch,elasticsearch8")
+ENGINES = [e.strip() for e in _ENGINES_GIVEN.split(",") if e.strip()]
 
 #: What each engine under test reports as its distribution, and its major version.
 ENGINE_IDENTITY: dict[str, tuple[str, int | None]] = {
@@ -195,7 +195,8 @@ def engines_for(item_module: str, markers: set[str]) -> list[str]:
             continue
         if "without_reindex" in markers and name not in WITHOUT_REINDEX:
             continue
-        if name == "elasticsearch8" and item_module not in ELASTICSEARCH8_MODULES and "all" not in ELASTICSEARCH8_MODULES:
+        if (name == "elasticsearch8" and item_module not in ELASTICSEARCH8_MODULES
+                and "all" not in ELASTICSEARCH8_MODULES):
             continue
         if name == "elasticsearch" and item_module in ELASTICSEARCH7_LEFT_OUT:
             continue

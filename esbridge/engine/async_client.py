@@ -49,13 +49,13 @@ from esbridge.engine.client import (
     probe_options,
     refused_product_message,
     request_target,
-    usable_answer,
     require_client,
     search_plan,
     set_aside_connections,
     unavailable_error,
     unreadable_answer,
     unsendable_request,
+    usable_answer,
     warn_newer_client,
 )
 from esbridge.engine.plan import run_async
@@ -333,7 +333,7 @@ class AsyncEngine(EngineBase):
                 self._down = False
                 if usable_answer(path, answer, final=last or not retry, context=context):
                     return answer
-                log.info("shards failed; retrying %s %s", method, path)
+                log.debug("shards failed; retrying %s %s", method, path)
             except _Unreachable as err:
                 give_up = last or self._down
                 # the last attempt may probe the port with a TLS handshake: off the event loop
@@ -341,8 +341,8 @@ class AsyncEngine(EngineBase):
                        else _tls_problem(self.options, err, probe=False))
                 if give_up or tls is not None:
                     if not last:
-                        log.info("not retrying %s %s: the engine did not answer the last request either",
-                                 method, path)
+                        log.debug("not retrying %s %s: the engine did not answer the last request either",
+                                  method, path)
                     self._down = self._down or retry
                     raise unavailable_error(self.options, err, context, tls) from err
             except _HttpError as err:
@@ -354,7 +354,7 @@ class AsyncEngine(EngineBase):
             except _BadRequest as err:
                 raise bad_request_error(method, path, err, context) from err
             wait = backoff_wait(delay)
-            log.info("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
+            log.debug("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
             await self._sleep(wait)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover

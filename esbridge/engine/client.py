@@ -738,7 +738,8 @@ def _client_transport(client: Any) -> _Transport:
     name = type(client).__name__
     if name.startswith("Async"):
         raise ConfigurationError(f"{module}.{name} is asynchronous; esbridge's Engine needs the synchronous "
-                                 f"client ({name.removeprefix('Async')}), or use esbridge.aio.AsyncEngine with this one")
+                                 f"client ({name.removeprefix('Async')}), or use esbridge.aio.AsyncEngine with "
+                                 "this one")
     if module == "opensearchpy" and hasattr(client, "transport"):
         return _OpenSearchTransport(None, client)
     if module == "elasticsearch7" and hasattr(client, "transport"):
@@ -895,8 +896,8 @@ def analyze_plan(index: str, text: str, *, field: str | None = None,
 def search_plan(index: str, body: Mapping[str, Any], *,
                 params: Mapping[str, Any] | None = None) -> Plan[dict[str, Any]]:
     """A ``_search`` of ``index`` with ``body``."""
-    resp: dict[str, Any] = yield Call("POST", f"/{path_segment(index, patterns=True)}/_search", body=dict(body), params=params,
-                                      context=f"searching {index!r}")
+    resp: dict[str, Any] = yield Call("POST", f"/{path_segment(index, patterns=True)}/_search", body=dict(body),
+                                      params=params, context=f"searching {index!r}")
     return resp
 
 
@@ -953,7 +954,8 @@ def usable_answer(path: str, answer: Any, *, final: bool, context: str) -> bool:
     return False
 
 
-def unavailable_error(options: ConnectionOptions, err: Exception, context: str, tls: str | None) -> EngineUnavailableError:
+def unavailable_error(options: ConnectionOptions, err: Exception, context: str,
+                      tls: str | None) -> EngineUnavailableError:
     """The one-line error of an engine that could not be reached."""
     where = f"{context}: " if context else ""
     return EngineUnavailableError(
@@ -1162,14 +1164,14 @@ class Engine(EngineBase):
                 self._down = False
                 if usable_answer(path, answer, final=last or not retry, context=context):
                     return answer
-                log.info("shards failed; retrying %s %s", method, path)
+                log.debug("shards failed; retrying %s %s", method, path)
             except _Unreachable as err:
                 give_up = last or self._down
                 tls = _tls_problem(self.options, err, probe=give_up)
                 if give_up or tls is not None:
                     if not last:
-                        log.info("not retrying %s %s: the engine did not answer the last request either",
-                                 method, path)
+                        log.debug("not retrying %s %s: the engine did not answer the last request either",
+                                  method, path)
                     self._down = self._down or retry
                     raise unavailable_error(self.options, err, context, tls) from err
             except _HttpError as err:
@@ -1181,7 +1183,7 @@ class Engine(EngineBase):
             except _BadRequest as err:
                 raise bad_request_error(method, path, err, context) from err
             wait = backoff_wait(delay)
-            log.info("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
+            log.debug("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
             self._sleep(wait)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
@@ -1220,7 +1222,8 @@ class Engine(EngineBase):
 
     def count(self, index: str, query: Mapping[str, Any] | None = None) -> int:
         body = {"query": query} if query is not None else None
-        resp = self.request("POST", f"/{path_segment(index, patterns=True)}/_count", body=body, context=f"counting {index!r}")
+        resp = self.request("POST", f"/{path_segment(index, patterns=True)}/_count", body=body,
+                            context=f"counting {index!r}")
         return int(resp["count"])
 
     def analyze(self, index: str, text: str, *, field: str | None = None,
@@ -1258,7 +1261,8 @@ class Engine(EngineBase):
 def scroll_call(index: str, body: Mapping[str, Any], *, page: int, context: str) -> Call:
     """The first request of a scroll over ``body``'s hits of ``index``, in index order."""
     first = {**dict(body), "size": page, "sort": ["_doc"]}
-    return Call("POST", f"/{path_segment(index, patterns=True)}/_search", params={"scroll": "2m"}, body=first, context=context)
+    return Call("POST", f"/{path_segment(index, patterns=True)}/_search", params={"scroll": "2m"}, body=first,
+                context=context)
 
 
 def scroll_next_call(scroll_id: Any, *, context: str) -> Call:
@@ -1271,7 +1275,8 @@ def scroll_clear_call(scroll_id: Any) -> Call:
     return Call("DELETE", "/_search/scroll", body={"scroll_id": [scroll_id]}, context="clearing a scroll")
 
 
-def scroll_plan(index: str, body: Mapping[str, Any], *, page: int = 2000, context: str = "") -> Plan[list[dict[str, Any]]]:
+def scroll_plan(index: str, body: Mapping[str, Any], *, page: int = 2000,
+                context: str = "") -> Plan[list[dict[str, Any]]]:
     """Every hit of ``body``'s query over ``index``, in index order (:meth:`Engine.scroll`
     collected, as a plan); the scroll is cleared at the end."""
     what = context or f"reading the documents of {index!r}"

@@ -97,7 +97,7 @@ def service_account() -> ServiceAccount | None:
                              capture_output=True, text=True)
         if out.returncode != 0:
             raise ProvisioningError(f"could not create the user {name!r} to run Elasticsearch as: "
-                                    f"{(out.stderr or out.stdout).strip()[:300]}")
+                                    f"{(out.stderr or out.stdout).strip()[:300]}") from None
         entry = pwd.getpwnam(name)
     if entry.pw_uid == 0:
         raise ProvisioningError(f"ESBRIDGE_ES_USER={name!r} is root; Elasticsearch does not run as root")

@@ -49,6 +49,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -72,6 +73,8 @@ from typing import IO, Any
 from esbridge.engine import es_distribution
 from esbridge.engine.client import path_segment
 from esbridge.errors import ConfigurationError, ProvisioningError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAVEN_REPO = "https://repo1.maven.org/maven2"
 
@@ -264,7 +267,7 @@ def _sha1(path: Path) -> str:
     return h.hexdigest()
 
 
-def install(distribution: str, *, progress: bool = True) -> Path:
+def install(distribution: str, *, progress: bool = False) -> Path:
     """Download (or verify) the runner's jars; return the directory holding them.
 
     Idempotent: jars already present with the right SHA-1 are kept.  The Maven
@@ -274,7 +277,7 @@ def install(distribution: str, *, progress: bool = True) -> Path:
     """
     spec = runner_spec(distribution)
     if spec.kind == "distribution":
-        return _install_distribution(spec, progress=progress)
+        return _install_distribution(spec)
     artifacts = read_lockfile(spec)
     dest = lib_dir(spec)
     marker = dest / ".complete"
@@ -305,7 +308,7 @@ def distribution_root(spec: RunnerSpec, account: es_distribution.ServiceAccount 
     return es_distribution.runtime_root(account, cache_dir()) / "engines" / f"{spec.distribution}-{spec.version}"
 
 
-def _install_distribution(spec: RunnerSpec, *, progress: bool) -> Path:
+def _install_distribution(spec: RunnerSpec) -> Path:
     (art,) = read_lockfile(spec)
     downloads = cache_dir() / "engines" / f"{spec.distribution}-{spec.version}"
     account = es_distribution.service_account()
@@ -315,9 +318,8 @@ def _install_distribution(spec: RunnerSpec, *, progress: bool) -> Path:
     marker = root / ".unpacked"
     if not (marker.exists() and marker.read_text() == art.sha1 and (es_home / "bin").is_dir()):
         downloads.mkdir(parents=True, exist_ok=True)
-        if progress:
-            doing = "unpacking" if (downloads / art.filename).exists() else "downloading (about 110 MB, once) and unpacking"
-            print(f"{doing} {art.filename} in {downloads}", file=sys.stderr)
+        doing = "unpacking" if (downloads / art.filename).exists() else "downloading (about 110 MB, once) and unpacking"
+        log.info("%s %s in %s", doing, art.filename, downloads)
         repo = os.environ.get("ESBRIDGE_MAVEN_REPO", DEFAULT_MAVEN_REPO)
         _fetch(art, downloads, repo, timeout=600.0)
         root.mkdir(parents=True, exist_ok=True)
@@ -325,8 +327,8 @@ def _install_distribution(spec: RunnerSpec, *, progress: bool) -> Path:
         es_distribution.unpack(downloads / art.filename, root, top)
         marker.write_text(art.sha1)
     java = find_java(spec.min_java)
-    if progress and not (root / "plugins.json").exists():
-        print(f"building and installing esbridge's plugins for Elasticsearch {spec.version}", file=sys.stderr)
+    if not (root / "plugins.json").exists():
+        log.info("building and installing esbridge's plugins for Elasticsearch %s", spec.version)
     es_distribution.install_plugins(es_home, spec.version, java, downloads / "plugins")
     es_distribution.chown_tree(root, account)
     return es_home
@@ -611,7 +613,7 @@ def start(
     port: int | None = None,
     heap: str = "1g",
     timeout: float = 180.0,
-    progress: bool = True,
+    progress: bool = False,
 ) -> NodeInfo:
     """Start a local node (installing it first if needed) and wait until it is healthy.
 
@@ -688,7 +690,8 @@ def _start_once(
     home = node_dir(name)
     home.mkdir(parents=True, exist_ok=True)
     if port not in HTTP_PORTS:
-        raise ConfigurationError(f"port {port} is outside {HTTP_PORTS[0]}-{HTTP_PORTS[-1]}, the range the node runner accepts")
+        raise ConfigurationError(f"port {port} is outside {HTTP_PORTS[0]}-{HTTP_PORTS[-1]}, "
+                                 "the range the node runner accepts")
     elif not _port_free(port):
         if not given:
             raise _PortTaken(f"port {port} on 127.0.0.1 was taken")
@@ -1032,7 +1035,8 @@ def wait_for_health(url: str, *, status: str = "green", nodes: int | None = None
     while True:
         left = deadline - time.monotonic()
         wait = max(1, min(10, int(left)))
-        params = {"wait_for_status": status, "timeout": f"{wait}s", **({"wait_for_nodes": f">={nodes}"} if nodes else {})}
+        params = {"wait_for_status": status, "timeout": f"{wait}s",
+                  **({"wait_for_nodes": f">={nodes}"} if nodes else {})}
         query = urllib.parse.urlencode(params)
         try:
             health = _http_json(f"{url}{path}?{query}", timeout=wait + 10.0, node=node)
@@ -1063,7 +1067,7 @@ def start_cluster(
     nodes: int = 3,
     heap: str = CLUSTER_HEAP,
     timeout: float = 240.0,
-    progress: bool = True,
+    progress: bool = False,
     java_options: Sequence[str] = (),
 ) -> ClusterInfo:
     """Start a cluster of ``nodes`` local nodes on 127.0.0.1 and wait until it has formed.

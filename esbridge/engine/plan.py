@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, Union
+from typing import Any, Protocol, TypeVar
 
 from esbridge.errors import ConfigurationError
 
@@ -101,7 +101,7 @@ class Exclusive:
     plan: Plan[Any]
 
 
-Step = Union[Call, Gather, Offload, Exclusive]
+Step = Call | Gather | Offload | Exclusive
 #: A plan returning ``T``: yields :data:`Step` values, receives their results.
 Plan = Generator[Step, Any, T]
 

@@ -185,7 +185,7 @@ def find_local_node(distribution: str | None = None) -> local.NodeInfo | None:
 
 
 def provision(distribution: str | None = "opensearch", *, url: str | Sequence[str] | None = None,
-              use_docker: bool | None = None, progress: bool = True,
+              use_docker: bool | None = None, progress: bool = False,
               name: str | None = None) -> ProvisionedEngine:
     """An engine URL by the rules of this module (see the module docstring).
 

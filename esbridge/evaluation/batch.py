@@ -150,7 +150,7 @@ def resume_point(path: Path, topic_ids: Sequence[str], tag: str, depth: int) -> 
 
 
 def write_run(path: str | Path, topics: Sequence[Topic], rank: Ranker, *, tag: str, depth: int = 1000,
-              progress: bool = True) -> BatchReport:
+              progress: bool = False) -> BatchReport:
     """Rank every topic with ``rank`` and write the top ``depth`` of each to the TREC run file
     ``path``, resuming a run interrupted earlier (see the module's description).
 
@@ -176,7 +176,8 @@ def write_run(path: str | Path, topics: Sequence[Topic], rank: Ranker, *, tag: s
         todo = [t for t in topics if t.id not in skip]
         from tqdm import tqdm
 
-        for topic in tqdm(todo, desc=f"run {out.name}", unit="topic", total=len(topics), initial=len(topics) - len(todo),
+        for topic in tqdm(todo, desc=f"run {out.name}", unit="topic", total=len(topics),
+                          initial=len(topics) - len(todo),
                           disable=not progress, file=sys.stderr):
             ids, scores = rank(topic)
             block = trec_lines(topic.id, ids, scores, tag, depth).encode("utf-8")

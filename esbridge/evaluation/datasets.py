@@ -251,7 +251,7 @@ class BeirDataset:
 
 
 def load_dataset(spec: str | os.PathLike[str], *, name: str | None = None,
-                 base_url: str | None = None, progress: bool = True,
+                 base_url: str | None = None, progress: bool = False,
                  cache: Path | None = None,
                  checksums: Mapping[str, str] | None = None) -> BeirDataset:
     """A collection from a folder path, or a BEIR dataset name downloaded into the cache.

@@ -78,7 +78,7 @@ def _base_url(base_url: str | None) -> str:
 
 
 def fetch_beir(name: str, *, base_url: str | None = None, cache: Path | None = None,
-               progress: bool = True, timeout: float = 60.0,
+               progress: bool = False, timeout: float = 60.0,
                checksums: Mapping[str, str] | None = None) -> Path:
     """The folder of BEIR collection ``name``, downloading and verifying it on first use.
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,8 @@ from esbridge.errors import IngestError
 from esbridge.evaluation.datasets import BeirDataset
 from esbridge.index.definitions import IndexLayout, build_index_body, create_index, index_meta
 from esbridge.ingest import ingest, read_jsonl
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PYSERINI_BM25", "ENGINE_DEFAULT_BM25", "IndexSpec", "ensure_index", "index_name"]
 
@@ -63,7 +65,7 @@ def mapping_fingerprint(layout: IndexLayout, bm25: tuple[float, float] | None) -
 
 def ensure_index(engine: Engine, dataset: BeirDataset, name: str, *,
                  bm25: tuple[float, float], layout: IndexLayout | None = None,
-                 reindex: bool = False, progress: bool = True,
+                 reindex: bool = False, progress: bool = False,
                  corpus_sha256: str | None = None) -> str:
     """``name`` holding ``dataset``'s corpus under BM25 ``(k1, b)``; built only when needed.
 
@@ -84,9 +86,7 @@ def ensure_index(engine: Engine, dataset: BeirDataset, name: str, *,
         current = index_meta(engine, name).get("eval")
         if current == spec.meta()["eval"] and engine.count(name) == spec.docs:
             return name
-        if progress:
-            print(f"index {name!r} does not hold this collection's current content; rebuilding it",
-                  file=sys.stderr)
+        log.info("index %r does not hold this collection's current content; rebuilding it", name)
     engine.delete_index(name)
     create_index(engine, name, layout, shards=1, bm25=bm25, meta=spec.meta())
     try:

@@ -155,7 +155,7 @@ def export_features(engine: Engine, index: str, topics: Sequence[Topic] | str | 
                     qrels: Mapping[str, Mapping[str, int]] | str | Path | None = None, window: int = 1000,
                     fmt: str = "svmrank", scorers: Sequence[str] | None = None,
                     params: Mapping[str, Any] | None = None, topic_field: str = "title",
-                    fields: str | Sequence[str] | None = None, progress: bool = True) -> ExportReport:
+                    fields: str | Sequence[str] | None = None, progress: bool = False) -> ExportReport:
     """Write the learning-to-rank features of every topic's first-stage candidates.
 
     Args:

@@ -333,7 +333,8 @@ def plot_measures(result: EvalResult, path: Path) -> None:
     if base is not None:
         sig = result.significance()
         fig.suptitle(f"{title}: mean per-query gain over {base}, with 95% confidence intervals", fontsize=10)
-        handles = [Patch(color=colours[1], label=f"significantly better (randomisation test, Holm, α = {sig['alpha']:g})"),
+        handles = [Patch(color=colours[1],
+                         label=f"significantly better (randomisation test, Holm, α = {sig['alpha']:g})"),
                    Patch(color=colours[-1], label="significantly worse"),
                    Patch(color=colours[0], label="not significant")]
         fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)

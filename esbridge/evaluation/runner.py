@@ -33,10 +33,10 @@ from esbridge.errors import ConfigurationError, EngineError
 from esbridge.evaluation.datasets import BeirDataset, DatasetError, Part, Query, SplitSpec, file_sha256
 from esbridge.evaluation.indexing import ENGINE_DEFAULT_BM25, PYSERINI_BM25, ensure_index, index_name
 from esbridge.evaluation.metrics import MEASURES, mean_metrics, per_query_metrics
+from esbridge.evaluation.trecfiles import RunFile, Topic
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams
 from esbridge.jsoninput import parse_json
-from esbridge.evaluation.trecfiles import RunFile, Topic
 from esbridge.rerank import FirstStage, Reranker, hit_version
 from esbridge.scoring import get_scorer
 
@@ -106,7 +106,7 @@ class EvalConfig:
     baselines: bool = True
     index_prefix: str = "esbridge-eval"
     reindex: bool = False
-    progress: bool = True
+    progress: bool = False
     field_weights: Mapping[str, float] | None = None
     pipeline: PipelineParams | None = None
     pipeline_strategies: bool = True

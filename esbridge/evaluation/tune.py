@@ -136,7 +136,7 @@ def _features_key(dataset: BeirDataset, corpus_sha: str, split: SplitSpec, score
 
 
 def collect_features(engine: Engine, dataset: BeirDataset, split: SplitSpec, scorer: str, *,
-                     window: int = 1000, index_prefix: str = "esbridge-eval", progress: bool = True,
+                     window: int = 1000, index_prefix: str = "esbridge-eval", progress: bool = False,
                      vector_cache: TermVectorCache | None = None,
                      cache: Path | None = None, augmentation: AugmentationSpec | None = None) -> QuerySet:
     """Run the first stage once per judged query and fetch the candidates' arrays once.
@@ -373,7 +373,7 @@ def text_fields_of(sets: Sequence[QuerySet]) -> tuple[str, ...]:
 
 def search(scorer: str, train: Sequence[QuerySet], heldout: Sequence[QuerySet], *, trials: int = 200,
            seed: int = 0, space: str = "open", fixed: Mapping[str, float | None] | None = None,
-           progress: bool = True, on_trial: Callable[[int, float], None] | None = None,
+           progress: bool = False, on_trial: Callable[[int, float], None] | None = None,
            warm_start: Sequence[Mapping[str, Any]] = ()) -> TuneResult:
     """TPE search of ``scorer``'s parameters maximising the mean combined score over ``train``.
 
@@ -496,7 +496,8 @@ def tuning_markdown(result: TuneResult, command: str | None = None) -> str:
             lines.append(f"| {label} | {d.ndcg10:.4f} | {b.ndcg10:.4f} | {d.recall100:.4f} | {b.recall100:.4f} | "
                          f"{d.combined:.4f} | {b.combined:.4f} |")
         ds = list(sets.values())
-        lines.append(f"| **mean** | {np.mean([d.ndcg10 for d, _ in ds]):.4f} | {np.mean([b.ndcg10 for _, b in ds]):.4f} | "
+        lines.append(f"| **mean** | {np.mean([d.ndcg10 for d, _ in ds]):.4f} | "
+                     f"{np.mean([b.ndcg10 for _, b in ds]):.4f} | "
                      f"{np.mean([d.recall100 for d, _ in ds]):.4f} | {np.mean([b.recall100 for _, b in ds]):.4f} | "
                      f"{np.mean([d.combined for d, _ in ds]):.4f} | {np.mean([b.combined for _, b in ds]):.4f} |")
         lines.append("")

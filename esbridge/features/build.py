@@ -56,7 +56,7 @@ def store_channels(layout: IndexLayout, fields: Sequence[str] | None = None) -> 
 
 
 def build_store(engine: Engine, index: str, store: DiskVectorStore | None = None, *,
-                fields: Sequence[str] | None = None, page: int = 500, progress: bool = True) -> BuildReport:
+                fields: Sequence[str] | None = None, page: int = 500, progress: bool = False) -> BuildReport:
     """Read the term vectors of every document of ``index`` into the feature store.
 
     Args:

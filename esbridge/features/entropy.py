@@ -99,7 +99,7 @@ class CollectionEntropy:
     """
 
     def __init__(self, engine: EngineBase, index: str, layout: IndexLayout, *, batch_size: int = 500,
-                 progress: bool = True, persist: bool = True, home: Path | None = None,
+                 progress: bool = False, persist: bool = True, home: Path | None = None,
                  stale_writes: float = DEFAULT_STALE_WRITES) -> None:
         if not (isinstance(stale_writes, (int, float)) and not isinstance(stale_writes, bool)
                 and 0.0 <= stale_writes <= 1.0):

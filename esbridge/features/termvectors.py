@@ -571,7 +571,8 @@ def build_input(
             tf, doc_len, avgdl = only.tf, only.doc_len, only.avgdl
             text_fields: dict[str, FieldArrays] = {}
         else:
-            tf = sum((weights[f] * per_field[f].tf for f in fields), np.zeros((len(result.candidates.ids), len(qc.terms))))
+            tf = sum((weights[f] * per_field[f].tf for f in fields),
+                     np.zeros((len(result.candidates.ids), len(qc.terms))))
             doc_len = sum((weights[f] * per_field[f].doc_len for f in fields), np.zeros(len(result.candidates.ids)))
             total = sum(weights[f] * result.stats[layout.subfield(f, ch)].sum_ttf for f in fields)
             avgdl = total / n_docs if n_docs else 0.0

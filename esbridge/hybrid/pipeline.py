@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from esbridge.semantic.engine_vectors import EngineVectors
     from esbridge.semantic.vectors import VectorIndex
 
-__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PipelineParams", "PipelineResult", "HybridSearcher"]
+__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PipelineParams",
+           "PipelineResult", "HybridSearcher"]
 
 #: The strategies, in the order their lists are fused.
 STRATEGIES = ("semantic", "lexical", "keyword")
@@ -212,7 +213,8 @@ class HybridSearcher:
             or :class:`~esbridge.semantic.vectors.VectorIndex` (default: the one the index has,
             with the packaged model, built on first use).
         reranker: the lexical strategy's reranker (default: one for ``params.scorer``).
-        progress: show progress while document vectors are built.
+        progress: progress bars on stderr while document vectors (and, without ``reranker``, its
+            index-wide tables) are built; off by default.
         fields: without ``reranker``, the text fields its reranker reads (see
             :class:`~esbridge.rerank.Reranker`).
 
@@ -221,12 +223,12 @@ class HybridSearcher:
 
     def __init__(self, engine: Engine, index: str, params: PipelineParams | None = None, *,
                  vectors: VectorIndex | EngineVectors | None = None, reranker: Reranker | None = None,
-                 progress: bool = True, fields: str | Sequence[str] | None = None) -> None:
+                 progress: bool = False, fields: str | Sequence[str] | None = None) -> None:
         self.engine = engine
         self.index = index
         self.params = params or PipelineParams()
         self.reranker = reranker or Reranker(engine, index, scorer=self.params.scorer, window=self.params.window,
-                                             fields=fields)
+                                             fields=fields, progress=progress)
         if self.reranker.scorer != self.params.scorer:
             raise ConfigurationError(f"the reranker scores with {self.reranker.scorer!r} but the pipeline "
                                      f"names {self.params.scorer!r}")

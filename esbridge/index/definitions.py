@@ -5,10 +5,11 @@ An esbridge index has, for every text field ``f`` (default ``title`` and
 vectors) and ``f.length`` (the exact base-channel token count); the fields are also copied
 into a combined all-fields field, which has the base channel itself and the other channels
 as sub-fields ``.prefix``, ``.bigram`` and ``.micro``.  Indices created before the base
-channel moved into the field itself have it as a sub-field ``.base`` (their layout says so).  The other channels of each text field (``f.prefix``, ...), which only
-per-field scoring of those channels reads, are added with ``field_channels`` (indices
-created before this choice existed have them all).  The layout is recorded in the mapping's ``_meta`` so that
-any later session can read it back with :func:`read_layout`.
+channel moved into the field itself have it as a sub-field ``.base`` (their layout says so).
+The other channels of each text field (``f.prefix``, ...), which only per-field scoring of
+those channels reads, are added with ``field_channels`` (indices created before this choice
+existed have them all).  The layout is recorded in the mapping's ``_meta`` so that any later
+session can read it back with :func:`read_layout`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from typing import Any
 from esbridge.engine.client import Engine, check_index_name, path_segment
 from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError, EngineError
-
-log = logging.getLogger(__name__)
 from esbridge.painless import (
     ScriptedSimilarity,
     SimilarityKind,
@@ -35,6 +34,8 @@ from esbridge.painless import (
     require_painless,
     resolve_similarities,
 )
+
+log = logging.getLogger(__name__)
 
 #: What ``similarity=`` accepts: a scripted similarity's name or object, or several.
 SimilaritySpec = (
@@ -363,7 +364,8 @@ def create_index(
         body = build_index_body(layout, shards=shards, replicas=replicas, bm25=bm25, meta=meta,
                                 similarity=sims, vector=vector)
     try:
-        engine.request("PUT", f"/{path_segment(check_index_name(index))}", body=dict(body), params={"wait_for_active_shards": "1"})
+        engine.request("PUT", f"/{path_segment(check_index_name(index))}", body=dict(body),
+                       params={"wait_for_active_shards": "1"})
     except EngineError as err:
         culprits = failing_scripts(err, scripts)
         where = "".join(f" (in {s.location})" for s in culprits)
@@ -458,7 +460,8 @@ def index_meta(engine: Engine, index: str) -> dict[str, Any]:
 
 def index_meta_plan(index: str) -> Plan[dict[str, Any]]:
     """:func:`index_meta` as a plan (:mod:`esbridge.engine.plan`)."""
-    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_mapping", context=f"reading the mapping of {index!r}")
+    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_mapping",
+                      context=f"reading the mapping of {index!r}")
     for _name, spec in resp.items():
         meta = (spec.get("mappings") or {}).get("_meta", {}).get("esbridge")
         if meta:

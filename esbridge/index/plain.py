@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import logging
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -40,6 +41,8 @@ from esbridge.index.definitions import (
     load_mapping_file,
     sequence_of_fields,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "AddChannelsReport",
@@ -559,14 +562,14 @@ def _wait_for_task(engine: Engine, index: str, task: str, *, progress: bool, pol
         try:
             engine.request("POST", f"/_tasks/{task}/_cancel", context="cancelling the re-indexing")
         finally:
-            print(f"esbridge: re-indexing of {index!r} cancelled; the index is unchanged for esbridge (still plain); "
-                  "run the same command again to add the channels", file=sys.stderr)
+            log.warning("re-indexing of %r cancelled; the index is unchanged for esbridge (still plain); "
+                        "run the same command again to add the channels", index)
         raise
     finally:
         bar.close()
 
 
-def add_channels(engine: Engine, index: str, fields: str | Sequence[str] | None = None, *, progress: bool = True,
+def add_channels(engine: Engine, index: str, fields: str | Sequence[str] | None = None, *, progress: bool = False,
                  poll_interval: float = 1.0) -> AddChannelsReport:
     """Give an existing index esbridge's channel sub-fields, in place.
 

@@ -107,6 +107,7 @@ class RerankerCore:
     fields: str | Sequence[str] | None = None
     feature_store: DiskVectorStore | str | Path | None = None
     stats_refresh_interval: float | None = None
+    progress: bool = False
     last: RerankStats = field(default_factory=RerankStats)
 
     def __post_init__(self) -> None:
@@ -308,7 +309,7 @@ class RerankerCore:
         entropy: dict[str, dict[str, float]] | None = None
         if self._scorer.needs_entropy:
             if self._entropy is None:
-                self._entropy = CollectionEntropy(self.engine, self.index, layout)
+                self._entropy = CollectionEntropy(self.engine, self.index, layout, progress=self.progress)
             entropy = {}
             for ch in query:
                 entropy[ch] = yield from self._entropy.table_plan(ch)

@@ -67,6 +67,8 @@ class Reranker(RerankerCore):
             was written to (default: the index's ``index.refresh_interval``, the engine's own
             near-real-time delay; 0: refetched after every write).  A recreated index or a
             moved alias is noticed at once whatever this is.
+        progress: a progress bar on stderr while a scorer's index-wide table is computed (bmx's
+            collection entropy, once per index state); off by default.
 
     :class:`esbridge.aio.AsyncReranker` is the same over an asynchronous engine.
     """

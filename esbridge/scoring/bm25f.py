@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -84,8 +85,16 @@ def _check_field_values(owner: object, name: str, *, unit_interval: bool) -> Non
             raise ValueError(f"{type(owner).__name__}.{name}[{field!r}] must be {bound}, got {value!r}")
 
 
-def _check_some_weight(owner: object) -> None:
-    weights = [float(v) for _f, v in getattr(owner, "field_weights")] + [float(getattr(owner, "default_weight"))]
+class _Weighted(Protocol):
+    @property
+    def field_weights(self) -> FieldValues: ...
+
+    @property
+    def default_weight(self) -> float: ...
+
+
+def _check_some_weight(owner: _Weighted) -> None:
+    weights = [float(v) for _f, v in owner.field_weights] + [float(owner.default_weight)]
     if not any(w > 0 for w in weights):
         raise ValueError(f"{type(owner).__name__}: every field weight (and default_weight) is 0, so every "
                          "document would score 0; give at least one field a positive weight")

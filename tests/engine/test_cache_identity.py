@@ -24,7 +24,8 @@ def test_a_recreated_index_is_never_scored_from_the_old_ones_vectors(engine: Eng
     shared.search("insulin glucose", size=30)  # caches vectors and statistics of the first index
     engine.delete_index(index_name)
     # same ids, same counts, same sequence numbers: other text
-    other = {d: {"title": "cardiac output", "text": "insulin and the heart " + src["text"][::-1]} for d, src in DOCS.items()}
+    other = {d: {"title": "cardiac output", "text": "insulin and the heart " + src["text"][::-1]}
+             for d, src in DOCS.items()}
     _fill(engine, index_name, other)
     got = shared.search("insulin glucose", size=30)["hits"]["hits"]
     fresh = Reranker(engine, index_name, scorer="bm25", window=30).search("insulin glucose", size=30)["hits"]["hits"]

@@ -92,7 +92,8 @@ def test_rescore_reads_a_file_or_dash_and_hints_in_a_terminal(engine: Engine, sa
     raw = engine.search(sample_index, {"size": 20, "query": {"match": {"esb_all": "blood glucose"}}})
     path = tmp_path / "response.json"
     path.write_text(json.dumps(raw))
-    code, from_file, _ = run(capsys, "rescore", sample_index, "blood glucose", str(path), "--window", "10", "--url", url)
+    code, from_file, _ = run(capsys, "rescore", sample_index, "blood glucose", str(path), "--window", "10",
+                             "--url", url)
     assert code == 0
     code, from_stdin, _ = run(capsys, "rescore", sample_index, "blood glucose", "-", "--window", "10", "--url", url,
                               stdin=io.StringIO(json.dumps(raw)))
@@ -100,7 +101,8 @@ def test_rescore_reads_a_file_or_dash_and_hints_in_a_terminal(engine: Engine, sa
     ids = [[h["_id"] for h in json.loads(o)["hits"]["hits"]] for o in (from_file, from_stdin)]
     assert ids[0] == ids[1] and sorted(ids[0]) == sorted(h["_id"] for h in raw["hits"]["hits"])
     # nothing given and a terminal on standard input: a hint, not a silent wait
-    code, out, err = run(capsys, "rescore", sample_index, "blood glucose", "--url", url, stdin=Terminal(json.dumps(raw)))
+    code, out, err = run(capsys, "rescore", sample_index, "blood glucose", "--url", url,
+                         stdin=Terminal(json.dumps(raw)))
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "standard input is a terminal" in err and "rescore INDEX" in err
     # "-" in a terminal: read it, saying so first

@@ -17,6 +17,7 @@ from esbridge.errors import ConfigurationError
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.index.definitions import IndexLayout
 from esbridge.ingest import ingest
+from esbridge.rerank import Reranker
 
 DOCS = [
     {"_id": "1", "title": "vitamin D", "text": "vitamin D and bone density in older women"},
@@ -167,6 +168,20 @@ def test_cli_search_with_bmx_reads_term_vectors_of_the_collection_once(
     assert len(persisted(home)) == 1
     # each search fetches its candidates' vectors; only the first also reads the collection's
     assert reads[0] == reads[1] + 1
+
+
+def test_a_bmx_reranker_draws_a_bar_only_when_asked(engine: Engine, index_name: str, home: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    ingest(engine, index_name, DOCS, progress=False, strict=True)
+    with Reranker(engine, index_name, scorer="bmx", feature_store=home / "features") as rr:
+        quiet = rr.search("bone density")
+    assert capsys.readouterr().err == "" and len(persisted(home)) == 1
+    for path in persisted(home):
+        path.unlink()  # computed again, this time with a bar
+    with Reranker(engine, index_name, scorer="bmx", feature_store=home / "features", progress=True) as rr:
+        shown = rr.search("bone density")
+    assert "collection entropy of" in capsys.readouterr().err
+    assert [h["_id"] for h in quiet["hits"]["hits"]] == [h["_id"] for h in shown["hits"]["hits"]]
 
 
 def test_a_few_writes_reuse_the_table_within_the_staleness_bound(engine: Engine, index_name: str,

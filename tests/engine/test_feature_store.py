@@ -231,7 +231,8 @@ def test_a_recreated_index_is_noticed_at_once_whatever_the_refresh_interval(
     with Reranker(engine, index_name, scorer="bm25", window=30, stats_refresh_interval=3600) as rr:
         first = _ranked(rr, "insulin glucose")
         engine.request("DELETE", f"/{index_name}")
-        _fill(engine, index_name, {k: {"title": v["title"], "text": v["text"] + " insulin"} for k, v in DOCS.items()}, shards=1)
+        _fill(engine, index_name, {k: {"title": v["title"], "text": v["text"] + " insulin"} for k, v in DOCS.items()},
+              shards=1)
         again = _ranked(rr, "insulin glucose")
         assert rr.store.stats.refreshes == 1
     assert again != first and again == [(i, s) for i, s in _fresh_bm25(engine, index_name, "insulin glucose")]

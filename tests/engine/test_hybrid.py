@@ -53,7 +53,8 @@ def hybrid_index(engine: Engine, index_name: str) -> str:
 def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hybrid_index: str, encoder,  # type: ignore[no-untyped-def]
                                                              cache, tmp_path: Path) -> None:
     docs = _docs()
-    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
     assert len(vi) == N_DOCS
     ids = list(docs)
     texts = [document_text(docs[i], ("title", "text")) for i in ids]
@@ -78,7 +79,8 @@ def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hyb
         np.testing.assert_allclose(vi.vectors_of(ids[:6], qv), [w[int(np.argmax(w @ qv))] for w in windows[:6]],
                                    atol=1e-6)
     # reopened from disk: nothing is embedded again
-    again = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    again = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                             progress=False)
     np.testing.assert_array_equal(np.asarray(again.vectors), np.asarray(vi.vectors))
     # vectors built with another passage length are rebuilt, never read as this one's
     long_encoder = load_encoder(passage_tokens=256)
@@ -89,13 +91,15 @@ def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hyb
     in_order = long_encoder.windows([texts[ids.index(d)] for d in longer.ids])  # the index's own document order
     np.testing.assert_allclose(np.asarray(longer.vectors), long_encoder.encode_ids([w for ws in in_order for w in ws]),
                                atol=2e-6)
-    back = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    back = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                            progress=False)
     np.testing.assert_array_equal(np.asarray(back.vectors), np.asarray(vi.vectors))
 
 
 def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
                                        cache) -> None:
-    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
     params = PipelineParams(window=50, semantic_depth=50, w_keyword=0.5)
     with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
         for q in [q["text"] for q in judged_queries(limit=3)]:
@@ -127,7 +131,8 @@ def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_pa
 @pytest.mark.parametrize("source", ["lexical", "fusion"])
 def test_keyword_feedback_documents_come_from_the_chosen_source(engine: Engine, hybrid_index: str,  # type: ignore[no-untyped-def]
                                                                 tmp_path: Path, encoder, cache, source: str) -> None:
-    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
     params = PipelineParams(window=50, semantic_depth=50, keyword_source=source, semantic_feedback=0)
     with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
         q = judged_queries(limit=1)[0]["text"]
@@ -153,7 +158,8 @@ def test_keyword_feedback_documents_come_from_the_chosen_source(engine: Engine, 
 
 def test_filter_applies_to_every_strategy(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
                                           cache) -> None:
-    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
     allowed = list(_docs())[::3]
     params = PipelineParams(window=50, semantic_depth=50, w_keyword=1.0)
     with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
@@ -168,12 +174,14 @@ def test_recreated_index_never_reuses_vectors(engine: Engine, index_name: str, t
     docs = _docs()
     first = dict(list(docs.items())[:40])
     _fill(engine, index_name, first)
-    vi = VectorIndex.open(engine, index_name, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    vi = VectorIndex.open(engine, index_name, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
     assert set(vi.ids) == set(first)
     engine.delete_index(index_name)
     second = dict(list(docs.items())[40:70])
     _fill(engine, index_name, second)
-    vi2 = VectorIndex.open(engine, index_name, encoder, fields=("title", "text"), home=tmp_path, cache=cache, progress=False)
+    vi2 = VectorIndex.open(engine, index_name, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                           progress=False)
     assert vi2.uuid != vi.uuid and set(vi2.ids) == set(second)
     # a write is seen at the next refresh (the index state changed)
     extra_id, extra = next(iter(first.items()))

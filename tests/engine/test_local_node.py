@@ -37,7 +37,8 @@ def test_start_status_stop(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_java_probe_rejects_runtimes_without_locale_data(tmp_path) -> None:  # type: ignore[no-untyped-def]
     fake = tmp_path / "java"
-    fake.write_text("#!/bin/sh\necho 'java.specification.version = 25' >&2\necho 'Available locales:' >&2\necho 'en, en_US' >&2\n")
+    fake.write_text("#!/bin/sh\necho 'java.specification.version = 25' >&2\n"
+                    "echo 'Available locales:' >&2\necho 'en, en_US' >&2\n")
     fake.chmod(0o755)
     assert local.java_probe(str(fake)) == (25, False)
 

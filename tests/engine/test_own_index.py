@@ -40,7 +40,8 @@ SYNONYMS = ["cell, cellular", "cancer, tumour, tumor"]
 SETTINGS = {
     "number_of_shards": 2, "number_of_replicas": 0,
     "analysis": {"filter": {"own_syn": {"type": "synonym", "synonyms": SYNONYMS}},
-                 "analyzer": {"own_syn": {"type": "custom", "tokenizer": "standard", "filter": ["lowercase", "own_syn"]}}},
+                 "analyzer": {"own_syn": {"type": "custom", "tokenizer": "standard",
+                                          "filter": ["lowercase", "own_syn"]}}},
 }
 MAPPING = {"properties": {
     "title": {"type": "text"},

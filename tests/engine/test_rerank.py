@@ -14,9 +14,8 @@ from esbridge.index import IndexLayout, create_index, read_layout
 from esbridge.index.definitions import build_index_body
 from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
-from tests.smallindex import DOCS, create_small_index
 from tests.data import judged_queries
-
+from tests.smallindex import DOCS, create_small_index
 
 
 @pytest.fixture
@@ -85,7 +84,8 @@ def test_updated_document_is_never_scored_from_stale_vectors(engine: Engine, sma
     assert updated["c"] != first["c"]
     # and the new score is the one computed from the new text
     fresh = Reranker(engine, small_index, scorer="bm25", window=10)
-    assert {h["_id"]: h["_score"] for h in fresh.search("cardiac heart", size=10)["hits"]["hits"]} == pytest.approx(updated)
+    hits = fresh.search("cardiac heart", size=10)["hits"]["hits"]
+    assert {h["_id"]: h["_score"] for h in hits} == pytest.approx(updated)
     assert rr.store.stats.refreshes >= 1
 
 

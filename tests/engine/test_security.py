@@ -346,7 +346,8 @@ def test_the_local_nodes_record_is_private(engine: Engine) -> None:
     node = local.node_for_url(engine.options.url)
     if node is None:
         pytest.fail("the secured engine under test is not esbridge's local node; this test checks its record "
-                    "(run with ESBRIDGE_TEST_ENGINES without elasticsearch8, or without ESBRIDGE_TEST_URL_ELASTICSEARCH8)")
+                    "(run with ESBRIDGE_TEST_ENGINES without elasticsearch8, "
+                    "or without ESBRIDGE_TEST_URL_ELASTICSEARCH8)")
     record = local.node_dir(node.name)
     for name in ("node.json", "credentials.json", "ca.key"):
         mode = stat.S_IMODE((record / name).stat().st_mode)

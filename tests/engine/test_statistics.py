@@ -40,10 +40,10 @@ def test_statistics_are_index_wide_on_three_shards(engine: Engine, index_name: s
     total = sum(len(("apple banana " * (i % 3 + 1)).split()) + 1 for i in range(30))
     assert abs(base.avgdl - total / 30) < 1e-12
     # one shard alone would see only part of the collection
-    per_shard = [engine.request("POST", f"/{index_name}/_termvectors", params={"routing": r},
-                                body={"doc": {"text": ["x"]}, "fields": ["text"],
-                                      "field_statistics": True})["term_vectors"]["text"]["field_statistics"]["doc_count"]
-                 for r in routing.routings()]
+    answers = [engine.request("POST", f"/{index_name}/_termvectors", params={"routing": r},
+                              body={"doc": {"text": ["x"]}, "fields": ["text"], "field_statistics": True})
+               for r in routing.routings()]
+    per_shard = [a["term_vectors"]["text"]["field_statistics"]["doc_count"] for a in answers]
     assert sum(per_shard) == 30 and max(per_shard) < 30
 
 

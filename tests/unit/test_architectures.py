@@ -18,13 +18,12 @@ and candidates
 from __future__ import annotations
 
 import math
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.unit.toys import channel_arrays
 from esbridge.scoring import ChannelArrays, ScoringInput, get_scorer
 from esbridge.scoring.architectures import (
     ArchAParams,
@@ -41,6 +40,7 @@ from esbridge.scoring.architectures import (
     specificity_gate,
 )
 from esbridge.scoring.common import ChannelWeights, IdfVariant, channels_needed
+from tests.unit.toys import channel_arrays
 
 LN = math.log
 SQRT = math.sqrt

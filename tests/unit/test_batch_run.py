@@ -41,7 +41,8 @@ def reference(tmp_path: Path) -> bytes:
 
 
 def test_trec_lines() -> None:
-    assert trec_lines("q1", ["a", "b", "c"], [2.0, 1.5, 1.0], "tag", 2) == "q1 Q0 a 1 2.000000 tag\nq1 Q0 b 2 1.500000 tag\n"
+    assert (trec_lines("q1", ["a", "b", "c"], [2.0, 1.5, 1.0], "tag", 2)
+            == "q1 Q0 a 1 2.000000 tag\nq1 Q0 b 2 1.500000 tag\n")
     assert trec_lines("q1", [], [], "tag") == ""
 
 

@@ -98,7 +98,8 @@ def test_bmx_repeated_token_counts_per_occurrence() -> None:
         (2 * IDF_A + IDF_B) * 1.5 / denominator1 + BETA * (3 / 4) * 2.5,
         0.0,
     ]
-    np.testing.assert_allclose(get_scorer("bmx").score(toy(qtf=(2.0, 1.0, 1.0)), BMXParams(entropy_over_matched_terms=False)).scores, expected, rtol=1e-12)
+    got = get_scorer("bmx").score(toy(qtf=(2.0, 1.0, 1.0)), BMXParams(entropy_over_matched_terms=False))
+    np.testing.assert_allclose(got.scores, expected, rtol=1e-12)
 
 
 def test_bmx_explicit_alpha_beta() -> None:

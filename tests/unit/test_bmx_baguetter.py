@@ -37,8 +37,8 @@ What the comparison shows (see also the module docstring of ``esbridge.scoring.b
 
 from __future__ import annotations
 
-import json
 import fcntl
+import json
 import math
 import os
 import re

@@ -16,7 +16,8 @@ from esbridge.scoring import available_scorers
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.Action, str]]:
+def _walk(parser: argparse.ArgumentParser,
+          path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.Action, str]]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {choice.dest: choice.help for choice in action._choices_actions}
@@ -76,7 +77,7 @@ def test_tune_help_lists_every_scorers_search_space(capsys: pytest.CaptureFixtur
 
 def test_no_parser_takes_abbreviations() -> None:
     parsers = [build_parser()]
-    for path, action, _ in _walk(parsers[0]):
+    for _path, action, _ in _walk(parsers[0]):
         if isinstance(action, argparse._SubParsersAction):
             parsers += [p for p in action.choices.values() if p not in parsers]
     assert len(parsers) > 10 and all(not p.allow_abbrev for p in parsers)

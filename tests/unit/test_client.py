@@ -24,7 +24,6 @@ from esbridge.errors import (
 )
 from tests.unit.scripted import ScriptedTransport
 
-
 INFO = EngineInfo("opensearch", (3, 8, 0), "3.8.0", "c", "10.5.0")
 
 
@@ -64,7 +63,8 @@ def test_400_is_not_retried_and_carries_engine_type_and_reason() -> None:
 
 
 def test_index_not_found_and_script_stack() -> None:
-    engine, _, _ = make([_HttpError(404, {"error": {"type": "index_not_found_exception", "reason": "no such index [x]"}})])
+    engine, _, _ = make([_HttpError(404, {"error": {"type": "index_not_found_exception",
+                                                    "reason": "no such index [x]"}})])
     with pytest.raises(IndexNotFoundError):
         engine.request("GET", "/x/_search")
     script_err = {"error": {"type": "search_phase_execution_exception", "reason": "all shards failed",
@@ -229,7 +229,8 @@ def test_reads_that_depend_on_the_shard_copy_carry_the_preference() -> None:
     assert all("preference=esbridge" in p for p in paths[:4]), paths
     assert not any("preference" in p for p in paths[4:7]), paths  # a scroll's next page, writes, analysis
     assert paths[7].endswith("?preference=mine")
-    other = Engine(ConnectionOptions("http://localhost:9200", preference=None), INFO, ScriptedTransport([_search_answer()]))
+    other = Engine(ConnectionOptions("http://localhost:9200", preference=None), INFO,
+                   ScriptedTransport([_search_answer()]))
     other.search("i", {})
     assert "preference" not in other._transport.calls[0][1]  # type: ignore[attr-defined]
     with pytest.raises(ConfigurationError, match="preference '_local'"):
@@ -245,7 +246,8 @@ def test_an_answer_with_failed_shards_is_retried_then_refused_in_one_line() -> N
         engine.search("i", {})
     msg = str(info.value)
     assert len(transport.calls) == 4 and "\n" not in msg
-    assert msg.startswith("searching 'i': 1 of 3 shards failed (shard i/1: node_not_connected_exception: [n2] not connected)")
+    assert msg.startswith("searching 'i': 1 of 3 shards failed "
+                          "(shard i/1: node_not_connected_exception: [n2] not connected)")
     assert info.value.error_type == "shard_failure" and info.value.status == 503
     # a multi-search with one partial response, a count, a scroll's next page (never re-sent: it would skip a page)
     engine, transport, _ = make([{"responses": [_search_answer(), _search_answer(1)]}] * 4)
@@ -300,7 +302,8 @@ def test_statistics_are_read_shard_by_shard_with_the_preference_and_never_from_p
     with pytest.raises(EngineError) as info:
         fetch(engine)
     assert [p for _, p in transport.calls] == ["/i/_mtermvectors"]
-    assert "could not be read from every shard (no_shard_available_action_exception: No shard available)" in str(info.value)
+    assert ("could not be read from every shard (no_shard_available_action_exception: No shard available)"
+            in str(info.value))
     assert "\n" not in str(info.value)
 
 

@@ -22,8 +22,8 @@ from esbridge.features.termvectors import (
     TermMatrix,
     build_input,
 )
-from esbridge.scoring.arrays import ScoringInput
 from esbridge.index import IndexLayout
+from esbridge.scoring.arrays import ScoringInput
 
 ID = "docs:9f2c"
 
@@ -44,7 +44,7 @@ def test_round_trip_keeps_terms_tfs_and_lengths(tmp_path: Path) -> None:
     docs = {f"d{i}": _doc(i) for i in range(50)}
     store.put_many(ID, [((d, i, 1), v) for i, (d, v) in enumerate(docs.items())])
     got = store.get_many(ID, [(d, i, 1) for i, d in enumerate(docs)], ["all.base", "all.prefix"])
-    for (d, want), entry in zip(docs.items(), got, strict=True):
+    for (_d, want), entry in zip(docs.items(), got, strict=True):
         assert entry is not None
         for sf in ("all.base", "all.prefix"):
             assert dict(entry[sf]) == dict(want[sf])

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from esbridge.engine.provision import SECRET_ENV, _DOCKER_ENV, DOCKER_IMAGES
+from esbridge.engine.provision import _DOCKER_ENV, DOCKER_IMAGES, SECRET_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -131,7 +131,7 @@ def test_drift_is_found(tmp_path: Path) -> None:
     does not provision is reported, service by service: the comparison above can fail."""
     doc = yaml.safe_load(COMPOSE_FILE.read_text())
     services = doc["services"]
-    for name, service in services.items():
+    for service in services.values():
         service["image"] = service["image"] + "-other"
         if isinstance(service.get("environment"), list):
             service["environment"].append("ESBRIDGE_EXTRA=1")

@@ -13,10 +13,23 @@ from pathlib import Path
 import pytest
 
 from esbridge.engine import local
-from esbridge.engine.provision import _DOCKER_ENV, SECRET_ENV, DOCKER_IMAGES, docker_available, provision, start_container
+from esbridge.engine.provision import (
+    _DOCKER_ENV,
+    DOCKER_IMAGES,
+    SECRET_ENV,
+    docker_available,
+    provision,
+    start_container,
+)
 from esbridge.errors import ProvisioningError
-from tests.fakedocker import (CLIENT_AGENT, CLIENTS, fake_docker_engine, isolate_docker, not_docker_server,
-                              use_docker_client)
+from tests.fakedocker import (
+    CLIENT_AGENT,
+    CLIENTS,
+    fake_docker_engine,
+    isolate_docker,
+    not_docker_server,
+    use_docker_client,
+)
 
 # where a fake container's port 9200 is published; nothing needs to answer there
 PUBLISHED = 49200

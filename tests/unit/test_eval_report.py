@@ -195,7 +195,8 @@ def _clear_result(n: int = 8) -> EvalResult:
                       index="mine", systems=systems, per_query=per_query,
                       means={name: mean_metrics(p) for name, p in per_query.items()},
                       engine_info={"distribution": "opensearch", "version": "3.8.0", "lucene_version": "10.5.0"},
-                      first_stage={"query": "bm25", "index": "mine", "similarity": {"type": "BM25", "k1": 1.2, "b": 0.75}},
+                      first_stage={"query": "bm25", "index": "mine",
+                                   "similarity": {"type": "BM25", "k1": 1.2, "b": 0.75}},
                       fingerprint={"sha256": "f" * 64, "files": {"qrels:qrels.txt": "e" * 64}},
                       notes=["2 topics have no judgments"], source="index")
 

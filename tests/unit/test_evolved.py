@@ -23,7 +23,6 @@ import math
 import numpy as np
 import pytest
 
-from tests.unit.toys import channel_arrays
 from esbridge.scoring import ChannelArrays, ScoringInput, available_scorers, get_scorer
 from esbridge.scoring.common import ChannelWeights, IdfVariant, channels_needed
 from esbridge.scoring.evolved import (
@@ -36,6 +35,7 @@ from esbridge.scoring.evolved import (
     specificity_multiplier,
     term_weight,
 )
+from tests.unit.toys import channel_arrays
 
 LN = math.log
 
@@ -348,7 +348,8 @@ def test_registered_with_all_channels() -> None:
     scorer = get_scorer("evolved")
     assert scorer.channels == ("base", "prefix", "bigram", "micro")
     assert scorer.params_type is EvolvedParams
-    np.testing.assert_allclose(scorer.score(all_channels()).scores, score_evolved(all_channels(), EvolvedParams()).scores)
+    np.testing.assert_allclose(scorer.score(all_channels()).scores,
+                               score_evolved(all_channels(), EvolvedParams()).scores)
 
 
 def test_channel_weights_and_channels_needed() -> None:

@@ -54,7 +54,8 @@ def test_bad_input_files_fail_with_one_line_naming_file_and_line(
     for argv, message in (
         (["--topics", str(bad_topics)], f"{bad_topics}, line 2: not a JSON object"),
         (["--topics", str(tmp_path / "missing.jsonl")], "missing.jsonl"),
-        (["--topics", str(topics), "--qrels", str(bad_qrels)], f"{bad_qrels}, line 2: relevance 'high' is not an integer"),
+        (["--topics", str(topics), "--qrels", str(bad_qrels)],
+         f"{bad_qrels}, line 2: relevance 'high' is not an integer"),
         (["--topics", str(topics), "--qrels", str(twice)], f"{twice}, line 2: document 'd1' of query '1' judged 2"),
         (["--topics", str(topics), "--scorers", "bm25,nope"], "unknown scorer 'nope'"),
         (["--topics", str(topics), "--scorers", "bm25", "--param", "evolved.w_bi=0.2"], "not among the scorers bm25"),

@@ -43,7 +43,8 @@ def test_text_fields_with_their_analyzers() -> None:
     assert found["notes"].custom and not found["title.en"].custom and not found["hidden"].indexed
     with_defaults = text_fields({"properties": {"a": {"type": "text"},
                                                 "b": {"type": "text", "analyzer": "simple"},
-                                                "c": {"type": "text", "analyzer": "simple", "search_analyzer": "stop"}}},
+                                                "c": {"type": "text", "analyzer": "simple",
+                                                      "search_analyzer": "stop"}}},
                                 custom_analyzers={"default", "default_search"})
     assert [(f.analyzer, f.search_analyzer, f.custom) for f in with_defaults.values()] == [
         ("default", "default_search", True), ("simple", "simple", False), ("simple", "stop", False)]
@@ -99,7 +100,8 @@ def test_the_virtual_combined_field() -> None:
     layout = IndexLayout(fields=("title", "body"), channels=("base",), plain=True, search_analyzer="standard")
     assert layout.subfield("body", "base") == "body"
     assert layout.subfield(layout.combined, "base") == "esb_all(title,body)"  # a key, never a field
-    assert layout.indexed(layout.combined, "base") == ("title", "body") and layout.indexed("title", "base") == ("title",)
+    assert layout.indexed(layout.combined, "base") == ("title", "body")
+    assert layout.indexed("title", "base") == ("title",)
     assert layout.analysis("base") == {"analyzer": "standard"}
     assert layout.all_subfields() == ["title", "body"]
     with pytest.raises(ConfigurationError, match="no 'prefix' channel"):

@@ -75,7 +75,8 @@ def test_windows_cover_a_long_text_overlapping_by_half(which: str, size: int,
 
 def test_passage_length_is_checked() -> None:
     for bad in (2, 257, 64.0, True):
-        with pytest.raises(ConfigurationError, match="passage_tokens must be an integer from 3 to the model's maximum 256"):
+        with pytest.raises(ConfigurationError,
+                           match="passage_tokens must be an integer from 3 to the model's maximum 256"):
             load_encoder(passage_tokens=bad)
 
 

@@ -75,7 +75,8 @@ def test_trec_topics_fields_prefixes_and_numbers(tmp_path: Path) -> None:
     assert [t.id for t in topics] == ["51", "302"]  # leading zeros go, as in TREC's judgments
     t = topics[0]
     assert t.title == "Airbus Subsidies"
-    assert t.description == "Document will discuss government assistance to Airbus Industrie, or mention a trade dispute."
+    assert t.description == ("Document will discuss government assistance to Airbus Industrie, "
+                             "or mention a trade dispute.")
     assert t.narrative == "A relevant document will cite or discuss assistance."
     assert t.line == 1 and topics[1].line == 18
     assert [x.text() for x in topics] == ["Airbus Subsidies", "Poliomyelitis and Post-Polio"]
@@ -202,11 +203,13 @@ def test_run_name_without_one_tag(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "match"), [
-    ("1 Q0 a 1 1.0 t\n1 Q0 b 2 1.0\n", r"run\.trec, line 2: expected 'query-id Q0 doc-id rank score tag' \(6 columns\), got 5"),
+    ("1 Q0 a 1 1.0 t\n1 Q0 b 2 1.0\n",
+     r"run\.trec, line 2: expected 'query-id Q0 doc-id rank score tag' \(6 columns\), got 5"),
     ("1 Q0 a 1 1.0 t\n1 Q0 b two 1.0 t\n", r"line 2: rank 'two' is not an integer"),
     ("1 Q0 a 1 high t\n", r"line 1: score 'high' is not a finite number"),
     ("1 Q0 a 1 nan t\n", r"line 1: score 'nan' is not a finite number"),
-    ("1 Q0 a 1 1.0 t\n2 Q0 a 1 1.0 t\n1 Q0 a 2 0.5 t\n", r"line 3: document 'a' again for query '1' \(first at line 1\)"),
+    ("1 Q0 a 1 1.0 t\n2 Q0 a 1 1.0 t\n1 Q0 a 2 0.5 t\n",
+     r"line 3: document 'a' again for query '1' \(first at line 1\)"),
     ("\n", r"run\.trec holds no run lines"),
 ])
 def test_run_errors(tmp_path: Path, text: str, match: str) -> None:
