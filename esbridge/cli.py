@@ -222,6 +222,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if bool(args.dataset) == bool(args.input):
         raise EsbridgeError("give exactly one of --dataset (a BEIR folder) or --input (a JSONL file)")
     fields = tuple(args.field) if args.field else ("title", "text")
+    if not args.no_semantic:
+        from esbridge.cli_search import model_option
+
+        model_option(args)  # an unknown --model before the input is read or the engine reached
     if args.dataset:
         source = Path(args.dataset) / "corpus.jsonl"
         if not source.is_file():
@@ -249,7 +253,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             from esbridge.index.definitions import VectorField
             from esbridge.semantic.models import load_encoder
 
-            encoder = load_encoder()
+            encoder = load_encoder(args.model)
             if engine.vector_search() == "knn_vector" and (args.recreate or not engine.index_exists(index)):
                 # the engine keeps and searches the vectors itself
                 vector = VectorField(dim=encoder.dim, model=encoder.name)
@@ -314,6 +318,7 @@ def _print_failures(report: IngestReport, limit: int) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from esbridge import __version__
+    from esbridge.cli_search import model_args
 
     parser = Parser(
         prog="esbridge",
@@ -395,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-semantic", action="store_true",
                    help="do not embed the documents for semantic search (the hybrid pipeline embeds them "
                         "on its first query instead)")
+    model_args(p, when="unless --no-semantic: ")
     p.add_argument("--store", metavar="DIR",
                    help="the on-disk feature store to fill with the documents' term vectors after indexing "
                         "(default: $ESBRIDGE_HOME/features or ~/.cache/esbridge/features)")

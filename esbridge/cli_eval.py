@@ -150,7 +150,7 @@ def pipeline_params(items: Sequence[str]) -> Any:
 
 
 def _eval_config(args: argparse.Namespace, split: Any) -> Any:
-    from esbridge.cli_search import augmentation_spec, fields_option
+    from esbridge.cli_search import augmentation_spec, fields_option, model_option
     from esbridge.evaluation.runner import EvalConfig, parse_param_overrides
 
     scorers = _scorers(args.scorers) if args.scorers.strip() else ()
@@ -164,7 +164,8 @@ def _eval_config(args: argparse.Namespace, split: Any) -> Any:
         reindex=args.reindex,
         progress=not args.quiet,
         field_weights=_field_weights(args.field_weight or []),
-        pipeline=None if args.no_pipeline else pipeline_params(args.pipeline_param or []),
+        pipeline=None if args.no_pipeline else pipeline_params([f"model={json.dumps(model_option(args))}",
+                                                                 *(args.pipeline_param or [])]),
         augmentation=augmentation_spec(args),
         fields=fields_option(getattr(args, "fields", None)),
     )
@@ -251,7 +252,7 @@ RUN_SYSTEMS = ("rerank", "hybrid", "engine-bm25")
 
 
 def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    from esbridge.cli_search import _scorer_params, augmentation_spec, fields_option
+    from esbridge.cli_search import _scorer_params, augmentation_spec, fields_option, model_option
     from esbridge.errors import IndexNotFoundError
     from esbridge.evaluation.batch import resume_point, write_run
     from esbridge.evaluation.runner import BASELINE_INDEX, HYBRID, EvalConfig, SystemSet
@@ -262,8 +263,8 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
     if args.system != "rerank" and (args.param or args.field_weight):
         raise ConfigurationError("--param and --field-weight set the reranker (--system rerank); the hybrid pipeline "
                                  "takes --pipeline-param")
-    if args.system != "hybrid" and (args.pipeline_param or args.narrative):
-        raise ConfigurationError("--pipeline-param and --narrative belong to --system hybrid")
+    if args.system != "hybrid" and (args.pipeline_param or args.narrative or args.model):
+        raise ConfigurationError("--pipeline-param, --model and --narrative belong to --system hybrid")
     spec = augmentation_spec(args)
     if spec is not None and args.system != "rerank":
         raise ConfigurationError("--augmentations and --augmenter apply to the reranker (--system rerank)")
@@ -277,6 +278,7 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
         name = HYBRID
         config = EvalConfig(scorers=(), window=args.window, baselines=False, progress=progress,
                             pipeline=pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
+                                                      f"model={json.dumps(model_option(args))}",
                                                       *(args.pipeline_param or [])]),
                             pipeline_strategies=False, fields=fields)
     elif args.system == "engine-bm25":
@@ -407,7 +409,7 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
 def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], None],
                  connect: Callable[[argparse.Namespace], Any]) -> None:
     """Register the evaluation commands on the ``esbridge`` parser."""
-    from esbridge.cli_search import augmentation_args, fields_args
+    from esbridge.cli_search import augmentation_args, fields_args, model_args
 
     p = sub.add_parser(
         "eval", help="measure scorers and the engine's BM25 on a BEIR-layout collection or on your own index",
@@ -452,6 +454,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
                    help="override a pipeline parameter, e.g. w_semantic=2, fusion=zscore, keyword_fb_docs=5 "
                         "(repeat; see esbridge.hybrid.PipelineParams)")
+    model_args(p, when="for the hybrid pipeline's semantic strategy: ")
     p.add_argument("--json", help="also write the JSON summary here")
     p.add_argument("--output", "--out", dest="out", metavar="DIR",
                    help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>, "
@@ -498,6 +501,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="BM25F-style weight of a text field for the reranker (repeat)")
     p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
                    help="with --system hybrid: a pipeline parameter, e.g. w_semantic=2 (repeat)")
+    model_args(p, when="with --system hybrid: ")
     p.add_argument("--narrative", action="store_true",
                    help="with --system hybrid: the keyword strategy reads each topic's narrative (TREC topics) "
                         "instead of pseudo-relevance feedback")

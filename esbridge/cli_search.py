@@ -92,6 +92,22 @@ def fields_args(p: argparse.ArgumentParser) -> None:
                         "mapping has, which must share one analyzer)")
 
 
+def model_args(p: argparse.ArgumentParser, *, when: str = "") -> None:
+    """``--model``: the sentence-embedding model of the semantic strategy."""
+    from esbridge.semantic.models import DEFAULT_MODEL, MODELS
+
+    p.add_argument("--model", metavar="NAME",
+                   help=f"{when}the sentence-embedding model: {', '.join(MODELS)} (default {DEFAULT_MODEL}; "
+                        "downloaded once from Maven Central into $ESBRIDGE_HOME/models)")
+
+
+def model_option(args: argparse.Namespace) -> str:
+    """``--model``, checked: an unknown name is an error listing the known ones."""
+    from esbridge.semantic.models import DEFAULT_MODEL, spec_for
+
+    return spec_for(args.model or DEFAULT_MODEL).name
+
+
 def augmentation_args(p: argparse.ArgumentParser, *, keyed_by: str) -> None:
     """``--augmentations``, ``--augmenter``, ``--augmenter-param`` and ``--original-weight``."""
     g = p.add_argument_group("weighted query augmentation")
@@ -319,6 +335,8 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
     spec = augmentation_spec(args)
     if args.hybrid and spec is not None:
         raise ConfigurationError("--augmentations and --augmenter apply to the reranker, not to --hybrid")
+    if args.model and not args.hybrid:
+        raise ConfigurationError("--model chooses the hybrid pipeline's embedding model: add --hybrid")
     if args.hybrid:
         from esbridge.cli_eval import pipeline_params
         from esbridge.hybrid import HybridSearcher
@@ -326,7 +344,7 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
 
         get_scorer(args.scorer)  # an unknown --scorer is named as such, before the engine is reached
         params = pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
-                                  *(args.pipeline_param or [])])
+                                  f"model={json.dumps(model_option(args))}", *(args.pipeline_param or [])])
         engine = connect(args)
         if not engine.index_exists(args.index):
             raise IndexNotFoundError(
@@ -419,10 +437,12 @@ def _cmd_demo(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     if args.queries < 0 or args.top < 1 or args.window < 1:
         raise ConfigurationError("--queries must be >= 0, --top and --window >= 1")
     progress = not args.quiet
+    model_option(args)  # an unknown --model before anything is downloaded or started
     dataset = demo.resolve_dataset(args.dataset, progress=progress)
     engine = demo.connect_with_progress(args, connect, progress=progress)
     result = demo.run_demo(engine, dataset, index=args.index, hybrid=False if args.lexical else None,
-                           window=args.window, show=args.queries, top=args.top, progress=progress)
+                           window=args.window, show=args.queries, top=args.top, progress=progress,
+                           model=model_option(args))
     sys.stdout.write(demo.render(result, demo.stop_hint(engine.options.url, result.index)))
     return 0
 
@@ -465,6 +485,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                         "--window set its lexical strategy")
     p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
                    help="with --hybrid: a pipeline parameter, e.g. w_semantic=2 or fusion=zscore (repeat)")
+    model_args(p, when="with --hybrid: ")
     p.set_defaults(func=lambda a: _cmd_search(a, connect))
 
     p = sub.add_parser("rescore", help="rerank an engine search response read from a file or standard input",
@@ -506,6 +527,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--window", type=int, default=1000,
                    help="first-stage hits the engine returns and esbridge reranks (default 1000)")
     p.add_argument("--quiet", action="store_true", help="no progress on standard error")
+    model_args(p, when="for the hybrid pipeline: ")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_demo(a, connect))
 

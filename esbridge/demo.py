@@ -264,7 +264,7 @@ def _titles(engine: Engine, index: str, ids: Sequence[str]) -> dict[str, str]:
 
 def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, hybrid: bool | None = None,
              window: int = 1000, show: int = 3, top: int = 5, progress: bool = False,
-             split: str = "test") -> DemoResult:
+             split: str = "test", model: str | None = None) -> DemoResult:
     """Index ``dataset`` if needed and rank every judged query of ``split`` with the engine's BM25
     and with esbridge.
 
@@ -273,6 +273,7 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
             pipeline where the ``semantic`` extra is installed.
         window: first-stage hits the engine returns and esbridge reranks.
         show: queries to show side by side: the first judged queries whose top ``top`` differ.
+        model: the hybrid pipeline's sentence-embedding model (default: the pipeline's).
     """
     from tqdm import tqdm
 
@@ -309,9 +310,9 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
         from esbridge.semantic.engine_vectors import open_vectors
         from esbridge.semantic.models import load_encoder
 
-        params = PipelineParams(window=window)
+        params = PipelineParams(window=window) if model is None else PipelineParams(window=window, model=model)
         with working("loading the sentence-embedding model", enabled=progress):
-            encoder = load_encoder()
+            encoder = load_encoder(params.model)
         assert rr.layout is not None
         vectors = open_vectors(engine, name, encoder, fields=rr.layout.fields, progress=progress)
         searcher = HybridSearcher(engine, name, params, vectors=vectors, reranker=rr, progress=progress)

@@ -46,6 +46,7 @@ from esbridge.hybrid.keyword import (
 from esbridge.jsoninput import check_depth, check_text
 from esbridge.rerank import AnalyzedQuery, Reranker, hit_version
 from esbridge.scoring import get_scorer
+from esbridge.semantic.models import DEFAULT_MODEL, spec_for
 
 if TYPE_CHECKING:
     from esbridge.semantic.engine_vectors import EngineVectors
@@ -92,6 +93,8 @@ class PipelineParams:
         w_semantic, w_lexical, w_keyword: the strategies' weights in the fusion
             (0 leaves a strategy out).
         rrf_k: the rank offset of reciprocal rank fusion.
+        model: the semantic strategy's sentence-embedding model
+            (:data:`esbridge.semantic.models.MODELS`).
     """
 
     scorer: str = "evolved"
@@ -108,9 +111,11 @@ class PipelineParams:
     w_lexical: float = 1.0
     w_keyword: float = 1.0
     rrf_k: float = 60.0
+    model: str = DEFAULT_MODEL
 
     def __post_init__(self) -> None:
         get_scorer(self.scorer)  # raises, listing the valid names
+        spec_for(self.model)  # likewise
         object.__setattr__(self, "fusion", Fusion.parse(self.fusion))
         for name in ("window", "semantic_depth"):
             value = getattr(self, name)
@@ -211,7 +216,7 @@ class HybridSearcher:
         params: what runs and how it is fused (default: the shipped defaults).
         vectors: the index's semantic index, :class:`~esbridge.semantic.engine_vectors.EngineVectors`
             or :class:`~esbridge.semantic.vectors.VectorIndex` (default: the one the index has,
-            with the packaged model, built on first use).
+            with the model ``params.model``, built on first use).
         reranker: the lexical strategy's reranker (default: one for ``params.scorer``).
         progress: progress bars on stderr while document vectors (and, without ``reranker``, its
             index-wide tables) are built; off by default.
@@ -245,7 +250,7 @@ class HybridSearcher:
             from esbridge.semantic.engine_vectors import open_vectors
             from esbridge.semantic.models import load_encoder
 
-            self._vectors = open_vectors(self.engine, self.index, load_encoder(),
+            self._vectors = open_vectors(self.engine, self.index, load_encoder(self.params.model),
                                          fields=self.layout.fields, progress=self._progress)
         return self._vectors
 

@@ -1,4 +1,4 @@
-"""Semantic search: sentence embeddings in numpy, a content-addressed embedding cache, and the
+"""Semantic search: sentence embeddings (onnxruntime), a content-addressed embedding cache, and the
 on-disk vectors of an index with exact cosine search."""
 
 from esbridge.semantic.models import DEFAULT_MODEL, MODELS, load_encoder, model_dir

@@ -1,7 +1,7 @@
 """A persistent, content-addressed cache of embeddings.
 
-Embedding is the slow step of semantic indexing (tens of documents per second
-per core), so every vector is kept under ``$ESBRIDGE_HOME/embeddings/<model>/``,
+Embedding is the slow step of semantic indexing, so every vector is kept under
+``$ESBRIDGE_HOME/embeddings/<runtime>-<model>/`` (:attr:`Encoder.cache_id`),
 keyed by the SHA-256 of the embedded text.  Re-indexing the same text, indexing
 one corpus into a second index, or resuming an interrupted run costs nothing.
 
@@ -35,7 +35,19 @@ class Encoder(Protocol):
     @property
     def dim(self) -> int: ...
 
-    def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray: ...
+    @property
+    def cache_id(self) -> str:
+        """What its vectors are filed under: every runtime, model and precision whose vectors may
+        differ has its own."""
+        ...
+
+    def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Unit vectors of documents or passages."""
+        ...
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of queries (which some models prefix otherwise than documents)."""
+        ...
 
 
 class WindowEncoder(Encoder, Protocol):
@@ -96,7 +108,7 @@ class EmbeddingCache:
         """The cache of ``encoder`` under ``$ESBRIDGE_HOME/embeddings``."""
         from esbridge.engine.local import cache_dir
 
-        return cls((home or cache_dir()) / "embeddings" / encoder.name, encoder.dim)
+        return cls((home or cache_dir()) / "embeddings" / encoder.cache_id, encoder.dim)
 
     def __len__(self) -> int:
         self._reload()

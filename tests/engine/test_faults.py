@@ -133,7 +133,8 @@ def test_an_unreadable_answer_is_one_esbridge_error_naming_the_request(engine: E
     failures: list[str] = []
     try:
         with fault_proxy(engine.options.url, policy) as (url, log):
-            options = replace(engine.options, url=url, urls=(), ca_certs=None, max_retries=1, backoff=0.01, timeout=10.0)
+            options = replace(engine.options, url=url, urls=(), ca_certs=None, max_retries=1, backoff=0.01,
+                              timeout=10.0)
             with Engine.connect(options) as proxied, Reranker(proxied, name, scorer="bm25") as rr:
                 calls: list[Callable[[], Any]] = [lambda: rr.search("glucose insulin")]
                 if endpoint != "_search":

@@ -88,5 +88,6 @@ def test_losing_the_engine_after_the_documents_are_in_says_they_are(tmp_path: Pa
     code, out, err = run(capsys, "index", "--input", str(docs), "--index", "docs", "--no-semantic", "--quiet")
     assert code == 3, err
     lines = err.strip().splitlines()
-    assert lines[0].startswith("indexed: 1 of 1 documents indexed into 'docs'") and "re-run the same command" in lines[0]
+    assert lines[0].startswith("indexed: 1 of 1 documents indexed into 'docs'")
+    assert "re-run the same command" in lines[0]
     assert "cannot reach the engine" in lines[-1]

