@@ -250,10 +250,11 @@ def _cmd_index(args: argparse.Namespace) -> int:
         from esbridge.semantic.encoder import available
 
         if available():
+            from esbridge.cli_search import model_option
             from esbridge.index.definitions import VectorField
             from esbridge.semantic.models import load_encoder
 
-            encoder = load_encoder(args.model)
+            encoder = load_encoder(model_option(args))
             if engine.vector_search() == "knn_vector" and (args.recreate or not engine.index_exists(index)):
                 # the engine keeps and searches the vectors itself
                 vector = VectorField(dim=encoder.dim, model=encoder.name)
