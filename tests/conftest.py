@@ -25,12 +25,12 @@ Which tests run on which engine is decided here, by parametrisation (never by a 
   without ``_update_by_query`` (``elasticsearch8``);
 * on ``elasticsearch8`` only the modules of :data:`ELASTICSEARCH8_MODULES` run, and on
   ``elasticsearch`` (7.10) every module but those of :data:`ELASTICSEARCH7_LEFT_OUT` (the
-  suite's time budget; the README's compatibility table lists them).
+  suite's time budget; the compatibility table of ``docs/engines.md`` lists them).
 * the modules of :data:`OPENSEARCH_CLUSTER_MODULES` start their own three-node OpenSearch
   cluster and run only when ``opensearch`` is under test.
 
 A test on a secured engine finds its credentials in ``ESBRIDGE_USERNAME``,
-``ESBRIDGE_PASSWORD`` and ``ESBRIDGE_CA_CERTS``, the variables the README documents, so
+``ESBRIDGE_PASSWORD`` and ``ESBRIDGE_CA_CERTS``, the variables ``docs/engines.md`` documents, so
 command-line calls given only ``--url`` authenticate as a user's would.
 """
 

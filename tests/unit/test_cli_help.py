@@ -1,5 +1,5 @@
-"""Every command, action and option of the ``esbridge`` command says what it is, and the README
-names every scorer."""
+"""Every command, action and option of the ``esbridge`` command says what it is, and the
+scorer table of ``docs/cli.md`` names every scorer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from esbridge.cli import build_parser
 from esbridge.scoring import available_scorers
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def _walk(parser: argparse.ArgumentParser,
@@ -52,11 +52,11 @@ def test_rescore_has_no_first_stage_and_takes_a_file_or_dash() -> None:
     assert parser.parse_args(["search", "idx", "q", "--first-stage", "channels"]).first_stage == "channels"
 
 
-def test_readme_lists_every_scorer_with_a_line() -> None:
+def test_cli_doc_lists_every_scorer_with_a_line() -> None:
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z0-9_]+)` \| (.+) \|$",
-                                                         README.read_text("utf-8"), re.M)}
+                                                         CLI_DOC.read_text("utf-8"), re.M)}
     for name in available_scorers():
-        assert len(rows.get(name, "")) > 20, f"README's scorer table has no line for {name!r}"
+        assert len(rows.get(name, "")) > 20, f"docs/cli.md's scorer table has no line for {name!r}"
 
 
 def test_tune_help_lists_every_scorers_search_space(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,7 @@
 """The package stands alone: its text points only at files inside the repository.
 
 Two checks over the tracked text files of the package, the tests, the benchmark scripts, the
-index definitions, the Painless scripts, the README and the changelog:
+index definitions, the Painless scripts, the README, the pages under ``docs/`` and the changelog:
 
 - none names a document outside the repository (the patterns are assembled from pieces below,
   so that this file does not match them itself);
@@ -50,6 +50,8 @@ def _in_scope(path: str) -> bool:
         return True
     if path.startswith(("esbridge/", "tests/", "mappings/", "painless/")):
         return True
+    if path.startswith("docs/") and path.endswith(".md"):
+        return True
     return path.startswith("benchmarks/") and path.count("/") == 1 and path.endswith(".py")
 
 
@@ -88,6 +90,7 @@ def test_the_scope_is_not_empty() -> None:
     assert "esbridge/scoring/evolved.py" in texts and "README.md" in texts
     assert any(p.startswith("benchmarks/") for p in texts)
     assert any(p.startswith("painless/") for p in texts)
+    assert "docs/cli.md" in texts
 
 
 def _others() -> dict[str, str]:
