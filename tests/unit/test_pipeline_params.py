@@ -49,3 +49,20 @@ def test_cli_parsing() -> None:
         pipeline_params(["w_semantic"])
     with pytest.raises(ConfigurationError, match="keyword parameter lam"):
         pipeline_params(["keyword_lam=2"])
+
+
+def test_the_scoring_document_states_the_shipped_defaults() -> None:
+    """docs/scoring.md gives the pipeline's defaults as the code has them (weights, depth, feedback)."""
+    import re
+    from pathlib import Path
+
+    from esbridge.hybrid.pipeline import PipelineParams
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "scoring.md").read_text(encoding="utf-8")
+    shipped = PipelineParams()
+    weights = re.search(r"Default weights: semantic (\S+), lexical (\S+), keyword (\S+?);", text)
+    assert weights is not None, "docs/scoring.md no longer states the default fusion weights"
+    assert tuple(float(w) for w in weights.groups()) == (shipped.w_semantic, shipped.w_lexical, shipped.w_keyword)
+    assert f"semantic_depth = {shipped.semantic_depth}" in text
+    assert f"semantic_feedback = {shipped.semantic_feedback}" in text
+    assert f"semantic_beta = {shipped.semantic_beta}" in text
