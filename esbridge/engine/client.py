@@ -86,6 +86,13 @@ def split_urls(value: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(urls)
 
 
+def given_urls(url: str | Sequence[str] | None = None) -> tuple[str, ...]:
+    """The engine URLs of ``url`` (:func:`split_urls`), else those of ``ESBRIDGE_URL``; ``()``
+    when neither names one."""
+    urls = split_urls(url) if url else ()
+    return urls or split_urls(os.environ.get("ESBRIDGE_URL") or "")
+
+
 def redact_url(url: str) -> str:
     """``url`` without the password of its user part (``https://user:***@host``); of every URL
     of a comma-separated list."""
@@ -226,7 +233,7 @@ class ConnectionOptions:
         env = os.environ
         urls = split_urls(url) if url else ()
         if not urls:
-            urls = split_urls(env.get("ESBRIDGE_URL") or "")
+            urls = given_urls()
             _check_urls(urls, "ESBRIDGE_URL entry")
         if not urls:
             raise ConfigurationError("no engine URL: pass --url or set ESBRIDGE_URL")
@@ -665,8 +672,8 @@ def _elasticsearch_client_kwargs(options: ConnectionOptions, server_major: int) 
             options.api_key.split(":", 1)
         )
     if options.sniff:
-        client_major = elasticsearch_client_version()[0]
-        client_version = ".".join(map(str, elasticsearch_client_version()))
+        installed = elasticsearch_client_version()
+        client_major, client_version = installed[0], ".".join(map(str, installed))
         if client_major > server_major:
             raise ConfigurationError(
                 f"the elasticsearch {client_version} client sniffs with version {client_major} headers, which an "

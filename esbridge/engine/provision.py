@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from esbridge.engine import local
-from esbridge.engine.client import ConnectionOptions, Engine, split_urls
+from esbridge.engine.client import ConnectionOptions, Engine, given_urls
 from esbridge.errors import ConfigurationError, ProvisioningError
 
 #: Images used where Docker is available; the same as docker-compose.yml.
@@ -194,9 +194,7 @@ def provision(distribution: str | None = "opensearch", *, url: str | Sequence[st
     OpenSearch node when none runs.  ``name`` asks for esbridge's local node of that
     name: it is used when running and started otherwise, whatever other node runs.
     """
-    urls = split_urls(url) if url else ()
-    if not urls:
-        urls = split_urls(os.environ.get("ESBRIDGE_URL") or "")
+    urls = given_urls(url)
     if urls:
         # the URL of one of esbridge's running secured nodes: its recorded credentials apply
         ours = next((n for n in map(_local_node, urls) if n is not None), None)
