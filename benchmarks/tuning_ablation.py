@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from esbridge.engine.local import cache_dir
 from esbridge.evaluation.tune import QuerySet, evaluate
+from esbridge.home import cache_dir
 from esbridge.scoring import get_scorer
 
 

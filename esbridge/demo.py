@@ -31,6 +31,7 @@ from typing import Any
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, IngestError
 from esbridge.evaluation.datasets import BeirDataset, SplitSpec, load_dataset
+from esbridge.home import cache_dir
 
 __all__ = [
     "SAMPLE_NAME",
@@ -107,8 +108,6 @@ def materialise_sample(home: Path | None = None) -> BeirDataset:
     """The shipped sample as a BEIR folder under ``$ESBRIDGE_HOME/demo/`` (unpacked when absent
     or different from the packaged files)."""
     if home is None:
-        from esbridge.engine.local import cache_dir
-
         home = cache_dir()
     src = _sample_files()
     files = {"corpus.jsonl.gz": "corpus.jsonl", "queries.jsonl": "queries.jsonl",

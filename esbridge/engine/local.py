@@ -73,6 +73,7 @@ from typing import IO, Any
 from esbridge.engine import es_distribution
 from esbridge.engine.client import path_segment
 from esbridge.errors import ConfigurationError, ProvisioningError
+from esbridge.home import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -193,12 +194,6 @@ def read_lockfile(spec: RunnerSpec) -> list[Artifact]:
         members = tuple((m.split("=", 1)[0], m.split("=", 1)[1]) for m in member_specs)
         out.append(Artifact(parts[0], parts[1], parts[2], classifier, sha1, extension or "jar", members))
     return out
-
-
-def cache_dir() -> Path:
-    """esbridge's cache directory (``$ESBRIDGE_HOME`` or ``~/.cache/esbridge``)."""
-    root = os.environ.get("ESBRIDGE_HOME")
-    return Path(root) if root else Path.home() / ".cache" / "esbridge"
 
 
 def lib_dir(spec: RunnerSpec) -> Path:

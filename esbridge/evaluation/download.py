@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from esbridge.evaluation.datasets import DatasetError
+from esbridge.home import cache_dir
 
 __all__ = ["BEIR_BASE_URL", "BEIR_MD5", "ENV_BASE_URL", "datasets_dir", "fetch_beir", "verify_archive"]
 
@@ -68,8 +69,6 @@ _CHUNK = 1 << 16
 
 def datasets_dir() -> Path:
     """``<esbridge cache>/datasets`` (``$ESBRIDGE_HOME/datasets`` or ``~/.cache/esbridge/datasets``)."""
-    from esbridge.engine.local import cache_dir
-
     return cache_dir() / "datasets"
 
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import FieldVector, TermMatrix
+from esbridge.home import cache_dir
 
 #: ``(_id, _seq_no, _primary_term)`` of a document in one index identity.
 VersionedId = tuple[str, int, int]
@@ -80,8 +81,6 @@ _Blocks = tuple[int, int, tuple[int, ...]]
 
 def default_store_root() -> Path:
     """``<esbridge's cache>/features`` (``$ESBRIDGE_HOME/features`` or ``~/.cache/esbridge/features``)."""
-    from esbridge.engine.local import cache_dir
-
     return cache_dir() / "features"
 
 

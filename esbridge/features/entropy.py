@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 
 from esbridge.engine.client import Engine, EngineBase, path_segment, scroll_plan, sync_engine
-from esbridge.engine.local import cache_dir
 from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import index_identity_plan
+from esbridge.home import cache_dir
 from esbridge.index.definitions import IndexLayout
 from esbridge.scoring.bmx import collection_entropy_from_histogram
 
@@ -91,7 +91,7 @@ class CollectionEntropy:
     Args:
         persist: keep the tables under ``home`` for later processes (default ``True``).
         home: the cache directory (default ``$ESBRIDGE_HOME``, see
-            :func:`esbridge.engine.local.cache_dir`).
+            :func:`esbridge.home.cache_dir`).
         progress: a progress bar on stderr while a table is computed.
         stale_writes: how many documents may have been written since a table was computed,
             as a share of the documents it was computed over, before it is computed again

@@ -24,6 +24,8 @@ from typing import Protocol
 
 import numpy as np
 
+from esbridge.home import cache_dir
+
 __all__ = ["EmbeddingCache", "Encoder", "WindowEncoder", "text_key", "window_key"]
 
 
@@ -106,8 +108,6 @@ class EmbeddingCache:
     @classmethod
     def for_encoder(cls, encoder: Encoder, home: Path | None = None) -> EmbeddingCache:
         """The cache of ``encoder`` under ``$ESBRIDGE_HOME/embeddings``."""
-        from esbridge.engine.local import cache_dir
-
         return cls((home or cache_dir()) / "embeddings" / encoder.cache_id, encoder.dim)
 
     def __len__(self) -> int:

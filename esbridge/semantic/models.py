@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from esbridge.errors import ConfigurationError, ProvisioningError
+from esbridge.home import cache_dir
 
 if TYPE_CHECKING:
     from esbridge.semantic.encoder import SentenceEncoder
@@ -111,8 +112,6 @@ DEFAULT_MODEL = "all-minilm-l6-v2"
 
 
 def _home() -> Path:
-    from esbridge.engine.local import cache_dir
-
     return cache_dir()
 
 

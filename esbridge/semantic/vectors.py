@@ -57,6 +57,7 @@ import numpy as np
 from esbridge.engine.client import Engine, path_segment
 from esbridge.errors import ConfigurationError
 from esbridge.features.cache import index_state
+from esbridge.home import cache_dir
 from esbridge.semantic.cache import EmbeddingCache, Encoder, WindowEncoder
 from esbridge.semantic.text import document_text
 
@@ -111,8 +112,6 @@ class VectorIndex(SemanticIndex):
     def __init__(self, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
                  cache: EmbeddingCache | None = None, home: Path | None = None,
                  check_interval: float = 1.0, progress: bool = False, windows: bool = True) -> None:
-        from esbridge.engine.local import cache_dir
-
         self.engine = engine
         self.index = index
         self.encoder = encoder

@@ -147,7 +147,7 @@ def baguetter_python() -> Path:
 
 def default_venv() -> Path:
     """Under ``$ESBRIDGE_HOME`` (default ``~/.cache/esbridge``), like esbridge's other downloads."""
-    from esbridge.engine.local import cache_dir
+    from esbridge.home import cache_dir
 
     return cache_dir() / "baguetter-venv"
 
