@@ -70,6 +70,10 @@ class UnsupportedEngineError(EsbridgeError):
     """The server is not a distribution or version esbridge can drive."""
 
 
+class DatasetError(EsbridgeError):
+    """A collection that cannot be read, downloaded or verified; the message says what to fix."""
+
+
 class IngestError(EsbridgeError):
     """Documents that could not be read or indexed.
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from esbridge.errors import EsbridgeError
+from esbridge.errors import DatasetError
 from esbridge.jsoninput import parse_json
 
 __all__ = [
@@ -37,10 +37,6 @@ __all__ = [
 
 #: Seed of the fixed halves (``test:tune`` / ``test:heldout``) unless one is given.
 DEFAULT_HALF_SEED = 2024
-
-
-class DatasetError(EsbridgeError):
-    """A collection that cannot be read, downloaded or verified; the message says what to fix."""
 
 
 class Part(str, Enum):

@@ -32,7 +32,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
-from esbridge.evaluation.datasets import DatasetError
+from esbridge.errors import DatasetError
 from esbridge.home import cache_dir
 
 __all__ = ["BEIR_BASE_URL", "BEIR_MD5", "ENV_BASE_URL", "datasets_dir", "fetch_beir", "verify_archive"]

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from esbridge.evaluation.datasets import DatasetError
+from esbridge.errors import DatasetError
 from esbridge.jsoninput import parse_json
 
 __all__ = [
