@@ -28,14 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.augment import (
-    Augmentation,
-    check_weight,
-    merge_queries,
-    resolve_augmentations_plan,
-    score_augmented,
-    select_terms,
-)
 from esbridge.engine.client import (
     EngineBase,
     engine_error,
@@ -53,6 +45,14 @@ from esbridge.features.termvectors import QueryChannel, analyze_query_plan, buil
 from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
 from esbridge.index.plain import missing_channels_message, open_layout_plan
 from esbridge.jsoninput import check_depth, check_text
+from esbridge.rerank.augmentation import (
+    Augmentation,
+    check_weight,
+    merge_queries,
+    resolve_augmentations_plan,
+    score_augmented,
+    select_terms,
+)
 from esbridge.rerank.candidates import (
     AnalyzedQuery,
     CandidateUnion,

@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from esbridge.augment import Augmentation
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import Plan, run
 from esbridge.features.cache import DocVersion
+from esbridge.rerank.augmentation import Augmentation
 from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion
 from esbridge.rerank.pipeline import RerankerCore
 from esbridge.scoring import ScoreResult, ScoringInput
@@ -212,7 +212,7 @@ class Reranker(RerankerCore):
                         original_weight: float = 1.0,
                         stats_validated: bool = False) -> tuple[ScoreResult, list[bool]]:
         """``w_0 · score(Q) + Σ_i w_i · score(Q_i)`` of candidates ``ids`` (input order) with the
-        reranker's scorer (:func:`esbridge.augment.score_augmented`); the features of every
+        reranker's scorer (:func:`esbridge.rerank.augmentation.score_augmented`); the features of every
         query are fetched once (:meth:`scoring_input` of their merged terms)."""
         return self._run(self._score_augmented_plan(prepared, variants, ids, versions,
                                                     original_weight=original_weight,
