@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from esbridge.cli import main
+from esbridge.cli.main import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str,

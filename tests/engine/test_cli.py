@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from esbridge.cli import main
+from esbridge.cli.main import main
 from esbridge.engine.client import Engine
 from esbridge.ingest import ingest
 from tests.cli import run

@@ -42,7 +42,7 @@ import numpy as np
 import pytest
 
 import esbridge.ingest as ingest_mod
-from esbridge.cli import main
+from esbridge.cli.main import main
 from esbridge.engine import local
 from esbridge.engine.client import ConnectionOptions, Engine
 from esbridge.errors import EngineUnavailableError, EsbridgeError

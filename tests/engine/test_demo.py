@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from esbridge import demo
-from esbridge.cli import main
+from esbridge.cli.main import main
 from esbridge.engine import local
 from esbridge.engine.client import Engine
 from esbridge.evaluation.datasets import BeirDataset

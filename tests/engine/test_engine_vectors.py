@@ -109,7 +109,7 @@ def test_engines_without_vector_search_refuse_a_vector_field(engine: Engine, ind
 
 def test_cli_index_puts_the_vectors_in_the_engine(knn_engine: Engine, tmp_path,  # type: ignore[no-untyped-def]
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from esbridge.cli import main
+    from esbridge.cli.main import main
 
     src = tmp_path / "docs.jsonl"
     src.write_text("".join(json.dumps(d) + "\n" for d in _docs()[:20]))

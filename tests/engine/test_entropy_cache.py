@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from esbridge.cli import main
+from esbridge.cli.main import main
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import Plan
 from esbridge.errors import ConfigurationError

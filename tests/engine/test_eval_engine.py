@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from esbridge import cli_eval
+from esbridge.cli.main import main
 from esbridge.engine.client import Engine
 from esbridge.evaluation.datasets import SplitSpec, load_dataset
 from esbridge.evaluation.indexing import PYSERINI_BM25, ensure_index, index_name
@@ -65,7 +65,7 @@ def test_eval_command_on_the_sample_is_deterministic(engine: Engine, sample_dir:
         argv = ["eval", "--dataset", str(sample_dir), "--scorers", "bm25,evolved", "--url", engine.options.url,
                 "--out", str(tmp_path / "out"), "--json", str(tmp_path / "out.json"), "--quiet",
                 "--index-prefix", eval_prefix, "--no-plots"]
-        assert cli_eval.main(argv) == 0
+        assert main(argv) == 0
         (tmp_path / "out").rename(tmp_path / name)
         (tmp_path / "out.json").rename(tmp_path / f"{name}.json")
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from esbridge.aio import AsyncEngine, AsyncReranker
-from esbridge.cli import main
+from esbridge.cli.main import main
 from esbridge.engine.client import ConnectionOptions, Engine
 from esbridge.errors import EngineError, EngineUnavailableError, EsbridgeError, IngestError
 from esbridge.ingest import ingest, read_jsonl

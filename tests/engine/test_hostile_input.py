@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from esbridge.aio import AsyncEngine, AsyncReranker
-from esbridge.cli import main
+from esbridge.cli.main import main
 from esbridge.engine.client import Engine, check_index_name, path_segment
 from esbridge.errors import ConfigurationError, EsbridgeError
 from esbridge.index import IndexLayout, create_index

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from esbridge.cli import EXIT_ENGINE, EXIT_NOT_INDEXED, EXIT_UNREACHABLE
+from esbridge.cli.options import EXIT_ENGINE, EXIT_NOT_INDEXED, EXIT_UNREACHABLE
 from esbridge.engine.client import Engine
 from esbridge.ingest import ingest
 from tests.cli import run

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import pytest
 
-from esbridge.cli import main
+from esbridge.cli.main import main
 from esbridge.engine import local
 from esbridge.engine.client import Engine
 from esbridge.errors import ProvisioningError

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from esbridge.cli import main
+from esbridge.cli.main import main
 from esbridge.engine import local
 from esbridge.engine.client import Engine
 from esbridge.engine.provision import find_local_node, provision

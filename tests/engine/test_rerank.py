@@ -232,7 +232,7 @@ def test_field_weights_reach_the_bm25f_scorers(engine: Engine, small_index: str,
 
 def test_field_weights_as_a_scorer_parameter_from_the_cli(engine: Engine, small_index: str,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from esbridge.cli import main
+    from esbridge.cli.main import main
 
     def top(weights: str) -> dict[str, float]:
         assert main(["search", "--url", engine.options.url, "--scorer", "bm25f_robertson",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from esbridge.cli import build_parser
+from esbridge.cli.main import build_parser
 from esbridge.scoring import available_scorers
 
 CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"

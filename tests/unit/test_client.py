@@ -108,8 +108,8 @@ def test_connection_options_validate() -> None:
 
 
 def test_reports_never_carry_secrets(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from esbridge.cli import build_parser
-    from esbridge.cli_eval import command_line, names_credentials
+    from esbridge.cli.eval import command_line, names_credentials
+    from esbridge.cli.main import build_parser
     from esbridge.engine.client import redact_url
 
     for name in ("ESBRIDGE_URL", "ESBRIDGE_USERNAME", "ESBRIDGE_PASSWORD", "ESBRIDGE_API_KEY"):

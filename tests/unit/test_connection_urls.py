@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from esbridge.cli import build_parser
+from esbridge.cli.main import build_parser
 from esbridge.engine.client import (
     ConnectionOptions,
     _Unreachable,

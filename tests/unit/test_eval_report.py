@@ -107,12 +107,12 @@ def test_param_overrides_and_config_errors() -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from esbridge import cli_eval
-    from esbridge.cli import _connection_args
+    from esbridge.cli import eval as cli_eval
+    from esbridge.cli.options import connection_args
 
     parser = argparse.ArgumentParser(prog="esbridge")
     sub = parser.add_subparsers(dest="command", required=True)
-    cli_eval.add_commands(sub, _connection_args, lambda a: None)
+    cli_eval.add_commands(sub, connection_args, lambda a: None)
     return parser
 
 
@@ -125,7 +125,7 @@ def test_cli_defaults() -> None:
 
 
 def test_cli_tune_errors_before_any_engine_work(capsys: pytest.CaptureFixture[str]) -> None:
-    from esbridge import cli_eval
+    from esbridge.cli import eval as cli_eval
 
     def boom(args: argparse.Namespace) -> None:
         raise AssertionError("no engine should be needed to reject these arguments")
@@ -165,7 +165,7 @@ def test_compressed_and_cut_runs_are_reproducible(tmp_path: Path) -> None:
 
 
 def test_field_weight_option() -> None:
-    from esbridge.cli_eval import _field_weights
+    from esbridge.cli.eval import _field_weights
 
     assert _field_weights(["title=2", "text=1"]) == {"title": 2.0, "text": 1.0}
     assert _field_weights([]) is None
@@ -283,7 +283,7 @@ def test_external_runs_are_added_with_notes(tmp_path: Path) -> None:
 
 
 def _eval_parser(connect: Any) -> argparse.ArgumentParser:
-    from esbridge import cli_eval
+    from esbridge.cli import eval as cli_eval
 
     parser = argparse.ArgumentParser(prog="esbridge")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from esbridge import cli_features
-from esbridge.cli import run_parsed
+from esbridge.cli import features as cli_features
+from esbridge.cli.main import run_parsed
 from esbridge.errors import ConfigurationError
 from esbridge.evaluation.ltr import _comment, _qids, export_features, feature_files
 from esbridge.evaluation.trecfiles import InputFileError, Topic

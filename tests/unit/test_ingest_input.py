@@ -66,7 +66,7 @@ def test_losing_the_engine_after_the_documents_are_in_says_they_are(tmp_path: Pa
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The documents were all indexed when building the feature store fails: the error is the engine's
     (exit 3), and a line before it says that the documents are in and how to finish."""
-    import esbridge.cli
+    import esbridge.cli.options
     import esbridge.features.build
     import esbridge.ingest
     from esbridge.errors import EngineUnavailableError
@@ -82,7 +82,7 @@ def test_losing_the_engine_after_the_documents_are_in_says_they_are(tmp_path: Pa
     def build_store(*args: object, **kwargs: object) -> None:
         raise EngineUnavailableError("cannot reach the engine at http://127.0.0.1:9 (connection refused)")
 
-    monkeypatch.setattr(esbridge.cli, "_connect", lambda args: object())
+    monkeypatch.setattr(esbridge.cli.options, "connect_engine", lambda args: object())
     monkeypatch.setattr(esbridge.ingest, "ingest", ingest)
     monkeypatch.setattr(esbridge.features.build, "build_store", build_store)
     code, out, err = run(capsys, "index", "--input", str(docs), "--index", "docs", "--no-semantic", "--quiet")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from esbridge.cli import main
+from esbridge.cli.main import main
 from esbridge.engine import local
 from esbridge.errors import ConfigurationError
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from esbridge.cli_search import fields_option
+from esbridge.cli.options import fields_option
 from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import FieldStats, FieldVector, _field_vector, merge_stats, sum_vectors
 from esbridge.index import IndexLayout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from esbridge.cli_eval import pipeline_params
+from esbridge.cli.options import pipeline_params
 from esbridge.errors import ConfigurationError
 from esbridge.hybrid import Fusion, KeywordParams, PipelineParams
 

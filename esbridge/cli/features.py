@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from esbridge.cli_search import fields_args, fields_option
+from esbridge.cli.options import fields_args, fields_option
 from esbridge.errors import ConfigurationError
 
 

@@ -20,9 +20,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from esbridge.cli.options import (
+    augmentation_args,
+    augmentation_spec,
+    fields_args,
+    fields_option,
+    model_args,
+    model_option,
+    pipeline_params,
+    scorer_params,
+)
 from esbridge.engine.client import split_urls
 from esbridge.errors import ConfigurationError
-from esbridge.jsoninput import parse_json
 
 DEFAULT_SCORERS = "bm25,bmx,evolved"
 
@@ -130,27 +139,7 @@ def _field_weights(items: Sequence[str]) -> dict[str, float] | None:
     return out or None
 
 
-def pipeline_params(items: Sequence[str]) -> Any:
-    """``["w_semantic=2", "fusion=zscore"]`` -> the shipped :class:`PipelineParams` with those overrides."""
-    from esbridge.hybrid.pipeline import PipelineParams
-
-    overrides: dict[str, Any] = {}
-    for item in items:
-        name, eq, raw = item.partition("=")
-        if not eq or not name.strip():
-            raise ConfigurationError(f"--pipeline-param {item!r} must look like NAME=VALUE, e.g. w_semantic=2")
-        try:
-            overrides[name.strip()] = parse_json(raw, f"--pipeline-param {item!r}")
-        except json.JSONDecodeError:
-            overrides[name.strip()] = raw
-    try:
-        return PipelineParams().with_overrides(**overrides)
-    except (TypeError, ValueError) as err:
-        raise ConfigurationError(f"--pipeline-param: {err}") from err
-
-
 def _eval_config(args: argparse.Namespace, split: Any) -> Any:
-    from esbridge.cli_search import augmentation_spec, fields_option, model_option
     from esbridge.evaluation.runner import EvalConfig, parse_param_overrides
 
     scorers = _scorers(args.scorers) if args.scorers.strip() else ()
@@ -252,7 +241,6 @@ RUN_SYSTEMS = ("rerank", "hybrid", "engine-bm25")
 
 
 def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    from esbridge.cli_search import _scorer_params, augmentation_spec, fields_option, model_option
     from esbridge.errors import IndexNotFoundError
     from esbridge.evaluation.batch import resume_point, write_run
     from esbridge.evaluation.runner import BASELINE_INDEX, HYBRID, EvalConfig, SystemSet
@@ -287,7 +275,7 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
     else:
         name = args.scorer
         config = EvalConfig(scorers=(args.scorer,), window=args.window, baselines=False, progress=progress,
-                            params={args.scorer: _scorer_params(args.scorer, args.param)},
+                            params={args.scorer: scorer_params(args.scorer, args.param)},
                             field_weights=_field_weights(args.field_weight or []), augmentation=spec, fields=fields)
         if spec is not None:
             unused = spec.unused_keys([(t.id, t.text(args.topic_field)) for t in topics])
@@ -316,7 +304,6 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
 
 
 def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
-    from esbridge.cli_search import augmentation_spec
     from esbridge.evaluation.datasets import SplitSpec, load_dataset
     from esbridge.evaluation.tune import (
         collect_features,
@@ -409,8 +396,6 @@ def _cmd_tune(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
 def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], None],
                  connect: Callable[[argparse.Namespace], Any]) -> None:
     """Register the evaluation commands on the ``esbridge`` parser."""
-    from esbridge.cli_search import augmentation_args, fields_args, model_args
-
     p = sub.add_parser(
         "eval", help="measure scorers and the engine's BM25 on a BEIR-layout collection or on your own index",
         description="Run judged queries through the engine's BM25, esbridge's rerankers and the hybrid pipeline "
@@ -559,17 +544,3 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     augmentation_args(p, keyed_by="query ids (or query texts)")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_tune(a, connect))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m esbridge.cli_eval eval|run|tune ...``: the same commands without the rest of the CLI."""
-    from esbridge.cli import Parser, _connect, _connection_args, run_parsed
-
-    parser = Parser(prog="esbridge")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_commands(sub, _connection_args, _connect)
-    return run_parsed(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,35 +10,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from esbridge.cli.options import (
+    augmentation_args,
+    augmentation_spec,
+    fields_args,
+    fields_option,
+    model_args,
+    model_option,
+    pipeline_params,
+    scorer_params,
+)
 from esbridge.errors import ConfigurationError, EngineError, EsbridgeError, IndexNotFoundError
 from esbridge.jsoninput import parse_json
-
-
-def _scorer_params(name: str, pairs: list[str] | None) -> Any:
-    from esbridge.scoring import get_scorer
-
-    scorer = get_scorer(name)
-    overrides: dict[str, Any] = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise ConfigurationError(f"--param {pair!r} must be NAME=VALUE")
-        key, raw = pair.split("=", 1)
-        try:
-            value: Any = parse_json(raw, f"--param {pair!r}")
-        except json.JSONDecodeError:
-            value = raw
-        overrides[key.strip()] = value
-    try:
-        return scorer.make_params(**overrides)
-    except (TypeError, ValueError) as err:
-        raise ConfigurationError(f"--param: {err}") from err  # the message names the scorer
 
 
 def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> Any:
     from esbridge.rerank import Reranker
 
     # the options are checked before the engine is reached
-    params = _scorer_params(args.scorer, args.param)
+    params = scorer_params(args.scorer, args.param)
     weights = {}
     for pair in args.field_weight or []:
         name, _, value = pair.partition("=")
@@ -72,74 +62,6 @@ def store_option(args: argparse.Namespace) -> Any:
     from esbridge.features.diskstore import DiskVectorStore
 
     return None if args.no_store else DiskVectorStore(args.store)
-
-
-def fields_option(values: list[str] | None) -> tuple[str, ...] | None:
-    """``--fields a,b --fields c`` -> ``("a", "b", "c")`` (``None`` without the option)."""
-    if not values:
-        return None
-    names = tuple(n.strip() for v in values for n in v.split(",") if n.strip())
-    if not names:
-        raise ConfigurationError("--fields names no field; give e.g. --fields title,text")
-    return names
-
-
-def fields_args(p: argparse.ArgumentParser) -> None:
-    """``--fields``: the text fields of a plain index (or some of an esbridge index's)."""
-    p.add_argument("--fields", action="append", metavar="FIELD[,FIELD]",
-                   help="the text fields to score (comma-separated or repeated; default: every text field of an "
-                        "esbridge index; of an index of yours without esbridge's channels, the text fields its "
-                        "mapping has, which must share one analyzer)")
-
-
-def model_args(p: argparse.ArgumentParser, *, when: str = "") -> None:
-    """``--model``: the sentence-embedding model of the semantic strategy."""
-    from esbridge.semantic.models import DEFAULT_MODEL, MODELS
-
-    p.add_argument("--model", metavar="NAME",
-                   help=f"{when}the sentence-embedding model: {', '.join(MODELS)} (default {DEFAULT_MODEL}; "
-                        "downloaded once from Maven Central into $ESBRIDGE_HOME/models)")
-
-
-def model_option(args: argparse.Namespace) -> str:
-    """``--model``, checked: an unknown name is an error listing the known ones."""
-    from esbridge.semantic.models import DEFAULT_MODEL, spec_for
-
-    return spec_for(args.model or DEFAULT_MODEL).name
-
-
-def augmentation_args(p: argparse.ArgumentParser, *, keyed_by: str) -> None:
-    """``--augmentations``, ``--augmenter``, ``--augmenter-param`` and ``--original-weight``."""
-    g = p.add_argument_group("weighted query augmentation")
-    g.add_argument("--augmentations", metavar="FILE",
-                   help=f"weighted variants of the queries: a JSON object (or one object per line) mapping {keyed_by} "
-                        "to a list of [variant, weight] pairs; each variant is scored with the scorer over the "
-                        "union of the query's and the variants' candidates and added with its weight")
-    g.add_argument("--augmenter", choices=["prf"],
-                   help="make the variants with a shipped augmenter: prf, pseudo-relevance feedback from the "
-                        "first stage's top documents (after the file's variants, if both are given)")
-    g.add_argument("--augmenter-param", action="append", metavar="NAME=VALUE",
-                   help="a parameter of the augmenter, e.g. fb_docs=10, fb_terms=10, weight=0.3 (repeat)")
-    g.add_argument("--original-weight", type=float, default=1.0,
-                   help="with --augmentations or --augmenter: the original query's weight (default 1)")
-
-
-def augmentation_spec(args: argparse.Namespace) -> Any:
-    """The :class:`~esbridge.augment.AugmentationSpec` of the options, or ``None`` without them
-    (a malformed file fails here, before the engine is reached)."""
-    from esbridge.augment import AugmentationSpec
-
-    path, name, params = args.augmentations, args.augmenter, tuple(args.augmenter_param or ())
-    if path is None and name is None:
-        if params:
-            raise ConfigurationError("--augmenter-param needs --augmenter")
-        if args.original_weight != 1.0:
-            raise ConfigurationError("--original-weight needs --augmentations or --augmenter")
-        return None
-    kwargs: dict[str, Any] = {"augmenter": name, "augmenter_params": params, "original_weight": args.original_weight}
-    if path is None:
-        return AugmentationSpec(**kwargs)
-    return AugmentationSpec.from_file(path, **kwargs)
 
 
 def _print_json(response: dict[str, Any]) -> None:
@@ -338,7 +260,6 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
     if args.model and not args.hybrid:
         raise ConfigurationError("--model chooses the hybrid pipeline's embedding model: add --hybrid")
     if args.hybrid:
-        from esbridge.cli_eval import pipeline_params
         from esbridge.hybrid import HybridSearcher
         from esbridge.scoring import get_scorer
 

@@ -1,130 +1,21 @@
-"""The ``esbridge`` command: a thin layer over the public API.
-
-Every command reaches the engine the same way: ``--url`` or ``ESBRIDGE_URL`` for
-an existing cluster, otherwise esbridge's running local node of ``--distribution``
-(any running one if not given), and only when none runs, a new one started from
-Maven Central artifacts.  Errors print one line that
-says what to fix and exit non-zero.
-"""
+"""``esbridge engine``, ``esbridge index`` and ``esbridge indices``: esbridge's local engine nodes, and
+the indices on an engine."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from esbridge.cli.options import DISTRIBUTIONS, model_args, model_option
 from esbridge.errors import EsbridgeError, IngestError
 
 if TYPE_CHECKING:
     from esbridge.ingest import IngestReport
 
-Handler = Callable[[argparse.Namespace], int]
-
-
-class Parser(argparse.ArgumentParser):
-    """The parser of ``esbridge`` and of each of its commands (its sub-parsers are of this class
-    too): options are taken only as spelled out (``--api`` is not ``--api-key``), and arguments it
-    does not know are reported by name only, never with their values, which may be secrets.
-    The parsed arguments keep the command line as given (``command_argv``), which reports
-    record with the secrets among the parsed values hidden."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["allow_abbrev"] = False
-        super().__init__(*args, **kwargs)
-
-    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
-        given = list(sys.argv[1:] if args is None else args)
-        parsed, extras = self.parse_known_args(given, namespace)
-        if extras:
-            command = _command_parser(self, parsed)
-            command.error(_unrecognized(extras, command))
-        parsed.command_argv = given
-        return parsed
-
-
-def _command_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
-    """The parser of the (sub-)command ``parsed`` ran."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
-            if chosen is not None:
-                return _command_parser(chosen, parsed)
-    return parser
-
-
-def _unrecognized(extras: Sequence[str], parser: argparse.ArgumentParser) -> str:
-    """What argparse's "unrecognized arguments" says, without the arguments' values."""
-    options = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-") and len(arg) > 1]
-    others = len(extras) - len(options)
-    known = [opt for action in parser._actions for opt in action.option_strings]
-    parts = []
-    for opt in options:
-        meant = [k for k in known if k.startswith(opt)]
-        parts.append(f"{opt} (did you mean {' or '.join(meant)}? options are taken only spelled out in full)"
-                     if meant else opt)
-    if others:
-        parts.append(f"{others} other argument{'s' if others > 1 else ''} (not shown: "
-                     f"{'they' if others > 1 else 'it'} may hold a secret)")
-    return f"unrecognized arguments: {', '.join(parts)}"
-
-
-#: The local node distributions (``esbridge.engine.local.RUNNERS``).
-DISTRIBUTIONS = ["opensearch", "opensearch-knn", "elasticsearch", "elasticsearch8"]
-
-
-def _connection_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("engine connection")
-    g.add_argument("--url", action="append",
-                   help="engine URL; repeat it (or separate URLs with commas) for several nodes of one cluster: "
-                        "a request that cannot reach one goes to the next (default: $ESBRIDGE_URL, else "
-                        "esbridge's running local node)")
-    g.add_argument("--sniff", action="store_true", default=None,
-                   help="discover the cluster's nodes from the URLs given, on connecting and when a node fails "
-                        "(default: $ESBRIDGE_SNIFF)")
-    g.add_argument("--distribution", choices=DISTRIBUTIONS, default=None,
-                   help="without --url: use esbridge's running local node of this distribution, or start "
-                        "one if none runs (default: any running esbridge node, else a new opensearch node)")
-    g.add_argument("--username", help="basic-auth user (password from $ESBRIDGE_PASSWORD)")
-    g.add_argument("--api-key", help="API key, id:key or base64 (default: $ESBRIDGE_API_KEY)")
-    g.add_argument("--ca-certs", help="CA bundle to verify the engine's TLS certificate")
-    g.add_argument("--no-verify-certs", action="store_true", help="do not verify TLS certificates")
-    g.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
-    g.add_argument("--max-retries", type=int, default=5,
-                   help="retries of a request the engine refused with 429/502/503/504 or that could not "
-                        "reach it, with doubling back-off (default 5; 0 = fail at once)")
-
-
-def _connect(args: argparse.Namespace) -> Any:
-    import os
-
-    from esbridge.engine.client import Engine
-    from esbridge.engine.provision import provision
-
-    prov = provision(args.distribution, url=args.url, use_docker=False, progress=not getattr(args, "quiet", False))
-    if prov.source == "local":
-        how = "started" if prov.started else "running"
-        print(f"esbridge: using the local {prov.distribution} node {prov.node!r} ({how}) at {prov.url}; "
-              "pass --url or set ESBRIDGE_URL for another engine", file=sys.stderr)
-    opts = prov.options(
-        username=args.username,
-        password=os.environ.get("ESBRIDGE_PASSWORD") if args.username else None,
-        api_key=args.api_key,
-        ca_certs=args.ca_certs,
-        verify_certs=False if args.no_verify_certs else None,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
-        sniff=args.sniff,
-    )
-    return Engine.connect(opts)
-
-
-# ---- engine ------------------------------------------------------------------------------
 
 def _cmd_engine(args: argparse.Namespace) -> int:
     from esbridge.engine import local
@@ -190,9 +81,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---- index -------------------------------------------------------------------------------
-
-def _cmd_add_channels(args: argparse.Namespace) -> int:
+def _cmd_add_channels(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
     from esbridge.errors import IndexNotFoundError
     from esbridge.index.plain import add_channels
 
@@ -203,7 +92,7 @@ def _cmd_add_channels(args: argparse.Namespace) -> int:
                             "--index names")
     if not args.index:
         raise EsbridgeError("--add-channels needs --index: the existing index to give esbridge's channels")
-    engine = _connect(args)
+    engine = connect(args)
     if not engine.index_exists(args.index):
         raise IndexNotFoundError(f"index {args.index!r} does not exist at {engine.options.display_url}",
                                  index=args.index)
@@ -213,18 +102,16 @@ def _cmd_add_channels(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_index(args: argparse.Namespace) -> int:
+def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
     from esbridge.index.definitions import IndexLayout
     from esbridge.ingest import ingest, read_jsonl
 
     if args.add_channels:
-        return _cmd_add_channels(args)
+        return _cmd_add_channels(args, connect)
     if bool(args.dataset) == bool(args.input):
         raise EsbridgeError("give exactly one of --dataset (a BEIR folder) or --input (a JSONL file)")
     fields = tuple(args.field) if args.field else ("title", "text")
     if not args.no_semantic:
-        from esbridge.cli_search import model_option
-
         model_option(args)  # an unknown --model before the input is read or the engine reached
     if args.dataset:
         source = Path(args.dataset) / "corpus.jsonl"
@@ -241,7 +128,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     # the input is checked (it exists, can be read, holds a document that can be indexed) before the engine is
     # touched: input that cannot be read never leaves an empty index or costs an existing one its content
     docs = read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes)
-    engine = _connect(args)
+    engine = connect(args)
     layout = IndexLayout(fields=fields)
     if args.per_field_channels:
         layout = IndexLayout(fields=fields, field_channels=layout.channels)
@@ -250,7 +137,6 @@ def _cmd_index(args: argparse.Namespace) -> int:
         from esbridge.semantic.encoder import available
 
         if available():
-            from esbridge.cli_search import model_option
             from esbridge.index.definitions import VectorField
             from esbridge.semantic.models import load_encoder
 
@@ -295,10 +181,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 0 if report.ok else 4
 
 
-def _cmd_indices(args: argparse.Namespace) -> int:
+def _cmd_indices(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
     from esbridge.index.listing import list_indices, render_table
 
-    engine = _connect(args)
+    engine = connect(args)
     entries = list_indices(engine, include_plain=args.all)
     if args.json:
         print(json.dumps([e.to_json() for e in entries], indent=2))
@@ -317,19 +203,10 @@ def _print_failures(report: IngestReport, limit: int) -> None:
         print(f"... and {len(report.failures) - limit} more", file=sys.stderr)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from esbridge import __version__
-    from esbridge.cli_search import model_args
 
-    parser = Parser(
-        prog="esbridge",
-        description="Exact modern lexical scoring (BM25F, BMX, evolved) on Elasticsearch and OpenSearch.",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"esbridge {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], None],
+                 connect: Callable[[argparse.Namespace], Any]) -> None:
+    """Register ``engine``, ``index`` and ``indices`` on the ``esbridge`` parser."""
     p = sub.add_parser(
         "engine", help="manage esbridge's local engine node",
         description="Manage esbridge's local engine node: a single-node OpenSearch or Elasticsearch "
@@ -409,8 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not fill the feature store (the reranker fetches term vectors as queries need "
                         "them; `esbridge features build` fills it later)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    _connection_args(p)
-    p.set_defaults(func=_cmd_index)
+    connection_args(p)
+    p.set_defaults(func=lambda a: _cmd_index(a, connect))
 
     p = sub.add_parser(
         "indices", help="list the indices esbridge made on the engine, with their layouts",
@@ -422,108 +299,5 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also list the indices esbridge did not make (marked as not esbridge's; the engine's own, "
                         "hidden or named with a leading dot, are left out)")
     p.add_argument("--json", action="store_true", help="print JSON: one object per index")
-    _connection_args(p)
-    p.set_defaults(func=_cmd_indices)
-
-    from esbridge import cli_eval, cli_features, cli_search
-
-    cli_search.add_commands(sub, _connection_args, _connect)
-    cli_eval.add_commands(sub, _connection_args, _connect)
-    cli_features.add_commands(sub, _connection_args, _connect)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``esbridge`` console script."""
-    return run_parsed(build_parser().parse_args(argv))
-
-
-#: Exit codes, by what went wrong (``esbridge --help`` lists them).
-EXIT_USAGE = 2         # a wrong option, parameter or input file (argparse uses 2 too)
-EXIT_UNREACHABLE = 3   # the engine could not be reached, or a local node not started
-EXIT_NOT_INDEXED = 4   # documents were not indexed (each is reported)
-EXIT_NO_INDEX = 5      # the named index does not exist
-EXIT_ENGINE = 6        # the engine refused a request
-EXIT_CODES = """exit codes:
-  0  done
-  2  a wrong option, parameter or input
-  3  the engine could not be reached, also part-way through indexing (or a local node could not
-     be started)
-  4  some documents were not indexed (each is reported)
-  5  the named index does not exist
-  6  the engine refused a request (its reason is printed)
-  130 interrupted"""
-
-
-def exit_code(err: EsbridgeError) -> int:
-    """The exit code of an esbridge error; documents not indexed because indexing stopped on another
-    error (the engine lost, a request refused) take that error's code."""
-    from esbridge.errors import (
-        EngineError,
-        EngineUnavailableError,
-        IndexNotFoundError,
-        ProvisioningError,
-        UnsupportedEngineError,
-    )
-
-    if isinstance(err, (EngineUnavailableError, ProvisioningError, UnsupportedEngineError)):
-        return EXIT_UNREACHABLE
-    if isinstance(err, IngestError):
-        cause = err.__cause__
-        return exit_code(cause) if isinstance(cause, EsbridgeError) else EXIT_NOT_INDEXED
-    if isinstance(err, IndexNotFoundError):
-        return EXIT_NO_INDEX
-    if isinstance(err, EngineError):
-        return EXIT_ENGINE
-    return EXIT_USAGE
-
-
-class _MessageFormatter(logging.Formatter):
-    """esbridge's log records as the command prints its own lines: ``esbridge: ...`` for progress,
-    ``esbridge: warning: ...`` (``error:``, ...) for what needs attention."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        label = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
-        return f"esbridge: {label}{record.getMessage()}"
-
-
-@contextmanager
-def messages_on_stderr(quiet: bool = False) -> Iterator[None]:
-    """While a command runs, what esbridge logs is shown on standard error: its progress messages
-    (``INFO``) and warnings, only the warnings with ``--quiet``."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_MessageFormatter())
-    logger = logging.getLogger("esbridge")
-    level = logger.level
-    logger.setLevel(logging.WARNING if quiet else logging.INFO)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-
-
-def run_parsed(args: argparse.Namespace) -> int:
-    """Run a parsed command; an esbridge error becomes one line on stderr and its exit code
-    (:data:`EXIT_CODES`).  What esbridge logs meanwhile is shown on stderr
-    (:func:`messages_on_stderr`)."""
-    try:
-        with messages_on_stderr(quiet=bool(getattr(args, "quiet", False))):
-            return int(args.func(args))
-    except EsbridgeError as err:
-        print(f"esbridge: error: {err}", file=sys.stderr)
-        return exit_code(err)
-    except BrokenPipeError:
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print("esbridge: interrupted", file=sys.stderr)
-        return 130
-    except json.JSONDecodeError as err:
-        print(f"esbridge: error: input is not valid JSON: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    connection_args(p)
+    p.set_defaults(func=lambda a: _cmd_indices(a, connect))

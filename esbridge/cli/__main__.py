@@ -1,0 +1,5 @@
+"""``python -m esbridge.cli``: the ``esbridge`` command."""
+
+from esbridge.cli.main import main
+
+raise SystemExit(main())
