@@ -467,9 +467,9 @@ def connect_with_progress(args: Any, connect: Callable[[Any], Engine], *, progre
 
     if args.url or os.environ.get("ESBRIDGE_URL") or find_local_node(args.distribution) is not None:
         return connect(args)
-    from esbridge.engine import local
+    from esbridge.engine import artifacts
 
     distribution = args.distribution or "opensearch"
-    local.install(distribution, progress=progress)  # its own bar when jars are downloaded
+    artifacts.install(distribution, progress=progress)  # its own bar when jars are downloaded
     with working(f"starting esbridge's local {distribution} node (about a minute)", enabled=progress):
         return connect(args)

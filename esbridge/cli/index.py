@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_engine(args: argparse.Namespace) -> int:
-    from esbridge.engine import local
+    from esbridge.engine import artifacts, cluster, local
     from esbridge.engine.provision import find_local_node
     from esbridge.errors import ConfigurationError
 
@@ -27,14 +27,14 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     if args.action == "start" and args.nodes > 1:
         if args.port is not None:
             raise EsbridgeError("--port is for a single node; the nodes of a cluster take free ports in 9201-9299")
-        cluster = local.start_cluster(args.distribution, name=args.name, nodes=args.nodes,
-                                      heap=args.heap or local.CLUSTER_HEAP, timeout=args.wait, progress=True)
-        for member in cluster.nodes:
+        started = cluster.start_cluster(args.distribution, name=args.name, nodes=args.nodes,
+                                        heap=args.heap or cluster.CLUSTER_HEAP, timeout=args.wait, progress=True)
+        for member in started.nodes:
             print(f"{member.name}\t{member.url}\tpid {member.pid}")
-        print(f"{cluster.distribution} {cluster.version} cluster {cluster.name!r} of {len(cluster.nodes)} nodes "
+        print(f"{started.distribution} {started.version} cluster {started.name!r} of {len(started.nodes)} nodes "
               f"running (every node answers for the cluster; stop it with: esbridge engine stop --name "
-              f"{cluster.name})")
-        print(f"export ESBRIDGE_URL={','.join(cluster.urls)}")
+              f"{started.name})")
+        print(f"export ESBRIDGE_URL={','.join(started.urls)}")
         return 0
     # without --name (and, to start, without --port) the running node of the distribution is meant
     found = None
@@ -44,8 +44,8 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     if args.action == "stop" and found is not None and found.cluster is not None:
         name = found.cluster  # a node of a cluster: the cluster is stopped
     if args.action == "install":
-        path = local.install(args.distribution, progress=True)
-        print(f"{args.distribution} {local.runner_spec(args.distribution).version} installed in {path}")
+        path = artifacts.install(args.distribution, progress=True)
+        print(f"{args.distribution} {artifacts.runner_spec(args.distribution).version} installed in {path}")
     elif args.action == "start":
         if found is not None:
             node, how = found, "already running"

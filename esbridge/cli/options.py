@@ -28,7 +28,7 @@ from esbridge.jsoninput import parse_json
 
 # ---- the engine connection ----------------------------------------------------------------
 
-#: The local node distributions (``esbridge.engine.local.RUNNERS``).
+#: The local node distributions (``esbridge.engine.artifacts.RUNNERS``).
 DISTRIBUTIONS = ["opensearch", "opensearch-knn", "elasticsearch", "elasticsearch8"]
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from esbridge.engine import local
+from esbridge.engine import artifacts, local
 from esbridge.engine.client import ConnectionOptions, Engine, given_urls
 from esbridge.errors import ConfigurationError, ProvisioningError
 
@@ -174,11 +174,11 @@ def find_local_node(distribution: str | None = None) -> local.NodeInfo | None:
     comes first, then OpenSearch before Elasticsearch, then by name.
     """
     if distribution is not None:
-        local.runner_spec(distribution)  # an unknown distribution is an error that lists the valid ones
+        artifacts.runner_spec(distribution)  # an unknown distribution is an error that lists the valid ones
     nodes = [n for n in local.running_nodes() if distribution is None or n.distribution == distribution]
     if not nodes:
         return None
-    order = list(local.RUNNERS)
+    order = list(artifacts.RUNNERS)
     nodes.sort(key=lambda n: (n.name != n.distribution,
                               order.index(n.distribution) if n.distribution in order else len(order), n.name))
     return nodes[0]

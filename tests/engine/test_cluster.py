@@ -1,6 +1,6 @@
 """A real three-node OpenSearch cluster on loopback, indices of 3 shards with 1 replica.
 
-One cluster for the module (:func:`esbridge.engine.local.start_cluster`: three JVMs, each its
+One cluster for the module (:func:`esbridge.engine.cluster.start_cluster`: three JVMs, each its
 own node name, data directory and ports), deleted at the end.  On it:
 
 * ingestion through ``esbridge index --shards 3 --replicas 1`` puts every document in, with
@@ -43,6 +43,7 @@ import pytest
 
 import esbridge.ingest as ingest_mod
 from esbridge.cli.main import main
+from esbridge.engine import cluster as cluster_nodes
 from esbridge.engine import local
 from esbridge.engine.client import ConnectionOptions, Engine
 from esbridge.errors import EngineUnavailableError, EsbridgeError
@@ -65,10 +66,10 @@ FAILOVER = "esb-cluster-failover"
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[local.ClusterInfo]:
-    if local.cluster_status(CLUSTER) is None:
+def cluster() -> Iterator[cluster_nodes.ClusterInfo]:
+    if cluster_nodes.cluster_status(CLUSTER) is None:
         local.wipe(CLUSTER)  # a fresh cluster: what an interrupted run left is deleted
-    info = local.start_cluster("opensearch", name=CLUSTER, nodes=3, heap="512m", java_options=FAST_START,
+    info = cluster_nodes.start_cluster("opensearch", name=CLUSTER, nodes=3, heap="512m", java_options=FAST_START,
                                progress=False)
     yield info
     if not os.environ.get("ESBRIDGE_KEEP_NODES"):
@@ -76,7 +77,7 @@ def cluster() -> Iterator[local.ClusterInfo]:
 
 
 @pytest.fixture(scope="module")
-def eng(cluster: local.ClusterInfo) -> Iterator[Engine]:
+def eng(cluster: cluster_nodes.ClusterInfo) -> Iterator[Engine]:
     """Connected to the first node, which is never the one killed."""
     engine = Engine.connect(ConnectionOptions(url=cluster.url, max_retries=4, backoff=0.2, timeout=60.0))
     yield engine
@@ -104,7 +105,7 @@ def indexed(eng: Engine, corpus: Path) -> tuple[int, str, str]:
     eng.request("PUT", f"/{REPLICATED}/_settings", body={"index.unassigned.node_left.delayed_timeout": "5m"})
     eng.delete_index(SINGLE)
     ingest(eng, SINGLE, read_jsonl(corpus), shards=1, progress=False, strict=True)
-    local.wait_for_health(eng.options.url, status="green", index=REPLICATED, timeout=60)
+    cluster_nodes.wait_for_health(eng.options.url, status="green", index=REPLICATED, timeout=60)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -151,7 +152,7 @@ def _kill(node: local.NodeInfo) -> None:
     os.kill(node.pid, signal.SIGKILL)
 
 
-def test_three_nodes_form_one_cluster(cluster: local.ClusterInfo, eng: Engine,
+def test_three_nodes_form_one_cluster(cluster: cluster_nodes.ClusterInfo, eng: Engine,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     names = [f"{CLUSTER}-{i}" for i in (1, 2, 3)]
     assert [n.name for n in cluster.nodes] == names
@@ -162,7 +163,7 @@ def test_three_nodes_form_one_cluster(cluster: local.ClusterInfo, eng: Engine,
     nodes = eng.request("GET", "/_cat/nodes", params={"format": "json", "h": "name,http_address"})
     assert sorted((n["name"], n["http_address"]) for n in nodes) == [(n.name, n.url.split("//")[1])
                                                                        for n in cluster.nodes]
-    assert local.cluster_status(CLUSTER) == cluster
+    assert cluster_nodes.cluster_status(CLUSTER) == cluster
     code, out, _ = run(capsys, "engine", "status")
     assert code == 0 and all(f"{n}\topensearch 3.8.0\t" in out and f"cluster {CLUSTER}" in out for n in names)
 
@@ -195,7 +196,7 @@ def test_rerank_equals_the_one_shard_copy(eng: Engine, indexed: tuple[int, str, 
 
 
 def test_a_node_killed_mid_query_gives_the_same_answer_or_one_line(
-        cluster: local.ClusterInfo, eng: Engine, indexed: tuple[int, str, str]) -> None:
+        cluster: cluster_nodes.ClusterInfo, eng: Engine, indexed: tuple[int, str, str]) -> None:
     reranker = Reranker(eng, REPLICATED, scorer="evolved", window=50)
     layout = read_layout(eng, REPLICATED)
     field = layout.subfield(layout.combined, "base")
@@ -236,7 +237,7 @@ def test_a_node_killed_mid_query_gives_the_same_answer_or_one_line(
 
 
 def test_after_a_node_missed_updates_rankings_are_exact_and_repeatable(
-        cluster: local.ClusterInfo, eng: Engine, corpus: Path, indexed: tuple[int, str, str]) -> None:
+        cluster: cluster_nodes.ClusterInfo, eng: Engine, corpus: Path, indexed: tuple[int, str, str]) -> None:
     """The third node is down (killed above, or here) while documents are updated; it comes back
     and its copies replay the updates.  The copies of a shard may now count different deleted
     documents in their statistics (each copy merges deletions away on its own schedule, which
@@ -250,10 +251,10 @@ def test_after_a_node_missed_updates_rankings_are_exact_and_repeatable(
     ingest(eng, REPLICATED, itertools.islice(read_jsonl(corpus), 0, N_DOCS, 5), progress=False, strict=True)
     # the live copies may merge the replaced versions away (as far as the lost copies' retention allows)
     eng.request("POST", f"/{REPLICATED}/_forcemerge", params={"only_expunge_deletes": "true"})
-    back = local.start_cluster("opensearch", name=CLUSTER, nodes=3, heap="512m", java_options=FAST_START,
+    back = cluster_nodes.start_cluster("opensearch", name=CLUSTER, nodes=3, heap="512m", java_options=FAST_START,
                                progress=False)
     assert [n.pid for n in back.nodes[:2]] == [n.pid for n in cluster.nodes[:2]]  # only the lost node started
-    local.wait_for_health(eng.options.url, status="green", index=REPLICATED, timeout=90)
+    cluster_nodes.wait_for_health(eng.options.url, status="green", index=REPLICATED, timeout=90)
     eng.refresh(REPLICATED)
     deadline = time.monotonic() + 30
     while eng.request("GET", f"/{REPLICATED}/_stats/merge")["_all"]["total"]["merges"]["current"]:
@@ -280,7 +281,7 @@ def test_after_a_node_missed_updates_rankings_are_exact_and_repeatable(
 
 
 def test_a_node_killed_mid_ingest_then_a_rerun_leaves_exactly_the_input(
-        cluster: local.ClusterInfo, eng: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        cluster: cluster_nodes.ClusterInfo, eng: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     n = 2000  # four bulk requests of 500
     src = tmp_path / "docs.jsonl"
@@ -318,16 +319,16 @@ def test_a_node_killed_mid_ingest_then_a_rerun_leaves_exactly_the_input(
 
 
 def test_the_node_in_use_killed_every_query_goes_on_through_the_others_at_once(
-        cluster: local.ClusterInfo, eng: Engine, corpus: Path) -> None:
+        cluster: cluster_nodes.ClusterInfo, eng: Engine, corpus: Path) -> None:
     """Engines given the three nodes' URLs, and the first node's URL with sniffing; the first
     node, which they use in turn with the others (and an engine given only its URL uses alone), is
     killed between two queries.  The index is a fresh one, whose two copies of each shard hold the
     same documents and statistics, so any copy answers alike."""
-    up = local.start_cluster("opensearch", name=CLUSTER, nodes=3, heap="512m", java_options=FAST_START,
+    up = cluster_nodes.start_cluster("opensearch", name=CLUSTER, nodes=3, heap="512m", java_options=FAST_START,
                              progress=False)  # the nodes killed above start again
     eng.delete_index(FAILOVER)
     ingest(eng, FAILOVER, read_jsonl(corpus), shards=3, replicas=1, progress=False, strict=True)
-    local.wait_for_health(up.url, status="green", nodes=3, index=FAILOVER, timeout=120)
+    cluster_nodes.wait_for_health(up.url, status="green", nodes=3, index=FAILOVER, timeout=120)
     layout = read_layout(eng, FAILOVER)
     field = layout.subfield(layout.combined, "base")
     # the options' defaults (5 retries, back-off from 0.5 s), which took 17-20 s a query to fail

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import pytest
 
 from esbridge.cli.main import main
-from esbridge.engine import local
+from esbridge.engine import java, local
 from esbridge.engine.client import Engine
 from esbridge.errors import ProvisioningError
 
@@ -40,7 +40,7 @@ def test_java_probe_rejects_runtimes_without_locale_data(tmp_path) -> None:  # t
     fake.write_text("#!/bin/sh\necho 'java.specification.version = 25' >&2\n"
                     "echo 'Available locales:' >&2\necho 'en, en_US' >&2\n")
     fake.chmod(0o755)
-    assert local.java_probe(str(fake)) == (25, False)
+    assert java.java_probe(str(fake)) == (25, False)
 
 
 def test_a_node_answering_on_the_port_is_never_taken_for_ours(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,10 +48,10 @@ def test_a_node_answering_on_the_port_is_never_taken_for_ours(monkeypatch: pytes
     from tests.netfaults import impostor_node
 
     name = "impostor-test"
-    port = local._free_port(local.HTTP_PORTS)
-    really_free = local._port_free
+    port = local.free_port(local.HTTP_PORTS)
+    really_free = local.port_free
     # the race: the check on the impostor's port passed just before it bound the port
-    monkeypatch.setattr(local, "_port_free", lambda p: p == port or really_free(p))
+    monkeypatch.setattr(local, "port_free", lambda p: p == port or really_free(p))
     with impostor_node(port, pid=1):
         try:
             # a port the caller chose: an error, and our node is stopped

@@ -28,7 +28,7 @@ def recorded_node(engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     url = engine.options.url.rstrip("/")
     port = urlsplit(url).port
     assert port is not None
-    pid = next(iter(local._answering_pids(url)))
+    pid = next(iter(local.answering_pids(url)))
     monkeypatch.setenv("ESBRIDGE_HOME", str(tmp_path))
     monkeypatch.delenv("ESBRIDGE_URL", raising=False)
     home = tmp_path / "nodes" / "my-node"

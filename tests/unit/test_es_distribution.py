@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from esbridge.engine import es_distribution, local
+from esbridge.engine import artifacts, es_distribution, local
 from esbridge.engine.provision import ProvisionedEngine
 
 
@@ -39,11 +39,11 @@ def test_a_built_plugin_is_cached_by_its_sources() -> None:
 
 
 def test_the_lockfile_pins_the_distribution_zip() -> None:
-    spec = local.runner_spec("elasticsearch8")
-    (art,) = local.read_lockfile(spec)
+    spec = artifacts.runner_spec("elasticsearch8")
+    (art,) = artifacts.read_lockfile(spec)
     assert spec.secured and spec.kind == "distribution" and spec.min_java >= 21
     assert art.extension == "zip" and len(art.sha1) == 40 and art.version == spec.version
-    assert art.url(local.DEFAULT_MAVEN_REPO) == (
+    assert art.url(artifacts.DEFAULT_MAVEN_REPO) == (
         "https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/elasticsearch/"
         f"{spec.version}/elasticsearch-{spec.version}.zip")
 
@@ -68,14 +68,14 @@ def test_records_are_private_and_reprs_hold_no_secret(tmp_path: Path) -> None:
                           ca_certs="/x/ca.crt")
     assert node.url == "https://127.0.0.1:9203"
     assert "pw-123456" not in repr(node) and "key-7890" not in repr(node)
-    local._write_record(tmp_path / "node.json", node)
+    local.write_record(tmp_path / "node.json", node)
     assert stat.S_IMODE((tmp_path / "node.json").stat().st_mode) == 0o600
-    assert local._read_record(tmp_path / "node.json") == node
+    assert local.read_record(tmp_path / "node.json") == node
     # a record from an older esbridge (no security fields) or a newer one (unknown fields) still reads
     old = {"name": "o", "distribution": "opensearch", "version": "3.8.0", "pid": 2, "port": 9201, "home": "/y",
            "added_later": True}
     (tmp_path / "old.json").write_text(json.dumps(old))
-    assert local._read_record(tmp_path / "old.json").url == "http://127.0.0.1:9201"
+    assert local.read_record(tmp_path / "old.json").url == "http://127.0.0.1:9201"
 
 
 def test_a_connection_uses_the_nodes_credentials_unless_given_others(tmp_path: Path,

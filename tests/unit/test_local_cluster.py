@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from esbridge.cli.main import main
-from esbridge.engine import local
+from esbridge.engine import cluster, local
 from esbridge.errors import ConfigurationError
 
 
@@ -23,22 +23,22 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 ])
 def test_bad_cluster_arguments_are_one_line_errors(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
-        local.start_cluster(**kwargs)  # type: ignore[arg-type]
+        cluster.start_cluster(**kwargs)  # type: ignore[arg-type]
 
 
 def test_names_taken_by_single_nodes_or_of_another_size_are_refused() -> None:
     (local.node_dir("solo") / "node_1").mkdir(parents=True)
     with pytest.raises(ConfigurationError, match="'solo' is a single node's name"):
-        local.start_cluster(name="solo")
+        cluster.start_cluster(name="solo")
     local.node_dir("c-2").mkdir(parents=True)
     with pytest.raises(ConfigurationError, match="a node directory named 'c-2' exists"):
-        local.start_cluster(name="c")
+        cluster.start_cluster(name="c")
     local.node_dir("k").mkdir(parents=True)
     (local.node_dir("k") / "cluster.json").write_text(
         '{"distribution": "opensearch", "version": "3.8.0", "members": ["k-1", "k-2", "k-3"]}')
-    assert local.cluster_members("k") == ["k-1", "k-2", "k-3"] and local.cluster_status("k") is None
+    assert local.cluster_members("k") == ["k-1", "k-2", "k-3"] and cluster.cluster_status("k") is None
     with pytest.raises(ConfigurationError, match="cluster 'k' has 3 nodes"):
-        local.start_cluster(name="k", nodes=5)
+        cluster.start_cluster(name="k", nodes=5)
     with pytest.raises(ConfigurationError, match="'k' is a cluster of 3 nodes"):
         local.start(name="k")
     local.node_dir("k-1").mkdir(parents=True)
