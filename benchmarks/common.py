@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, ndjson_lines
+from esbridge.engine.calls import ndjson_lines
+from esbridge.engine.client import Engine
 from esbridge.index import VectorField
 from esbridge.ingest import ingest, read_jsonl
 

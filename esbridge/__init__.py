@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # engines
     "Engine": "esbridge.engine.client",
-    "ConnectionOptions": "esbridge.engine.client",
+    "ConnectionOptions": "esbridge.engine.connection",
     "AsyncEngine": "esbridge.engine.async_client",
     "connect": "esbridge.engine.provision",
     "provision": "esbridge.engine.provision",
@@ -78,8 +78,8 @@ if TYPE_CHECKING:  # the names as type checkers see them (`X as X`: re-exported)
     from esbridge.aio import AsyncReranker as AsyncReranker
     from esbridge.augment import FeedbackAugmenter as FeedbackAugmenter
     from esbridge.engine.async_client import AsyncEngine as AsyncEngine
-    from esbridge.engine.client import ConnectionOptions as ConnectionOptions
     from esbridge.engine.client import Engine as Engine
+    from esbridge.engine.connection import ConnectionOptions as ConnectionOptions
     from esbridge.engine.provision import connect as connect
     from esbridge.engine.provision import provision as provision
     from esbridge.errors import ConfigurationError as ConfigurationError

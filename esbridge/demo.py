@@ -444,7 +444,7 @@ def render(result: DemoResult, stop_hint: Sequence[str] = ()) -> str:
 
 def stop_hint(url: str, index: str) -> list[str]:
     """What the demo leaves running, and how to stop it (a password in ``url`` shown as ``***``)."""
-    from esbridge.engine.client import redact_url
+    from esbridge.engine.connection import redact_url
     from esbridge.engine.local import running_nodes
 
     base = url.rstrip("/")

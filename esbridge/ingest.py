@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esbridge.engine.client import Engine, check_index_name, ndjson_lines, path_segment
+from esbridge.engine.calls import check_index_name, ndjson_lines, path_segment
+from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EngineUnavailableError, EsbridgeError, IngestError
 from esbridge.index.definitions import IndexLayout, VectorField, create_index, read_layout
 

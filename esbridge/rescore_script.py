@@ -64,7 +64,9 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, EngineInfo, path_segment
+from esbridge.engine.calls import path_segment
+from esbridge.engine.client import Engine
+from esbridge.engine.connection import EngineInfo
 from esbridge.errors import ConfigurationError, UnsupportedEngineError
 from esbridge.features.cache import FeatureStore
 from esbridge.features.termvectors import analyze_query

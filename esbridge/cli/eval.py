@@ -30,7 +30,7 @@ from esbridge.cli.options import (
     pipeline_params,
     scorer_params,
 )
-from esbridge.engine.client import split_urls
+from esbridge.engine.connection import split_urls
 from esbridge.errors import ConfigurationError
 
 DEFAULT_SCORERS = "bm25,bmx,evolved"

@@ -152,7 +152,7 @@ def _print_hybrid(response: dict[str, Any], explain: bool) -> None:
 
 def _index_bm25(engine: Any, index: str) -> tuple[float, float]:
     """``(k1, b)`` of the index's default BM25 similarity (the engines' 1.2 and 0.75 unless set)."""
-    from esbridge.engine.client import path_segment
+    from esbridge.engine.calls import path_segment
 
     k1, b = 1.2, 0.75
     try:

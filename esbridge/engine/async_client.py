@@ -23,11 +23,11 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from esbridge.engine.client import (
-    RETRY_STATUSES,
-    ConnectionOptions,
-    EngineBase,
-    EngineInfo,
+from esbridge.engine.calls import analyze_plan, engine_error, identify_plan, request_target, search_plan, usable_answer
+from esbridge.engine.client import RETRY_STATUSES, EngineBase, backoff_wait, log, probe_options
+from esbridge.engine.connection import ConnectionOptions, EngineInfo
+from esbridge.engine.plan import run_async
+from esbridge.engine.transports import (
     _BadAnswer,
     _BadRequest,
     _client_url,
@@ -36,29 +36,19 @@ from esbridge.engine.client import (
     _tls_problem,
     _Unreachable,
     _urllib3_client_kwargs,
-    analyze_plan,
-    backoff_wait,
     bad_answer_error,
     bad_request_error,
     causes,
     client_installed,
     elasticsearch_client_version,
-    engine_error,
-    identify_plan,
-    log,
-    probe_options,
     refused_product_message,
-    request_target,
     require_client,
-    search_plan,
     set_aside_connections,
     unavailable_error,
     unreadable_answer,
     unsendable_request,
-    usable_answer,
     warn_newer_client,
 )
-from esbridge.engine.plan import run_async
 from esbridge.errors import ConfigurationError
 
 __all__ = ["AsyncEngine"]
@@ -180,7 +170,7 @@ class _AsyncElasticsearchTransport(_AsyncTransport):
             return
         from elasticsearch import AsyncElasticsearch
 
-        from esbridge.engine.client import _elasticsearch_client_kwargs
+        from esbridge.engine.transports import _elasticsearch_client_kwargs
 
         assert options is not None
         self.client = AsyncElasticsearch(list(options.urls), **_elasticsearch_client_kwargs(options, server_major))
@@ -191,7 +181,7 @@ class _AsyncElasticsearchTransport(_AsyncTransport):
         from elastic_transport import SerializationError
         from elasticsearch import ApiError, UnsupportedProductError
 
-        from esbridge.engine.client import compatibility_headers
+        from esbridge.engine.transports import compatibility_headers
 
         try:
             resp = await self.client.perform_request(method, path, params=dict(params or {}),

@@ -29,7 +29,7 @@ from typing import Any
 
 from esbridge.engine import es_distribution
 from esbridge.engine.artifacts import RUNNERS, RunnerSpec, install, runner_spec
-from esbridge.engine.client import path_segment
+from esbridge.engine.calls import path_segment
 from esbridge.engine.java import find_java, find_javac
 from esbridge.engine.local import (
     HTTP_PORTS,

@@ -26,7 +26,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from esbridge.engine import artifacts, local
-from esbridge.engine.client import ConnectionOptions, Engine, given_urls
+from esbridge.engine.client import Engine
+from esbridge.engine.connection import ConnectionOptions, given_urls
 from esbridge.errors import ConfigurationError, ProvisioningError
 
 #: Images used where Docker is available; the same as docker-compose.yml.

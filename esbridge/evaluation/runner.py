@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from esbridge.augment import AugmentationSpec
-from esbridge.engine.client import Engine, path_segment
+from esbridge.engine.calls import path_segment
+from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.evaluation.datasets import BeirDataset, DatasetError, Part, Query, SplitSpec, file_sha256
 from esbridge.evaluation.indexing import ENGINE_DEFAULT_BM25, PYSERINI_BM25, ensure_index, index_name
@@ -656,7 +657,7 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig, *,
 def index_similarity(engine: Engine, index: str) -> dict[str, Any]:
     """The default similarity of ``index``'s text fields: ``{"type": "BM25", "k1", "b"}`` (the
     engines' 1.2 and 0.75 unless the index sets others)."""
-    from esbridge.engine.client import path_segment
+    from esbridge.engine.calls import path_segment
 
     out: dict[str, Any] = {"type": "BM25", "k1": 1.2, "b": 0.75}
     try:

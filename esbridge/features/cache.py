@@ -31,7 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from esbridge.engine.client import Engine, EngineBase, path_segment, sync_engine
+from esbridge.engine.calls import path_segment
+from esbridge.engine.client import Engine, EngineBase, sync_engine
 from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError
 from esbridge.features.diskstore import DiskVectorStore, VersionedId

@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, EngineBase, path_segment, scroll_plan, sync_engine
+from esbridge.engine.calls import path_segment, scroll_plan
+from esbridge.engine.client import Engine, EngineBase, sync_engine
 from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import index_identity_plan

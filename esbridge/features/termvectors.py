@@ -44,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, EngineBase, analyze_plan, path_segment, sync_engine
+from esbridge.engine.calls import analyze_plan, path_segment
+from esbridge.engine.client import Engine, EngineBase, sync_engine
 from esbridge.engine.plan import Call, Plan, gather, run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.index.definitions import IndexLayout

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from esbridge.engine.client import Engine, check_index_name, path_segment
+from esbridge.engine.calls import check_index_name, path_segment
+from esbridge.engine.client import Engine
 from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.painless import (

@@ -30,7 +30,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from esbridge.engine.client import Engine, check_index_name, path_segment
+from esbridge.engine.calls import check_index_name, path_segment
+from esbridge.engine.client import Engine
 from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, UnsupportedEngineError
 from esbridge.index.definitions import (

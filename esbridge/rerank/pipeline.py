@@ -28,14 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import (
-    EngineBase,
-    engine_error,
-    ndjson_lines,
-    path_segment,
-    raise_mget_errors,
-    search_plan,
-)
+from esbridge.engine.calls import engine_error, ndjson_lines, path_segment, raise_mget_errors, search_plan
+from esbridge.engine.client import EngineBase
 from esbridge.engine.plan import Call, Offload, Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import DocVersion, FeatureStore, TermVectorCache

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, ndjson_lines, path_segment, raise_mget_errors
+from esbridge.engine.calls import ndjson_lines, path_segment, raise_mget_errors
+from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EsbridgeError
 from esbridge.features.cache import index_state
 from esbridge.index.definitions import index_meta

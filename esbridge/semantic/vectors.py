@@ -54,7 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.client import Engine, path_segment
+from esbridge.engine.calls import path_segment
+from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
 from esbridge.features.cache import index_state
 from esbridge.home import cache_dir

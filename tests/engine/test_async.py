@@ -13,7 +13,8 @@ import pytest
 
 from esbridge.aio import AsyncEngine, AsyncReranker
 from esbridge.engine.async_client import _AsyncOpenSearchTransport
-from esbridge.engine.client import ConnectionOptions, Engine, _OpenSearchTransport
+from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.engine.transports import _OpenSearchTransport
 from esbridge.errors import ConfigurationError, EngineUnavailableError, EsbridgeError, IndexNotFoundError
 from esbridge.index import read_layout
 from esbridge.rerank import Reranker

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from esbridge.engine.client import Engine, path_segment
+from esbridge.engine.calls import path_segment
+from esbridge.engine.client import Engine
 from esbridge.rerank import Reranker
 from tests.cli import run
 from tests.netfaults import fault_proxy

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from esbridge.aio import AsyncEngine, AsyncReranker
 from esbridge.cli.main import main
-from esbridge.engine.client import Engine, check_index_name, path_segment
+from esbridge.engine.calls import check_index_name, path_segment
+from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EsbridgeError
 from esbridge.index import IndexLayout, create_index
 from esbridge.ingest import ingest, parse_document

@@ -12,7 +12,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from esbridge.engine.client import Engine, check_index_name, path_segment
+from esbridge.engine.calls import check_index_name, path_segment
+from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
 from esbridge.rerank import Reranker
 from esbridge.scoring import available_scorers, get_scorer

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from esbridge.engine.client import Engine, ndjson_lines
+from esbridge.engine.calls import ndjson_lines
+from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
 from esbridge.features import analyze_query, build_input, fetch_raw
 from esbridge.features.entropy import CollectionEntropy

@@ -6,7 +6,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from esbridge.engine.client import ConnectionOptions, Engine, redact_url
+from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.engine.connection import redact_url
 from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError
 from esbridge.rerank import Reranker
 from tests.smallindex import create_small_index

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from esbridge.engine.client import _Transport
+from esbridge.engine.transports import _Transport
 
 
 class ScriptedTransport(_Transport):

@@ -7,14 +7,9 @@ from typing import Any
 
 import pytest
 
-from esbridge.engine.client import (
-    ConnectionOptions,
-    Engine,
-    EngineInfo,
-    _HttpError,
-    _Unreachable,
-    parse_info,
-)
+from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.engine.connection import EngineInfo, parse_info
+from esbridge.engine.transports import _HttpError, _Unreachable
 from esbridge.errors import (
     ConfigurationError,
     EngineError,
@@ -110,7 +105,7 @@ def test_connection_options_validate() -> None:
 def test_reports_never_carry_secrets(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from esbridge.cli.eval import command_line, names_credentials
     from esbridge.cli.main import build_parser
-    from esbridge.engine.client import redact_url
+    from esbridge.engine.connection import redact_url
 
     for name in ("ESBRIDGE_URL", "ESBRIDGE_USERNAME", "ESBRIDGE_PASSWORD", "ESBRIDGE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
@@ -140,7 +135,7 @@ def test_reports_never_carry_secrets(monkeypatch: pytest.MonkeyPatch, capsys: py
 
 def test_a_server_without_get_root_is_identified_from_its_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
     from esbridge.engine import client as client_module
-    from esbridge.engine.client import parse_nodes_info
+    from esbridge.engine.connection import parse_nodes_info
 
     es = parse_nodes_info({"cluster_name": "c", "nodes": {"n1": {"version": "8.19.21", "build_flavor": "default"}}})
     assert (es.distribution, es.version, es.cluster_name) == ("elasticsearch", (8, 19, 21), "c")
@@ -163,7 +158,7 @@ def test_a_server_without_get_root_is_identified_from_its_nodes(monkeypatch: pyt
 
 
 def test_refused_credentials_say_what_to_check() -> None:
-    from esbridge.engine.client import engine_error
+    from esbridge.engine.calls import engine_error
 
     body = {"error": {"type": "security_exception", "reason": "unable to authenticate user [u] for REST request [/]"},
             "status": 401}
@@ -184,14 +179,14 @@ def test_refused_credentials_say_what_to_check() -> None:
     ("http://h:9200", "[Errno 111] Connection refused", None),
 ])
 def test_tls_failures_say_what_to_fix(url: str, raised: str, expected: str | None) -> None:
-    from esbridge.engine.client import _tls_problem
+    from esbridge.engine.transports import _tls_problem
 
     got = _tls_problem(ConnectionOptions(url), _Unreachable(raised), probe=False)
     assert (got is None) if expected is None else (got is not None and expected in got)
 
 
 def test_the_tls_hint_hides_the_password() -> None:
-    from esbridge.engine.client import _tls_problem
+    from esbridge.engine.transports import _tls_problem
 
     got = _tls_problem(ConnectionOptions("https://admin:s3cretPW@h:9205"),
                        _Unreachable("[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)"), probe=False)
@@ -318,7 +313,7 @@ def test_every_client_keeps_the_connections_asked_for_open() -> None:
         _AsyncElasticsearchTransport,
         _AsyncOpenSearchTransport,
     )
-    from esbridge.engine.client import _Elasticsearch7Transport, _ElasticsearchTransport, _OpenSearchTransport
+    from esbridge.engine.transports import _Elasticsearch7Transport, _ElasticsearchTransport, _OpenSearchTransport
 
     assert ConnectionOptions("http://127.0.0.1:9").connections == 10
     for bad in (0, -1, 2.5, True):

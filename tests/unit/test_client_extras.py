@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from esbridge.engine import client as client_mod
-from esbridge.engine.client import Engine, client_installed, require_client
+from esbridge.engine import transports
+from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.engine.transports import client_installed, require_client
 from esbridge.errors import ConfigurationError
 
 
@@ -53,13 +54,13 @@ def _block(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
     for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
-    real = client_mod.importlib.util.find_spec
-    monkeypatch.setattr(client_mod.importlib.util, "find_spec",
+    real = transports.importlib.util.find_spec
+    monkeypatch.setattr(transports.importlib.util, "find_spec",
                         lambda name, *a: None if name == module else real(name, *a))
 
 
 def test_the_test_environment_has_every_client() -> None:
-    for module in client_mod.CLIENT_EXTRAS:
+    for module in transports.CLIENT_EXTRAS:
         assert client_installed(module), module
     require_client("elasticsearch", "anything")  # no error
 
@@ -90,7 +91,7 @@ def test_a_ca_file_left_set_does_not_stop_a_plain_http_node(fake_elasticsearch: 
     ca = tmp_path / "ca.crt"
     ca.write_text("not read for a plain-HTTP node\n")
     monkeypatch.setenv("ESBRIDGE_CA_CERTS", str(ca))
-    engine = Engine.connect(client_mod.ConnectionOptions.from_env(fake_elasticsearch))
+    engine = Engine.connect(ConnectionOptions.from_env(fake_elasticsearch))
     assert engine.options.ca_certs == str(ca)
     assert type(engine._transport).__name__ == "_ElasticsearchTransport"
     engine.close()
@@ -117,7 +118,8 @@ def test_elasticsearch_7_falls_back_to_opensearch_py(fake_elasticsearch: str, mo
 ])
 def test_a_client_newer_than_the_server_names_the_client_to_install(
         client: tuple[int, ...], server: str, hint: str | None) -> None:
-    from esbridge.engine.client import newer_client_message, parse_info
+    from esbridge.engine.connection import parse_info
+    from esbridge.engine.transports import newer_client_message
 
     message = newer_client_message(client, parse_info(_root(server)))
     if hint is None:
@@ -139,7 +141,7 @@ def test_the_users_client_is_checked_against_the_server(fake_elasticsearch: str,
 
     from elasticsearch import Elasticsearch
 
-    monkeypatch.setattr(client_mod, "elasticsearch_client_version", lambda: version)
+    monkeypatch.setattr(transports, "elasticsearch_client_version", lambda: version)
     client = Elasticsearch(fake_elasticsearch)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -172,7 +174,7 @@ def test_the_users_client_is_checked_against_the_server(fake_elasticsearch: str,
 
 
 def test_a_client_that_refuses_the_server_names_it() -> None:
-    from esbridge.engine.client import refused_product_message
+    from esbridge.engine.transports import refused_product_message
 
     message = refused_product_message((9, 5, 1), {**_root("7.10.2"), "version": {"number": "7.10.2"}})
     assert message.startswith("the given elasticsearch client 9.5.1 refuses Elasticsearch 7.10.2 (")

@@ -12,13 +12,10 @@ from typing import Any
 import pytest
 
 from esbridge.cli.main import build_parser
-from esbridge.engine.client import (
-    ConnectionOptions,
-    _Unreachable,
-    redact_url,
-    split_urls,
-)
+from esbridge.engine.client import ConnectionOptions
+from esbridge.engine.connection import redact_url, split_urls
 from esbridge.engine.provision import provision
+from esbridge.engine.transports import _Unreachable
 from esbridge.errors import ConfigurationError, EngineUnavailableError
 from tests.cli import run
 from tests.unit.test_plan import async_engine, sync_engine
@@ -134,11 +131,7 @@ def test_the_clients_get_every_node_and_fail_over_without_retrying_statuses() ->
         _AsyncElasticsearchTransport,
         _AsyncOpenSearchTransport,
     )
-    from esbridge.engine.client import (
-        _Elasticsearch7Transport,
-        _ElasticsearchTransport,
-        _OpenSearchTransport,
-    )
+    from esbridge.engine.transports import _Elasticsearch7Transport, _ElasticsearchTransport, _OpenSearchTransport
 
     opts = ConnectionOptions(urls=[A, B, C], username="u", password="p")
     for legacy in (_OpenSearchTransport(opts), _Elasticsearch7Transport(opts)):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from esbridge.engine.client import path_segment
+from esbridge.engine.calls import path_segment
 
 PACKAGE = Path(__file__).resolve().parents[2] / "esbridge"
 

@@ -193,7 +193,7 @@ RECORDED_ERROR = {
 
 
 def test_script_error_names_the_file_and_keeps_the_stack() -> None:
-    from esbridge.engine.client import engine_error
+    from esbridge.engine.calls import engine_error
 
     err = engine_error(400, RECORDED_ERROR)
     bad = PainlessScript("broken.painless", "double x = _score;\nreturn x +;\n")

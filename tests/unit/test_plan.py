@@ -13,18 +13,13 @@ from typing import Any
 
 import pytest
 
-from esbridge.engine import client as client_mod
+from esbridge.engine import transports
 from esbridge.engine.async_client import AsyncEngine, _AsyncTransport, _unreachable
-from esbridge.engine.client import (
-    ConnectionOptions,
-    Engine,
-    EngineInfo,
-    _HttpError,
-    _short_reason,
-    _Unreachable,
-    identify_plan,
-)
+from esbridge.engine.calls import identify_plan
+from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.engine.connection import EngineInfo
 from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, gather, run, run_async
+from esbridge.engine.transports import _HttpError, _short_reason, _Unreachable
 from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, IndexNotFoundError
 from tests.unit.scripted import ScriptedTransport as Scripted
 
@@ -290,8 +285,8 @@ def test_missing_aiohttp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     for name in [m for m in sys.modules if m == "aiohttp" or m.startswith("aiohttp.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "aiohttp", None)
-    real = client_mod.importlib.util.find_spec
-    monkeypatch.setattr(client_mod.importlib.util, "find_spec",
+    real = transports.importlib.util.find_spec
+    monkeypatch.setattr(transports.importlib.util, "find_spec",
                         lambda name, *a: None if name == "aiohttp" else real(name, *a))
     with pytest.raises(ConfigurationError) as err:
         asyncio.run(AsyncEngine.connect("http://127.0.0.1:9"))

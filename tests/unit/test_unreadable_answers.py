@@ -16,15 +16,14 @@ from typing import Any
 import pytest
 
 from esbridge.engine import async_client as ac
-from esbridge.engine.client import (
-    ConnectionOptions,
-    Engine,
-    EngineInfo,
+from esbridge.engine.calls import engine_error
+from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.engine.connection import EngineInfo
+from esbridge.engine.transports import (
     _Elasticsearch7Transport,
     _ElasticsearchTransport,
     _HttpError,
     _OpenSearchTransport,
-    engine_error,
 )
 from esbridge.errors import EngineError
 from tests.unit.scripted import ScriptedTransport

@@ -1,0 +1,313 @@
+"""The requests esbridge sends and what their answers mean, whichever client sends them.
+
+Index names checked and quoted for request paths (:func:`check_index_name`,
+:func:`path_segment`), query strings and the shard-copy ``preference`` (:func:`request_target`),
+the plans of common reads (``_analyze``, ``_search``, a scroll, identifying the server), answers
+some of whose shards failed (:func:`usable_answer`) and the typed error of an engine's error
+answer (:func:`engine_error`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import urlencode
+
+from esbridge.engine.connection import EngineInfo, parse_info, parse_nodes_info
+from esbridge.engine.plan import Call, Plan
+from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, IndexNotFoundError
+
+_FORBIDDEN_IN_NAME = set('\\/*?"<>| ,#:')
+
+
+def check_index_name(index: str, *, what: str = "index name") -> str:
+    """``index`` if it names one index the engine would accept; a clear error otherwise.
+
+    Used wherever esbridge writes or deletes, so a name can never reach another index
+    through a pattern (``logs*``), a list (``a,b``), ``_all`` or characters that change the
+    request's path (``a/_doc/x?``).  The rules are the engines' own: lowercase, at most 255
+    bytes, none of ``\\ / * ? " < > | , # :`` or spaces, not starting with ``-``, ``_`` or
+    ``+``, not ``.`` or ``..``.
+
+    Raises:
+        ConfigurationError: naming the index and the rule it breaks.
+    """
+    if not isinstance(index, str) or not index:
+        raise ConfigurationError(f"{what} must be a non-empty string, got {index!r}")
+    bad = sorted({c for c in index if c in _FORBIDDEN_IN_NAME or ord(c) < 32})
+    problem = None
+    if bad:
+        problem = "it contains " + " ".join(repr(c) for c in bad)
+    elif index in (".", ".."):
+        problem = "'.' and '..' are not index names"
+    elif index[0] in "-_+":
+        problem = f"it starts with {index[0]!r}"
+    elif index != index.lower():
+        problem = "it has upper-case letters"
+    elif len(index.encode("utf-8")) > 255:
+        problem = "it is longer than 255 bytes"
+    if problem:
+        raise ConfigurationError(
+            f"{what} {index!r} is not a single index name ({problem}); the engine's index names are "
+            "lower-case and contain none of \\ / * ? \" < > | , # : or spaces"
+        )
+    return index
+
+
+def path_segment(index: str, *, patterns: bool = False) -> str:
+    """``index`` quoted for a request path.
+
+    ``patterns=True`` keeps ``*`` and ``,`` (reads may target several indices, as the
+    engines allow); otherwise ``index`` must be one index (:func:`check_index_name`).
+    Every other character that would change the path (``/``, ``?``, ``#``) is escaped.
+    """
+    from urllib.parse import quote
+
+    if not isinstance(index, str) or not index:
+        raise ConfigurationError(f"index name must be a non-empty string, got {index!r}")
+    if not patterns:
+        check_index_name(index)
+    return quote(index, safe=",*" if patterns else "")
+
+
+def ndjson_lines(items: Sequence[Mapping[str, Any]]) -> str:
+    """NDJSON text for bulk/msearch bodies (one compact JSON object a line)."""
+    return "".join(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in items)
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def request_target(path: str, params: Mapping[str, Any] | None, ndjson: bool,
+                   preference: str | None = None) -> tuple[str, dict[str, str]]:
+    """The path with ``params`` in its query string, and the headers of a request; a read whose
+    answer depends on the shard copy serving it carries ``preference`` unless it names one."""
+    headers = {"content-type": "application/x-ndjson"} if ndjson else {}
+    if preference is not None and _endpoint(path) in _COPY_READS and "preference" not in (params or {}):
+        params = {**(params or {}), "preference": preference}
+    if params:
+        # In the URL ourselves: the clients treat some names (``timeout``) as their own.
+        query = urlencode({k: _param(v) for k, v in params.items() if v is not None})
+        path = f"{path}{'&' if '?' in path else '?'}{query}"
+    return path, headers
+
+
+#: Endpoints whose answer depends on which copy of a shard serves it; they are sent with
+#: :attr:`~esbridge.engine.connection.ConnectionOptions.preference`.
+_COPY_READS = frozenset({"_search", "_count", "_mtermvectors", "_termvectors", "_mget", "_explain"})
+
+
+#: Endpoints whose answers report shard failures under ``_shards`` (``scroll``: a scroll's next page).
+_SHARDED_ANSWERS = frozenset({"_search", "_count", "_msearch", "scroll"})
+
+
+def _endpoint(path: str) -> str | None:
+    """The API a request path calls: its first segment starting with ``_`` (``"scroll"`` for
+    a scroll's next page, ``/_search/scroll``); index names never start with ``_``."""
+    segments = [s for s in path.split("?", 1)[0].split("/") if s]
+    for i, seg in enumerate(segments):
+        if seg.startswith("_"):
+            return "scroll" if seg == "_search" and segments[i + 1:i + 2] == ["scroll"] else seg
+    return None
+
+
+def _shard_failures(endpoint: str | None, answer: Any) -> str | None:
+    """For a search, count or multi-search answer some of whose shards failed: a one-line
+    account of it (the answer lacks those shards' documents, so it must not be used)."""
+    if endpoint not in _SHARDED_ANSWERS or not isinstance(answer, Mapping):
+        return None
+    parts = answer.get("responses") if endpoint == "_msearch" else [answer]
+    for part in parts if isinstance(parts, list) else []:
+        shards = part.get("_shards") if isinstance(part, Mapping) else None
+        if not isinstance(shards, Mapping) or not shards.get("failed"):
+            continue
+        why = ""
+        failures = shards.get("failures") or []
+        if failures and isinstance(failures[0], Mapping):
+            reason = failures[0].get("reason") or {}
+            if isinstance(reason, Mapping):
+                why = f"{reason.get('type', 'error')}: {reason.get('reason', '')}"
+            else:
+                why = str(reason)
+            where = [str(failures[0][k]) for k in ("index", "shard") if failures[0].get(k) is not None]
+            if where:
+                why = f"shard {'/'.join(where)}: {why}"
+        why = " ".join(why.split())[:300]
+        return (f"{shards.get('failed')} of {shards.get('total')} shards failed"
+                f"{f' ({why})' if why else ''}, so the answer lacks their documents and was not used; "
+                "retry when every shard has an active copy (GET _cluster/health)")
+    return None
+
+
+def usable_answer(path: str, answer: Any, *, final: bool, context: str) -> bool:
+    """Whether ``answer`` to the request sent to ``path`` may be used: ``False`` when some of its
+    shards failed and the request is worth sending again; raises :class:`~esbridge.errors.EngineError`
+    (``error_type`` ``"shard_failure"``, status 503) when they failed and ``final`` is set, or
+    the request is a scroll's next page (which cannot be repeated)."""
+    endpoint = _endpoint(path)
+    failed = _shard_failures(endpoint, answer)
+    if failed is None:
+        return True
+    if final or endpoint == "scroll" or "scroll=" in path:
+        where = f"{context}: " if context else ""
+        raise EngineError(f"{where}{failed}", status=503, error_type="shard_failure", reason=failed, body=answer)
+    return False
+
+
+def raise_mget_errors(resp: Mapping[str, Any], index: str, doing: str) -> None:
+    """An ``_mget`` answer with a per-document failure raises :class:`~esbridge.errors.EngineError`: a document
+    the engine failed to read is never treated as a missing one."""
+    for d in resp.get("docs", []):
+        err = d.get("error")
+        if err:
+            reason = f"{err.get('type', 'error')}: {err.get('reason', '')}" if isinstance(err, Mapping) else str(err)
+            raise EngineError(f"{doing} from {index!r}: the engine failed on document {d.get('_id')!r} "
+                              f"({reason[:300]})")
+
+
+def _status_text(status: int | None) -> str:
+    """``400 Bad Request`` (``no status`` without one)."""
+    if status is None:
+        return "no status"
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
+
+
+def engine_error(status: int | None, body: Any, *, context: str = "") -> EngineError:
+    """Build the typed error for an engine error body (``{"error": {...}, "status": ...}``)."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str):
+        try:
+            body = json.loads(body) if body.strip() else None
+        except (ValueError, RecursionError):
+            body = {"error": {"type": "http_error", "reason": body[:500]}}
+    err = body.get("error") if isinstance(body, Mapping) else None
+    if isinstance(err, str):
+        err = {"type": "error", "reason": err}
+    err = err or {}
+    root = list(err.get("root_cause") or [])
+    caused = err.get("caused_by") or {}
+    error_type = err.get("type") or (root[0].get("type") if root else None)
+    reason = err.get("reason") or (root[0].get("reason") if root else None)
+    if not reason and body and not (isinstance(body, Mapping) and "error" in body):
+        reason = str(body)[:500]  # an answer not shaped as an error, e.g. {"found": false}
+    reason = reason or None
+    script_stack = list(err.get("script_stack") or caused.get("script_stack") or [])
+    for rc in root:
+        script_stack = script_stack or list(rc.get("script_stack") or [])
+    index = err.get("index") or (root[0].get("index") if root else None)
+    if reason is None:
+        # e.g. the answer to a HEAD request, which has no body
+        detail = f"{error_type or 'error'} (HTTP {_status_text(status)}; the engine gave no reason)"
+    else:
+        detail = f"{error_type}: {reason}" if error_type else str(reason)
+    if caused and caused.get("reason") and caused.get("reason") != reason:
+        detail += f" (caused by {caused.get('type')}: {caused.get('reason')})"
+    if status == 401:
+        detail += ("; the engine did not accept the credentials: check --username and ESBRIDGE_PASSWORD, "
+                   "or --api-key / ESBRIDGE_API_KEY (id:key or its base64 form)")
+    elif status == 403 and error_type == "security_exception":
+        detail += "; the user or API key lacks the privilege this needs"
+    message = " ".join((f"{context}: {detail}" if context else detail).split())  # one line, as the engine's may not be
+    cls = IndexNotFoundError if error_type == "index_not_found_exception" else EngineError
+    return cls(
+        message,
+        status=status,
+        error_type=error_type,
+        reason=reason,
+        root_cause=root,
+        index=index,
+        script_stack=script_stack,
+        body=body,
+    )
+
+
+def analyze_plan(index: str, text: str, *, field: str | None = None,
+                 analyzer: str | None = None) -> Plan[list[str]]:
+    """Tokens of ``text`` as the index's analyzer for ``field`` (or ``analyzer``) emits them."""
+    body: dict[str, Any] = {"text": text}
+    if field is not None:
+        body["field"] = field
+    if analyzer is not None:
+        body["analyzer"] = analyzer
+    resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_analyze", body=body,
+                      context=f"analysing text with {field or analyzer!r} of {index!r}")
+    return [str(tok["token"]) for tok in resp.get("tokens", [])]
+
+
+def search_plan(index: str, body: Mapping[str, Any], *,
+                params: Mapping[str, Any] | None = None) -> Plan[dict[str, Any]]:
+    """A ``_search`` of ``index`` with ``body``."""
+    resp: dict[str, Any] = yield Call("POST", f"/{path_segment(index, patterns=True)}/_search", body=dict(body),
+                                      params=params, context=f"searching {index!r}")
+    return resp
+
+
+def identify_plan(where: str, *, es7_client: bool = False) -> Plan[EngineInfo]:
+    """Identify the server: ``GET /``, or ``GET /_nodes/_local`` where the root endpoint is not
+    served (Elasticsearch's minimal distribution answers 405).  ``es7_client``: the requests go
+    through a caller's elasticsearch7 client, whose product check needs ``GET /``."""
+    try:
+        return parse_info((yield Call("GET", "/", context=where)))
+    except EngineError as err:
+        if err.status not in (400, 404, 405) or isinstance(err, EngineUnavailableError):
+            raise
+        try:
+            return parse_nodes_info((yield Call(
+                "GET", "/_nodes/_local", params={"filter_path": "cluster_name,nodes.*.version,nodes.*.build_flavor"},
+                context=where)))
+        except EngineError as again:
+            if es7_client and again.status == err.status:
+                # the 7.x client checks the product with GET / before every first request
+                raise ConfigurationError(
+                    "the given elasticsearch7 client cannot talk to this server: its product check "
+                    "reads GET /, which this server does not serve; pass the URL instead and esbridge "
+                    "builds a client that talks to it, or pass an elasticsearch.Elasticsearch client"
+                ) from again
+            raise
+
+
+def scroll_call(index: str, body: Mapping[str, Any], *, page: int, context: str) -> Call:
+    """The first request of a scroll over ``body``'s hits of ``index``, in index order."""
+    first = {**dict(body), "size": page, "sort": ["_doc"]}
+    return Call("POST", f"/{path_segment(index, patterns=True)}/_search", params={"scroll": "2m"}, body=first,
+                context=context)
+
+
+def scroll_next_call(scroll_id: Any, *, context: str) -> Call:
+    """The next page of a scroll."""
+    return Call("POST", "/_search/scroll", body={"scroll": "2m", "scroll_id": scroll_id}, context=context)
+
+
+def scroll_clear_call(scroll_id: Any) -> Call:
+    """Clear a scroll."""
+    return Call("DELETE", "/_search/scroll", body={"scroll_id": [scroll_id]}, context="clearing a scroll")
+
+
+def scroll_plan(index: str, body: Mapping[str, Any], *, page: int = 2000,
+                context: str = "") -> Plan[list[dict[str, Any]]]:
+    """Every hit of ``body``'s query over ``index``, in index order (:meth:`~esbridge.engine.client.Engine.scroll`
+    collected, as a plan); the scroll is cleared at the end."""
+    what = context or f"reading the documents of {index!r}"
+    resp = yield scroll_call(index, body, page=page, context=what)
+    scroll_id = resp.get("_scroll_id")
+    hits: list[dict[str, Any]] = []
+    try:
+        while resp["hits"]["hits"]:
+            hits += resp["hits"]["hits"]
+            resp = yield scroll_next_call(scroll_id, context=what)
+            scroll_id = resp.get("_scroll_id", scroll_id)
+    finally:
+        if scroll_id:
+            yield scroll_clear_call(scroll_id)
+    return hits
