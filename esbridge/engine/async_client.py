@@ -1,7 +1,7 @@
 """One :class:`AsyncEngine` over OpenSearch and Elasticsearch, through the clients' asyncio variants.
 
 The asynchronous twin of :class:`esbridge.engine.client.Engine`: the server is identified the same
-way (the same requests, :func:`~esbridge.engine.client.identify_plan`) and driven through the
+way (the same requests, :func:`~esbridge.engine.calls.identify_plan`) and driven through the
 asynchronous client that matches it:
 
 * OpenSearch: ``opensearchpy.AsyncOpenSearch``;

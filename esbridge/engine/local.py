@@ -109,7 +109,7 @@ class NodeInfo:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def credentials(self) -> dict[str, Any]:
-        """Connection options of this node (:class:`~esbridge.engine.client.ConnectionOptions`
+        """Connection options of this node (:class:`~esbridge.engine.connection.ConnectionOptions`
         keywords): its superuser and CA file; empty for a node without security."""
         if self.username is None:
             return {}

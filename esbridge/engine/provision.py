@@ -4,7 +4,7 @@ In order:
 
 1. an existing cluster: explicit URLs, or ``ESBRIDGE_URL`` (one URL, or several nodes' URLs
    separated by commas; with the authentication and TLS options of
-   :class:`~esbridge.engine.client.ConnectionOptions`);
+   :class:`~esbridge.engine.connection.ConnectionOptions`);
 2. where a Docker engine answers, a container started with testcontainers
    (images of :data:`DOCKER_IMAGES`, configured like ``docker-compose.yml``);
 3. otherwise esbridge's local node of the distribution that is already running

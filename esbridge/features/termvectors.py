@@ -18,7 +18,7 @@ of fields whose analyzer may put several tokens at one position are counted in
 positions, as Lucene's length norm counts them.
 
 Where the engine connection has a shard-copy ``preference`` (the default,
-:attr:`esbridge.engine.client.ConnectionOptions.preference`), the artificial documents go
+:attr:`esbridge.engine.connection.ConnectionOptions.preference`), the artificial documents go
 instead as one ``_termvectors`` request per shard, sent together: ``_mtermvectors`` sends
 its documents to shard copies of the engine's choosing (its REST layer drops the
 ``preference``), and a replica's statistics can differ from its primary's (deleted

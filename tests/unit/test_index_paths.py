@@ -1,4 +1,4 @@
-"""Every request path that names an index escapes it with :func:`esbridge.engine.client.path_segment`.
+"""Every request path that names an index escapes it with :func:`esbridge.engine.calls.path_segment`.
 
 An index name is written into a URL path: unescaped, ``%74`` in a name reaches the engine as
 ``t`` (another index), ``/`` and ``?`` change the request.  This scans the package's source for
