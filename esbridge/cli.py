@@ -101,9 +101,14 @@ def _connection_args(p: argparse.ArgumentParser) -> None:
 
 
 def _connect(args: argparse.Namespace) -> Any:
+    from esbridge.engine.client import Engine
+
+    return Engine.connect(_connection_options(args))
+
+
+def _connection_options(args: argparse.Namespace) -> Any:
     import os
 
-    from esbridge.engine.client import Engine
     from esbridge.engine.provision import provision
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=not getattr(args, "quiet", False))
@@ -111,7 +116,7 @@ def _connect(args: argparse.Namespace) -> Any:
         how = "started" if prov.started else "running"
         print(f"esbridge: using the local {prov.distribution} node {prov.node!r} ({how}) at {prov.url}; "
               "pass --url or set ESBRIDGE_URL for another engine", file=sys.stderr)
-    opts = prov.options(
+    return prov.options(
         username=args.username,
         password=os.environ.get("ESBRIDGE_PASSWORD") if args.username else None,
         api_key=args.api_key,
@@ -121,7 +126,6 @@ def _connect(args: argparse.Namespace) -> Any:
         max_retries=args.max_retries,
         sniff=args.sniff,
     )
-    return Engine.connect(opts)
 
 
 # ---- engine ------------------------------------------------------------------------------
@@ -430,7 +434,15 @@ def build_parser() -> argparse.ArgumentParser:
     cli_search.add_commands(sub, _connection_args, _connect)
     cli_eval.add_commands(sub, _connection_args, _connect)
     cli_features.add_commands(sub, _connection_args, _connect)
+    _add_serve(sub)
     return parser
+
+
+def _add_serve(sub: Any) -> None:
+    """``esbridge serve`` (esbridge.serve)."""
+    from esbridge.serve import add_command
+
+    add_command(sub, _connection_args, _connection_options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from esbridge.engine.client import (
@@ -61,7 +63,24 @@ from esbridge.engine.client import (
 from esbridge.engine.plan import run_async
 from esbridge.errors import ConfigurationError
 
-__all__ = ["AsyncEngine"]
+__all__ = ["AsyncEngine", "forwarded_headers"]
+
+#: Headers every request an :class:`AsyncEngine` sends in the current context carries
+#: (:func:`forwarded_headers`).
+_forwarded: ContextVar[Mapping[str, str] | None] = ContextVar("esbridge_forwarded_headers", default=None)
+
+
+@contextmanager
+def forwarded_headers(headers: Mapping[str, str]) -> Iterator[None]:
+    """Within the block (and the tasks it starts), every request an :class:`AsyncEngine` sends
+    carries ``headers`` over the engine's own (e.g. the ``Authorization`` of the request a server
+    is answering, so the cluster authorises each caller as itself).  Nothing keeps them after the
+    block."""
+    token = _forwarded.set(dict(headers))
+    try:
+        yield
+    finally:
+        _forwarded.reset(token)
 
 
 def _unreachable(err: Exception) -> _Unreachable:
@@ -324,6 +343,7 @@ class AsyncEngine(EngineBase):
         """Send one request; retry what is worth retrying; raise typed errors
         (:meth:`Engine.request <esbridge.engine.client.Engine.request>`'s arguments and errors)."""
         path, headers = request_target(path, params, ndjson, self.options.preference)
+        headers.update(_forwarded.get() or {})
         attempts = 1 + (self.options.max_retries if retry else 0)
         delay = self.options.backoff
         for attempt in range(attempts):
