@@ -28,7 +28,7 @@ import math
 import signal
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +68,9 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
                         "trailers", "transfer-encoding", "upgrade", "host", "expect"})
 #: Query clauses whose ``query`` is a text: the text reranked in ``search`` mode.
 TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
+#: The engine clients' loggers: their records hold the URLs and bodies of the requests they send
+#: (query texts), so they are kept at WARNING while the server runs.
+CLIENT_LOGGERS = ("opensearch", "opensearchpy.trace", "elasticsearch", "elasticsearch.trace", "elastic_transport")
 #: Upper bounds (seconds) of the latency histogram's buckets.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -502,12 +505,17 @@ class Server:
         self._engine: AsyncEngine | None = None
         self._connecting: asyncio.Lock | None = None
         self._rerankers: dict[tuple[str, IndexConfig], AsyncReranker] = {}
+        self._client_log_levels: dict[str, int] = {}
 
     # -- lifecycle
 
     async def start(self, app: web.Application) -> None:
         from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
+        for name in CLIENT_LOGGERS:
+            logger = logging.getLogger(name)
+            self._client_log_levels[name] = logger.level
+            logger.setLevel(max(logger.level, logging.WARNING))
         self._limit = asyncio.Semaphore(self.max_concurrency)
         self._connecting = asyncio.Lock()
         self._session = ClientSession(
@@ -528,6 +536,8 @@ class Server:
             await self._session.close()
         if self._engine is not None:
             await self._engine.close()
+        for name, level in self._client_log_levels.items():
+            logging.getLogger(name).setLevel(level)
 
     async def _engine_for_request(self) -> AsyncEngine:
         from esbridge.aio import AsyncEngine
@@ -823,33 +833,32 @@ def build_app(server: Server) -> web.Application:
     return app
 
 
-async def serve(server: Server, host: str, port: int, *, ready: Callable[[str], Awaitable[None] | None] | None = None,
-                shutdown_timeout: float = 30.0) -> None:
-    """Serve until SIGTERM or SIGINT, then stop taking connections, let the requests being
-    answered finish (at most ``shutdown_timeout`` seconds) and close the cluster's connections."""
+async def serve(server: Server, host: str, port: int, *, ready: Callable[[str], None] | None = None,
+                stop: asyncio.Event | None = None, shutdown_timeout: float = 30.0) -> None:
+    """Serve until ``stop`` is set (by default: until SIGTERM or SIGINT), then stop taking
+    connections, let the requests being answered finish (at most ``shutdown_timeout`` seconds)
+    and close the cluster's connections.  ``ready`` is called with the server's URL once it listens."""
     from aiohttp import web
 
     runner = web.AppRunner(build_app(server), access_log=None, shutdown_timeout=shutdown_timeout,
                            handle_signals=False)
     await runner.setup()
-    stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    signals = (signal.SIGTERM, signal.SIGINT) if stop is None else ()
+    stopping = stop or asyncio.Event()
+    for sig in signals:
         loop.add_signal_handler(sig, stopping.set)
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
-        bound = runner.addresses[0]
-        url = f"http://{host}:{bound[1]}"
+        url = f"http://{host}:{runner.addresses[0][1]}"
         log.info("listening on %s (forwarding to %s)", url, server.options.display_url)
         if ready is not None:
-            result = ready(url)
-            if result is not None:
-                await result
+            ready(url)
         await stopping.wait()
         log.info("stopping: finishing the requests being answered")
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in signals:
             loop.remove_signal_handler(sig)
         await runner.cleanup()
     log.info("stopped")
