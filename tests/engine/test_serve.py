@@ -63,7 +63,7 @@ def running(engine: Engine, indices: dict[str, Any], **kwargs: Any) -> Iterator[
     def run() -> None:
         try:
             loop.run_until_complete(main())
-        except BaseException as err:  # noqa: BLE001 - reported to the test
+        except BaseException as err:  # reported to the test
             failure.append(err)
             started.set()
         finally:
