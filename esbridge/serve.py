@@ -253,6 +253,7 @@ class SearchRequest:
     explain: bool
     window: int
     source: Any
+    params: dict[str, str] = field(default_factory=dict)   # the query string's, but size and from
 
 
 def _whole(value: Any, name: str, minimum: int = 0) -> int:
@@ -364,8 +365,9 @@ def read_search(index: str, config: IndexConfig, body: Any, params: Mapping[str,
             raise _Refused(400, f"esbridge reranks searches of [{index}] with {', '.join(SEARCH_BODY_KEYS)}; "
                                 f"[{unknown[0]}] is not supported (set ext.esbridge.rerank to false to send the "
                                 "search to the engine as it is, or the index's mode to rescore)")
-    elif "sort" in body:
-        raise _Refused(400, f"a sorted search of [{index}] cannot be reranked (set ext.esbridge.rerank to false)")
+    elif "sort" in body or "scroll" in params:
+        raise _Refused(400, f"a {'sorted' if 'sort' in body else 'scrolled'} search of [{index}] cannot be "
+                            "reranked (set ext.esbridge.rerank to false)")
     size = _whole(params.get("size", body.get("size", 10)), "size")
     from_ = _whole(params.get("from", body.get("from", 0)), "from")
     explicit = opts.get("query")
@@ -381,7 +383,7 @@ def read_search(index: str, config: IndexConfig, body: Any, params: Mapping[str,
                             "query_string or simple_query_string query, or ext.esbridge.query")
     return SearchRequest(index=index, config=config, body=body, text=text, filter=filters, size=size,
                          from_=from_, explain=bool(opts.get("explain", False)), window=window,
-                         source=body.get("_source"))
+                         source=body.get("_source"), params={k: v for k, v in params.items() if k not in SEARCH_PARAMS})
 
 
 def _fields_of(source: Any) -> list[str] | None:
@@ -639,7 +641,7 @@ class Server:
                 if all(s is None for s in searches):
                     return "passed_through", await self._forward(request, _strip_msearch_ext(raw))
                 answer = await asyncio.wait_for(self._msearch(request, searches, raw, auth), self.request_timeout)
-            return "reranked", web.json_response(answer, dumps=_dumps)
+            return "reranked", web.json_response(answer, dumps=_dumps, headers=self._product_headers())
         except json.JSONDecodeError as err:
             return "reranked", _error_response(400, f"the search body is not valid JSON: {err}",
                                                "parsing_exception")
@@ -652,6 +654,13 @@ class Server:
         except EsbridgeError as err:
             status, body = _engine_answer(err)
             return "reranked", web.json_response(body, status=status, dumps=_dumps)
+
+    def _product_headers(self) -> dict[str, str]:
+        """What the cluster's clients check a response by (the Elasticsearch clients 7.14+ refuse
+        an answer without ``X-Elastic-Product``)."""
+        if self._engine is not None and self._engine.info.distribution == "elasticsearch":
+            return {"X-Elastic-Product": "Elasticsearch"}
+        return {}
 
     async def _search(self, req: SearchRequest, auth: Mapping[str, str]) -> dict[str, Any]:
         from esbridge.engine.async_client import forwarded_headers
@@ -669,7 +678,7 @@ class Server:
                 body = dict(req.body)
                 body["size"] = max(req.window, wanted)
                 body["from"] = 0
-                first = await reranker.engine.search(req.index, body)
+                first = await reranker.engine.search(req.index, body, params=req.params or None)
                 text = req.text
                 if text is None:  # nothing to rerank by: the engine's own order
                     response = first
@@ -749,7 +758,7 @@ class Server:
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
                     response.headers.add(key, value)
-            if upstream.content_length is not None and "Content-Encoding" not in upstream.headers:
+            if upstream.content_length is not None:
                 response.content_length = upstream.content_length
             await response.prepare(request)
             async for chunk in upstream.content.iter_chunked(64 * 1024):
