@@ -6,12 +6,14 @@ logged."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -82,17 +84,31 @@ def running(engine: Engine, indices: dict[str, Any], **kwargs: Any) -> Iterator[
         assert not thread.is_alive(), "the server did not stop"
 
 
-def client_of(url: str, **kwargs: Any) -> OpenSearch:
-    return OpenSearch(hosts=[url], **kwargs)
+def auth_of(engine: Engine) -> dict[str, str]:
+    """The ``Authorization`` header of the engine's credentials (none on an engine without security)."""
+    options = engine.options
+    if options.username is not None:
+        token = base64.b64encode(f"{options.username}:{options.password}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+    return dict(options.auth_header())
 
 
-def http(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    """Status and parsed JSON body of one request."""
+def client_of(engine: Engine, url: str, **kwargs: Any) -> OpenSearch:
+    """opensearch-py pointed at the server ``url``, sending the engine's credentials."""
+    return OpenSearch(hosts=[url], headers=auth_of(engine), **kwargs)
+
+
+def http(engine: Engine, method: str, url: str, body: Any = None,
+         headers: dict[str, str | None] | None = None) -> tuple[int, Any]:
+    """Status and parsed JSON body of one request, with the engine's credentials unless ``headers``
+    give others (None: leave the header out)."""
     data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    sent = {"content-type": "application/json", **auth_of(engine), **(headers or {})}
     req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"content-type": "application/json", **(headers or {})})
+                                 headers={k: v for k, v in sent.items() if v is not None})
+    context = ssl.create_default_context(cafile=engine.options.ca_certs) if url.startswith("https:") else None
     try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
+        with urllib.request.urlopen(req, timeout=60, context=context) as resp:
             raw = resp.read()
             status = resp.status
     except urllib.error.HTTPError as err:
@@ -113,7 +129,7 @@ def test_opensearch_py_gets_the_python_api_ranking(engine: Engine, collection: t
     reranker = Reranker(engine, index, scorer="evolved", window=WINDOW)
     differs = 0
     with running(engine, {index: {"scorer": "evolved", "window": WINDOW}}) as url:
-        client = client_of(url)
+        client = client_of(engine, url)
         for q in queries:
             got = client.search(index=index, body={"query": {"match": {"text": q}}, "size": 10})
             want = reranker.search(q, size=10)
@@ -136,7 +152,7 @@ def test_opensearch_py_gets_the_python_api_ranking(engine: Engine, collection: t
 def test_explain_adds_esbridge_details(engine: Engine, collection: tuple[str, list[str]]) -> None:
     index, queries = collection
     with running(engine, {index: {"window": WINDOW}}) as url:
-        got = client_of(url).search(index=index, body={
+        got = client_of(engine, url).search(index=index, body={
             "query": {"multi_match": {"query": queries[1], "fields": ["title", "text"]}}, "size": 3,
             "_source": ["title"], "ext": {"esbridge": {"explain": True}}})
     assert got["_esbridge"]["scorer"] == "evolved"
@@ -151,7 +167,7 @@ def test_filters_of_a_bool_query_restrict_the_candidates(engine: Engine, collect
     keep = {"terms": {"_id": [h["_id"] for h in engine.search(index, {"size": 40})["hits"]["hits"]]}}
     want = Reranker(engine, index, window=WINDOW).search(q, size=10, filter=[keep])
     with running(engine, {index: {"window": WINDOW}}) as url:
-        got = client_of(url).search(index=index, body={
+        got = client_of(engine, url).search(index=index, body={
             "query": {"bool": {"must": [{"match": {"text": q}}], "filter": [keep]}}, "size": 10})
     assert ranking(got) == ranking(want)
     assert {h["_id"] for h in got["hits"]["hits"]} <= set(keep["terms"]["_id"])
@@ -164,8 +180,8 @@ def test_rescore_mode_reranks_the_engines_own_query(engine: Engine, collection: 
     reranker = Reranker(engine, index, window=20)
     want = reranker.rescore(engine.search(index, {"query": query, "size": 20}), q, window_size=20)
     with running(engine, {index: {"mode": "rescore", "window": 20}}) as url:
-        got = client_of(url).search(index=index, body={"query": query, "size": 10,
-                                                       "aggs": {"n": {"value_count": {"field": "_id"}}}})
+        got = client_of(engine, url).search(index=index, body={"query": query, "size": 10,
+                                                       "aggs": {"n": {"value_count": {"field": "text.length"}}}})
     assert ranking(got) == ranking(want)[:10]
     assert got["aggregations"]["n"]["value"] == want["hits"]["total"]["value"]
 
@@ -173,7 +189,7 @@ def test_rescore_mode_reranks_the_engines_own_query(engine: Engine, collection: 
 def test_msearch_answers_each_search_as_search_does(engine: Engine, collection: tuple[str, list[str]]) -> None:
     index, queries = collection
     with running(engine, {index: {"window": WINDOW}}) as url:
-        client = client_of(url)
+        client = client_of(engine, url)
         singles = [client.search(index=index, body={"query": {"match": {"text": q}}, "size": 5})
                    for q in queries[:3]]
         body: list[Any] = []
@@ -189,7 +205,7 @@ def test_msearch_answers_each_search_as_search_does(engine: Engine, collection: 
 def test_writes_pass_through_and_are_visible(engine: Engine, index_name: str) -> None:
     create_small_index(engine, index_name)
     with running(engine, {index_name: {"window": 10}}) as url:
-        client = client_of(url)
+        client = client_of(engine, url)
         client.index(index=index_name, id="new", body={"title": "Insulin pumps", "text": "An insulin pump "
                                                         "delivers insulin to diabetes patients all day."})
         bulk = "".join(json.dumps(line) + "\n" for i in range(300) for line in (
@@ -220,19 +236,20 @@ def test_engine_errors_come_back_unchanged(engine: Engine, collection: tuple[str
                                                                    "ext": {"esbridge": {"rerank": False}},
                                                                    "size": "many"}),
                                    ("PUT", f"/{index}/_doc/x", b"{not json")]:
-            status, answer = http(method, url + path, body)
-            assert (status, answer) == http(method, direct + path, body if method != "POST" else {
+            status, answer = http(engine, method, url + path, body)
+            assert (status, answer) == http(engine, method, direct + path, body if method != "POST" else {
                 k: v for k, v in body.items() if k != "ext"}), path
             assert status >= 400
         # a configured index the cluster does not have: the engine's 404 through esbridge
-        status, answer = http("POST", f"{url}/{configured_missing}/_search", {"query": {"match": {"text": "x"}}})
+        status, answer = http(engine, "POST", f"{url}/{configured_missing}/_search",
+                              {"query": {"match": {"text": "x"}}})
         assert status == 404 and answer["error"]["type"] == "index_not_found_exception"
         assert answer["status"] == 404
         # what esbridge cannot rerank: 400 in the engine's error shape, naming the clause
-        status, answer = http("POST", f"{url}/{index}/_search", {"query": {"term": {"text": "x"}}})
+        status, answer = http(engine, "POST", f"{url}/{index}/_search", {"query": {"term": {"text": "x"}}})
         assert status == 400 and answer["error"]["type"] == "illegal_argument_exception"
         assert "[term]" in answer["error"]["reason"] and answer["error"]["root_cause"][0]["reason"]
-        status, answer = http("POST", f"{url}/{index}/_search", {"query": {"match": {"text": "x"}},
+        status, answer = http(engine, "POST", f"{url}/{index}/_search", {"query": {"match": {"text": "x"}},
                                                                   "ext": {"esbridge": {"windwo": 5}}})
         assert status == 400 and "ext.esbridge.windwo" in answer["error"]["reason"]
 
@@ -242,9 +259,9 @@ def test_an_index_not_configured_passes_through(engine: Engine, collection: tupl
     body = {"query": {"match": {"text": queries[0]}}, "size": 10}
     own = engine.search(index, body, params={"preference": "x"})
     with running(engine, {"some-other-index": {}}) as url:
-        got = client_of(url).search(index=index, body=body, params={"preference": "x"})
+        got = client_of(engine, url).search(index=index, body=body, params={"preference": "x"})
         # and HEAD, the cluster's root, the cat API as text
-        client = client_of(url)
+        client = client_of(engine, url)
         assert client.indices.exists(index=index)
         assert client.info()["version"]["number"] == engine.info.number
         cat = client.cat.indices(index=index, h="index")
@@ -255,11 +272,11 @@ def test_an_index_not_configured_passes_through(engine: Engine, collection: tupl
 def test_timeouts_and_metrics(engine: Engine, collection: tuple[str, list[str]]) -> None:
     index, queries = collection
     with running(engine, {index: {"window": WINDOW}}, request_timeout=0.000001) as url:
-        status, answer = http("POST", f"{url}/{index}/_search", {"query": {"match": {"text": queries[0]}}})
+        status, answer = http(engine, "POST", f"{url}/{index}/_search", {"query": {"match": {"text": queries[0]}}})
         assert status == 504 and answer["error"]["type"] == "timeout_exception"
         assert "--request-timeout" in answer["error"]["reason"]
     with running(engine, {index: {"window": WINDOW}}, max_concurrency=2) as url:
-        client = client_of(url, pool_maxsize=8)
+        client = client_of(engine, url, pool_maxsize=8)
         want = [ranking(Reranker(engine, index, window=WINDOW).search(q, size=5)) for q in queries]
         results: dict[int, Any] = {}
 
@@ -274,7 +291,7 @@ def test_timeouts_and_metrics(engine: Engine, collection: tuple[str, list[str]])
             t.join(120)
         assert [results[i] for i in range(12)] == [want[i % 6] for i in range(12)]
         client.count(index=index)
-        status, health = http("GET", f"{url}/_esbridge/health")
+        status, health = http(engine, "GET", f"{url}/_esbridge/health")
         assert status == 200 and health["status"] == "ok" and health["reranked_indices"] == [index]
         with urllib.request.urlopen(f"{url}/_esbridge/metrics", timeout=30) as resp:
             assert resp.headers["content-type"].startswith("text/plain")
@@ -289,7 +306,9 @@ def test_no_secret_reaches_the_log(engine: Engine, collection: tuple[str, list[s
                                    caplog: pytest.LogCaptureFixture) -> None:
     index, _ = collection
     secret_text = "glucose-secret-claim-7311"
-    auth = "Basic " + "c2VydmUtdXNlcjpzM2NyZXQtcGFzcw=="  # serve-user:s3cret-pass
+    # the engine's own credentials where it has security on, else made-up ones (which it ignores)
+    auth = auth_of(engine).get("Authorization") or "Basic " + base64.b64encode(b"serve-user:s3cret-pass").decode()
+    secrets = [auth, auth.split()[1], secret_text, "c2VjcmV0", engine.options.password or "s3cret-pass"]
     caplog.set_level(logging.DEBUG)
     with running(engine, {index: {"window": 10}}) as url:
         for path, body in [(f"/{index}/_search", {"query": {"match": {"text": secret_text}}}),
@@ -297,12 +316,34 @@ def test_no_secret_reaches_the_log(engine: Engine, collection: tuple[str, list[s
                            (f"/{index}/_search", {"query": {"match": {"text": secret_text}},
                                                   "ext": {"esbridge": {"rerank": False}}}),
                            (f"/{index}/_count", {"query": {"match": {"text": secret_text}}})]:
-            http("POST", url + path, body, headers={"Authorization": auth, "X-Api-Note": "ApiKey c2VjcmV0"})
+            http(engine, "POST", url + path, body, headers={"Authorization": auth, "X-Api-Note": "ApiKey c2VjcmV0"})
     text = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
     assert f"POST /{index}/_search 200" in text and f"POST /{index}/_count 200" in text
-    for secret in (auth, "c2VydmUtdXNlcjpzM2NyZXQtcGFzcw", "s3cret-pass", "serve-user", secret_text,
-                   "c2VjcmV0"):
+    for secret in secrets:
         assert secret not in text
+
+
+@pytest.mark.secured
+def test_each_callers_credentials_reach_the_cluster(engine: Engine, collection: tuple[str, list[str]]) -> None:
+    index, queries = collection
+    search = {"query": {"match": {"text": queries[0]}}, "size": 5}
+    token = base64.b64encode(f"{engine.options.username}:wrong".encode()).decode()
+    wrong: dict[str, str | None] = {"Authorization": f"Basic {token}"}
+    with running(engine, {index: {"window": WINDOW}}) as url:
+        for headers in ({"Authorization": None}, wrong):
+            for body in (search, {**search, "ext": {"esbridge": {"rerank": False}}}):
+                status, answer = http(engine, "POST", f"{url}/{index}/_search", body, headers=headers)
+                assert status == 401 and answer["error"]["type"] == "security_exception", answer
+        status, answer = http(engine, "POST", f"{url}/{index}/_search", search)
+        assert status == 200
+        assert ranking(answer) == ranking(Reranker(engine, index, window=WINDOW).search(queries[0], size=5))
+        if engine.distribution == "elasticsearch" and engine.info.version[0] >= 8:
+            from elasticsearch import Elasticsearch
+
+            es = Elasticsearch(url, basic_auth=(str(engine.options.username), str(engine.options.password)))
+            got = es.search(index=index, query=search["query"], size=5)
+            assert ranking(dict(got)) == ranking(answer)
+            assert es.count(index=index)["count"] == 150
 
 
 @pytest.fixture(scope="module")
@@ -325,7 +366,7 @@ def test_javascript_client_gets_the_reranked_order(engine: Engine, collection: t
 const { Client } = require('@opensearch-project/opensearch');
 const [url, index, ...queries] = process.argv.slice(2);
 (async () => {
-  const client = new Client({ node: url });
+  const client = new Client({ node: url, headers: JSON.parse(process.env.ESBRIDGE_TEST_HEADERS) });
   const out = [];
   for (const q of queries) {
     const resp = await client.search({ index, body: { query: { match: { text: q } }, size: 10 } });
@@ -338,7 +379,8 @@ const [url, index, ...queries] = process.argv.slice(2);
             for q in queries]
     with running(engine, {index: {"window": WINDOW}}) as url:
         done = subprocess.run([shutil.which("node") or "node", str(script), url, index, *queries],
-                              cwd=opensearch_js, capture_output=True, text=True, timeout=120)
+                              cwd=opensearch_js, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "ESBRIDGE_TEST_HEADERS": json.dumps(auth_of(engine))})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == want
 
@@ -362,7 +404,7 @@ def test_the_command_serves_and_stops_on_sigterm(engine: Engine, collection: tup
                 url = found.group(1)
                 break
         assert url, "".join(lines)
-        got = client_of(url).search(index=index, body={"query": {"match": {"text": queries[0]}}, "size": 5})
+        got = client_of(engine, url).search(index=index, body={"query": {"match": {"text": queries[0]}}, "size": 5})
         assert ranking(got) == ranking(Reranker(engine, index, window=WINDOW).search(queries[0], size=5))
         proc.send_signal(signal.SIGTERM)
         rest = proc.stderr.read()
