@@ -714,16 +714,21 @@ class Server:
         for i, s in enumerate(searches):
             if isinstance(s, _Refused):
                 answers[i] = error_body(s.status, s.reason, s.error_type)
-        if plain:
-            body = b"".join(lines[2 * i] + b"\n" + _strip_ext_line(lines[2 * i + 1]) + b"\n" for i in plain)
-            engine = await self._engine_for_request()
-            with forwarded_headers(auth):
-                resp = await engine.request("POST", f"/{_index_of(request)}/_msearch", body=body.decode(),
-                                        ndjson=True, context="passing on an _msearch")
-            for i, r in zip(plain, resp["responses"]):
-                answers[i] = r
-        for i, task in tasks.items():
-            answers[i] = await task
+        try:
+            if plain:
+                body = b"".join(lines[2 * i] + b"\n" + _strip_ext_line(lines[2 * i + 1]) + b"\n" for i in plain)
+                with forwarded_headers(auth):
+                    engine = await self._engine_for_request()
+                    resp = await engine.request("POST", f"/{_index_of(request)}/_msearch", body=body.decode(),
+                                                ndjson=True, context="passing on an _msearch")
+                for i, r in zip(plain, resp["responses"]):
+                    answers[i] = r
+            for i, task in tasks.items():
+                answers[i] = await task
+        finally:  # the engine refused the searches passed on, or the request timed out: stop the others
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
         return {"took": int(round((time.perf_counter() - start) * 1000)), "responses": answers}
 
     async def _forward(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:

@@ -199,6 +199,7 @@ def test_msearch_answers_each_search_as_search_does(engine: Engine, collection: 
         got = client.msearch(index=index, body=body)
     assert [ranking(r) for r in got["responses"][:3]] == [ranking(s) for s in singles]
     own = engine.search(index, {"query": {"match": {"text": queries[0]}}, "size": 5})
+    assert "error" not in got["responses"][3], json.dumps(got["responses"][3])[:500]
     assert ranking(got["responses"][3]) == ranking(own)
 
 
