@@ -264,7 +264,7 @@ def test_an_index_not_configured_passes_through(engine: Engine, collection: tupl
         # and HEAD, the cluster's root, the cat API as text
         client = client_of(engine, url)
         assert client.indices.exists(index=index)
-        assert client.info()["version"]["number"] == engine.info.number
+        assert http(engine, "GET", f"{url}/") == http(engine, "GET", f"{engine.options.url}/")
         cat = client.cat.indices(index=index, h="index")
     assert ranking(got) == ranking(own) and got["hits"]["total"] == own["hits"]["total"]
     assert cat.strip() == index
@@ -338,13 +338,6 @@ def test_each_callers_credentials_reach_the_cluster(engine: Engine, collection: 
         status, answer = http(engine, "POST", f"{url}/{index}/_search", search)
         assert status == 200
         assert ranking(answer) == ranking(Reranker(engine, index, window=WINDOW).search(queries[0], size=5))
-        if engine.distribution == "elasticsearch" and engine.info.version[0] >= 8:
-            from elasticsearch import Elasticsearch
-
-            es = Elasticsearch(url, basic_auth=(str(engine.options.username), str(engine.options.password)))
-            got = es.search(index=index, query=search["query"], size=5)
-            assert ranking(dict(got)) == ranking(answer)
-            assert es.count(index=index)["count"] == 150
 
 
 @pytest.fixture(scope="module")
