@@ -491,7 +491,7 @@ class Server:
     cluster asks for them) and a reranker per index and setting."""
 
     def __init__(self, options: ConnectionOptions, config: ServeConfig, *, max_concurrency: int = 64,
-                 request_timeout: float = 60.0) -> None:
+                 request_timeout: float = 60.0, max_search_body: int = 16 * 1024 * 1024) -> None:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ConfigurationError(f"--max-concurrency must be a whole number >= 1, got {max_concurrency!r}")
         if not request_timeout > 0:
@@ -500,6 +500,8 @@ class Server:
         self.config = config
         self.max_concurrency = max_concurrency
         self.request_timeout = request_timeout
+        #: the largest body of a search esbridge reranks (read whole); what passes through is streamed
+        self.max_search_body = max_search_body
         self.metrics = Metrics()
         self._urls = itertools.cycle(self.options.urls)
         self._limit: asyncio.Semaphore | None = None
@@ -627,7 +629,11 @@ class Server:
         if target is None:
             return "passed_through", await self._forward(request)
         index, endpoint = target
-        raw = await request.read()
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return "reranked", _error_response(413, f"the body of a search esbridge reranks may hold at most "
+                                                    f"{self.max_search_body} bytes", "illegal_argument_exception")
         auth = {k.lower(): v for k, v in request.headers.items() if k.lower() == "authorization"}
         try:
             if endpoint == "_search":
@@ -840,7 +846,7 @@ def build_app(server: Server) -> web.Application:
     """The aiohttp application of ``server``: one handler for every method and path."""
     from aiohttp import web
 
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=server.max_search_body)
     app.router.add_route("*", "/{path:.*}", server.handle)
     app.on_startup.append(server.start)
     app.on_cleanup.append(server.stop)

@@ -17,6 +17,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -205,15 +206,20 @@ def test_msearch_answers_each_search_as_search_does(engine: Engine, collection: 
 
 def test_writes_pass_through_and_are_visible(engine: Engine, index_name: str) -> None:
     create_small_index(engine, index_name)
-    with running(engine, {index_name: {"window": 10}}) as url:
+    with running(engine, {index_name: {"window": 10}}, max_search_body=30_000) as url:
         client = client_of(engine, url)
         client.index(index=index_name, id="new", body={"title": "Insulin pumps", "text": "An insulin pump "
                                                         "delivers insulin to diabetes patients all day."})
+        # a _bulk of 300 KiB, ten times what the server reads whole: streamed through
         bulk = "".join(json.dumps(line) + "\n" for i in range(300) for line in (
             {"index": {"_index": index_name, "_id": f"bulk-{i}"}},
-            {"title": f"Note {i}", "text": "Readings of the pump, kept for the record. " * 20}))
+            {"title": f"Note {i}", "text": "Readings of the pump, kept for the record. " * 25}))
+        assert len(bulk) > 10 * 30_000
         answer = client.bulk(body=bulk)
         assert not answer["errors"] and len(answer["items"]) == 300
+        status, answer = http(engine, "POST", f"{url}/{index_name}/_search", {
+            "query": {"match": {"text": "pump"}}, "ext": {"esbridge": {"query": "x" * 40_000}}})
+        assert status == 413 and "at most 30000 bytes" in answer["error"]["reason"]
         client.indices.refresh(index=index_name)
         assert client.get(index=index_name, id="new")["_source"]["title"] == "Insulin pumps"
         assert client.count(index=index_name)["count"] == 5 + 1 + 300
@@ -400,10 +406,18 @@ def test_the_command_serves_and_stops_on_sigterm(engine: Engine, collection: tup
         assert url, "".join(lines)
         got = client_of(engine, url).search(index=index, body={"query": {"match": {"text": queries[0]}}, "size": 5})
         assert ranking(got) == ranking(Reranker(engine, index, window=WINDOW).search(queries[0], size=5))
+        # a request the cluster takes 3 s over, under way when SIGTERM comes: answered before the server exits
+        slow: list[tuple[int, Any]] = []
+        waiting = threading.Thread(target=lambda: slow.append(http(
+            engine, "GET", f"{url}/_cluster/health?wait_for_nodes=99&timeout=3s")))
+        waiting.start()
+        time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)
         rest = proc.stderr.read()
         assert proc.wait(60) == 0, rest
-        assert "stopped" in rest
+        assert "stopping" in rest and "stopped" in rest
+        waiting.join(30)
+        assert slow and slow[0][0] == 408 and slow[0][1]["timed_out"] is True
     finally:
         if proc.poll() is None:
             proc.kill()
