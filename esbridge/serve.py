@@ -62,7 +62,7 @@ EXT_KEYS = ("rerank", "explain", "window", "scorer", "mode", "query")
 #: Body keys a search of a ``search``-mode index may have (the rest needs the engine's own query).
 SEARCH_BODY_KEYS = ("query", "size", "from", "_source", "ext")
 #: Query-string parameters such a search may have.
-SEARCH_PARAMS = ("size", "from")
+SEARCH_PARAMS = ("size", "from", "q")
 #: Request headers that concern one connection only (RFC 9110 §7.6.1), not passed on; nor ``host``.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "trailers", "transfer-encoding", "upgrade", "host", "expect"})
@@ -376,14 +376,17 @@ def read_search(index: str, config: IndexConfig, body: Any, params: Mapping[str,
     text: str | None = explicit
     if explicit is not None:
         filters = [body["query"]] if config.mode == "search" and body.get("query") is not None else []
+    elif body.get("query") is None and "q" in params:  # a URI search
+        text, filters = params["q"], []
     else:
         text, filters = query_text(body.get("query"))
     if text is None and config.mode == "search":
         raise _Refused(400, f"a search of [{index}] needs a query text to rerank: a match, multi_match, "
-                            "query_string or simple_query_string query, or ext.esbridge.query")
+                            "query_string or simple_query_string query, the q parameter, or ext.esbridge.query")
     return SearchRequest(index=index, config=config, body=body, text=text, filter=filters, size=size,
                          from_=from_, explain=bool(opts.get("explain", False)), window=window,
-                         source=body.get("_source"), params={k: v for k, v in params.items() if k not in SEARCH_PARAMS})
+                         source=body.get("_source"),
+                         params={k: v for k, v in params.items() if k not in ("size", "from")})
 
 
 def _fields_of(source: Any) -> list[str] | None:

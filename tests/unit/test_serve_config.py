@@ -115,6 +115,9 @@ def test_a_search_request_is_read() -> None:
     req = read_search("docs", config, {"query": {"term": {"lang": "en"}}, "ext": {"esbridge": {"query": "heart"}}},
                       {"size": "3"})
     assert req is not None and (req.text, req.filter, req.size) == ("heart", [{"term": {"lang": "en"}}], 3)
+    # a URI search: the text is q's
+    req = read_search("docs", config, None, {"q": "heart risk", "size": "4"})
+    assert req is not None and (req.text, req.filter, req.size) == ("heart risk", [], 4)
 
 
 @pytest.mark.parametrize("body,params,message", [
