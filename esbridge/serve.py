@@ -499,7 +499,8 @@ class Server:
             raise ConfigurationError(f"--max-concurrency must be a whole number >= 1, got {max_concurrency!r}")
         if not request_timeout > 0:
             raise ConfigurationError(f"--request-timeout must be > 0 seconds, got {request_timeout}")
-        self.options = _without_credentials(options)
+        # a connection to the cluster for each request answered at once
+        self.options = replace(_without_credentials(options), connections=max(options.connections, max_concurrency))
         self.config = config
         self.max_concurrency = max_concurrency
         self.request_timeout = request_timeout
@@ -534,9 +535,13 @@ class Server:
                 await self._engine_for_request()
             except EngineError as err:
                 if err.status not in (401, 403):
+                    await self.stop(app)  # the server does not start: nothing else closes them
                     raise
                 log.info("the cluster at %s asks for credentials: it is identified with the first reranked "
                          "request's", self.options.display_url)
+            except BaseException:
+                await self.stop(app)
+                raise
 
     async def stop(self, app: web.Application) -> None:
         if self._session is not None:

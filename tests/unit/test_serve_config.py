@@ -176,3 +176,11 @@ def test_the_command_refuses_credentials_and_names_a_bad_file(capsys: pytest.Cap
     path = write(tmp_path, {"indices": {"docs": {"window": -5}}})
     code, _, err = run(capsys, "serve", "--url", "http://localhost:1", "--config", str(path))
     assert code == 2 and f"{path}: indices.docs.window must be a whole number >= 1, got -5" in err
+
+
+def test_a_cluster_that_cannot_be_reached_stops_the_command(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Path) -> None:
+    path = write(tmp_path, {"indices": {"docs": {}}})
+    code, _, err = run(capsys, "serve", "--url", "http://127.0.0.1:1", "--config", str(path), "--max-retries", "0")
+    assert code == 3 and "cannot reach the engine at http://127.0.0.1:1" in err
+    assert len(err.strip().splitlines()) == 1
