@@ -8,7 +8,7 @@ A client library of the engine pointed at the server needs no change.
 
 The server holds no credentials: the ``Authorization`` header of each request (basic, ``ApiKey``,
 ``Bearer``) goes to the cluster with that request and every request esbridge makes to answer it
-(:func:`esbridge.engine.async_client.forwarded_headers`), and is never logged.
+(:func:`esbridge.engine.client.forwarded_headers`), and is never logged.
 
 The configuration (:func:`load_config`) is a JSON file::
 
@@ -677,7 +677,7 @@ class Server:
         return {}
 
     async def _search(self, req: SearchRequest, auth: Mapping[str, str]) -> dict[str, Any]:
-        from esbridge.engine.async_client import forwarded_headers
+        from esbridge.engine.client import forwarded_headers
 
         start = time.perf_counter()
         fields = _fields_of(req.source)
@@ -705,7 +705,7 @@ class Server:
                        raw: bytes, auth: Mapping[str, str]) -> dict[str, Any]:
         """Each search of an ``_msearch`` answered as ``_search`` would be, concurrently; those that
         ask not to be reranked go to the engine in one ``_msearch`` of their own."""
-        from esbridge.engine.async_client import forwarded_headers
+        from esbridge.engine.client import forwarded_headers
 
         start = time.perf_counter()
         lines = [ln for ln in raw.split(b"\n") if ln.strip()]

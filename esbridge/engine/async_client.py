@@ -20,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from esbridge.engine.client import (
@@ -46,6 +44,7 @@ from esbridge.engine.client import (
     client_installed,
     elasticsearch_client_version,
     engine_error,
+    forwarded_headers,
     identify_plan,
     log,
     probe_options,
@@ -64,23 +63,6 @@ from esbridge.engine.plan import run_async
 from esbridge.errors import ConfigurationError
 
 __all__ = ["AsyncEngine", "forwarded_headers"]
-
-#: Headers every request an :class:`AsyncEngine` sends in the current context carries
-#: (:func:`forwarded_headers`).
-_forwarded: ContextVar[Mapping[str, str] | None] = ContextVar("esbridge_forwarded_headers", default=None)
-
-
-@contextmanager
-def forwarded_headers(headers: Mapping[str, str]) -> Iterator[None]:
-    """Within the block (and the tasks it starts), every request an :class:`AsyncEngine` sends
-    carries ``headers`` over the engine's own (e.g. the ``Authorization`` of the request a server
-    is answering, so the cluster authorises each caller as itself).  Nothing keeps them after the
-    block."""
-    token = _forwarded.set(dict(headers))
-    try:
-        yield
-    finally:
-        _forwarded.reset(token)
 
 
 def _unreachable(err: Exception) -> _Unreachable:
@@ -343,7 +325,6 @@ class AsyncEngine(EngineBase):
         """Send one request; retry what is worth retrying; raise typed errors
         (:meth:`Engine.request <esbridge.engine.client.Engine.request>`'s arguments and errors)."""
         path, headers = request_target(path, params, ndjson, self.options.preference)
-        headers.update(_forwarded.get() or {})
         attempts = 1 + (self.options.max_retries if retry else 0)
         delay = self.options.backoff
         for attempt in range(attempts):
