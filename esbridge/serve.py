@@ -27,6 +27,7 @@ import logging
 import math
 import signal
 import ssl
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
     from aiohttp import ClientSession, web
 
     from esbridge.aio import AsyncEngine, AsyncReranker
-    from esbridge.engine.client import ConnectionOptions
+    from esbridge.engine.client import ConnectionOptions, Engine
+    from esbridge.hybrid.pipeline import HybridSearcher, PipelineParams
 
 __all__ = ["IndexConfig", "ServeConfig", "load_config", "parse_config", "build_app", "serve", "add_command",
            "EXT_KEYS", "INDEX_KEYS"]
@@ -56,9 +58,10 @@ access_log = logging.getLogger("esbridge.serve.access")
 #: request's own query to the engine and reranks its top ``window`` (:meth:`AsyncReranker.rescore`).
 MODES = ("search", "rescore")
 #: The keys of an index's configuration.
-INDEX_KEYS = ("scorer", "window", "mode", "first_stage", "fields", "field_weights", "params")
+INDEX_KEYS = ("scorer", "window", "mode", "first_stage", "fields", "field_weights", "params", "pipeline",
+              "pipeline_params")
 #: The keys of ``ext.esbridge`` in a search body.
-EXT_KEYS = ("rerank", "explain", "window", "scorer", "mode", "query")
+EXT_KEYS = ("rerank", "explain", "window", "scorer", "mode", "query", "pipeline")
 #: Body keys a search of a ``search``-mode index may have (the rest needs the engine's own query).
 SEARCH_BODY_KEYS = ("query", "size", "from", "_source", "ext")
 #: Query-string parameters such a search may have.
@@ -88,6 +91,8 @@ class IndexConfig:
     fields: tuple[str, ...] | None = None
     field_weights: tuple[tuple[str, float], ...] | None = None
     params: tuple[tuple[str, Any], ...] | None = None
+    #: the hybrid pipeline's parameters where the index's searches run it (esbridge.hybrid)
+    pipeline: PipelineParams | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,32 @@ def _check_index(where: str, name: str, raw: Any) -> IndexConfig:
         except ValueError as err:
             raise ConfigurationError(f"{at}.params: {err}") from None
         cfg = replace(cfg, params=tuple(ps.items()))
+    if raw.get("pipeline", False) not in (True, False):
+        raise ConfigurationError(f"{at}.pipeline must be true or false, got {raw['pipeline']!r}")
+    pp = raw.get("pipeline_params")
+    if pp is not None and not raw.get("pipeline"):
+        raise ConfigurationError(f"{at}.pipeline_params is given but pipeline is not true")
+    if raw.get("pipeline"):
+        if cfg.mode != "search":
+            raise ConfigurationError(f"{at}: the hybrid pipeline (pipeline true) finds its own candidates; "
+                                     "it cannot be in mode rescore")
+        if pp is not None and not isinstance(pp, Mapping):
+            raise ConfigurationError(f"{at}.pipeline_params must be an object of the pipeline's parameters, "
+                                     f"got {pp!r}")
+        try:
+            pipeline = _pipeline_params(cfg.scorer, raw.get("window"), pp or {})
+        except (ConfigurationError, TypeError, ValueError) as err:
+            raise ConfigurationError(f"{at}.pipeline_params: {err}") from None
+        cfg = replace(cfg, pipeline=pipeline)
     return cfg
+
+
+def _pipeline_params(scorer: str, window: int | None, overrides: Mapping[str, Any]) -> PipelineParams:
+    """The shipped pipeline parameters with the index's scorer (and window, if given) and ``overrides``."""
+    from esbridge.hybrid.pipeline import PipelineParams
+
+    own: dict[str, Any] = {"scorer": scorer, **({"window": window} if window is not None else {})}
+    return PipelineParams().with_overrides(**{**own, **overrides})
 
 
 def parse_config(raw: Any, where: str = "the configuration") -> ServeConfig:
@@ -353,6 +383,18 @@ def read_search(index: str, config: IndexConfig, body: Any, params: Mapping[str,
         if opts["mode"] not in MODES:
             raise _Refused(400, f"ext.esbridge.mode must be one of {', '.join(MODES)}, got {opts['mode']!r}")
         config = replace(config, mode=opts["mode"])
+    if "pipeline" in opts:
+        if not isinstance(opts["pipeline"], bool):
+            raise _Refused(400, f"ext.esbridge.pipeline must be true or false, got {opts['pipeline']!r}")
+        if opts["pipeline"] and config.pipeline is None:
+            config = replace(config, pipeline=_pipeline_params(config.scorer, config.window, {}), mode="search")
+        elif not opts["pipeline"]:
+            config = replace(config, pipeline=None)
+    if config.pipeline is not None:
+        fixed = [k for k in ("window", "scorer", "mode") if k in opts]
+        if fixed:
+            raise _Refused(400, f"ext.esbridge.{fixed[0]} cannot be given to the hybrid pipeline of [{index}]: "
+                                "set it in the configuration's pipeline_params")
     window = _whole(opts.get("window", config.window), "ext.esbridge.window", 1)
     unknown_params = [k for k in params if k not in SEARCH_PARAMS]
     if config.mode == "search":
@@ -514,6 +556,10 @@ class Server:
         self._connecting: asyncio.Lock | None = None
         self._rerankers: dict[tuple[str, IndexConfig], AsyncReranker] = {}
         self._client_log_levels: dict[str, int] = {}
+        #: the hybrid pipeline runs with blocking requests, on worker threads: its engine and searchers
+        self._sync_engine: Engine | None = None
+        self._searchers: dict[tuple[str, IndexConfig], tuple[HybridSearcher, threading.Lock]] = {}
+        self._sync_lock = threading.Lock()
 
     # -- lifecycle
 
@@ -548,6 +594,10 @@ class Server:
             await self._session.close()
         if self._engine is not None:
             await self._engine.close()
+        for searcher, _ in self._searchers.values():
+            searcher.close()
+        if self._sync_engine is not None:
+            self._sync_engine.close()
         for name, level in self._client_log_levels.items():
             logging.getLogger(name).setLevel(level)
 
@@ -562,6 +612,22 @@ class Server:
                     log.info("reranking %s on %s at %s", ", ".join(self.config.indices), self._engine.info.label,
                              self.options.display_url)
         return self._engine
+
+    def _searcher(self, index: str, config: IndexConfig) -> tuple[HybridSearcher, threading.Lock]:
+        """The hybrid pipeline of ``index`` (made with the calling request's credentials, on a worker
+        thread), with the lock its searches take one at a time."""
+        from esbridge.engine.client import Engine
+        from esbridge.hybrid.pipeline import HybridSearcher
+
+        with self._sync_lock:
+            if self._sync_engine is None:
+                self._sync_engine = Engine.connect(self.options)
+            key = (index, config)
+            if key not in self._searchers:
+                assert config.pipeline is not None
+                self._searchers[key] = (HybridSearcher(self._sync_engine, index, config.pipeline,
+                                                       fields=config.fields), threading.Lock())
+            return self._searchers[key]
 
     async def _reranker(self, index: str, config: IndexConfig) -> AsyncReranker:
         from esbridge.aio import AsyncReranker
@@ -681,9 +747,21 @@ class Server:
 
         start = time.perf_counter()
         fields = _fields_of(req.source)
+        wanted = req.from_ + req.size
         with forwarded_headers(auth):
+            if req.config.pipeline is not None:
+                assert req.text is not None
+                query = req.text
+
+                def hybrid() -> dict[str, Any]:
+                    searcher, lock = self._searcher(req.index, replace(req.config, window=1))
+                    with lock:
+                        return searcher.search(query, size=wanted, filter=req.filter or None, fields=fields,
+                                               explain=req.explain)
+
+                response = await asyncio.to_thread(hybrid)
+                return engine_shaped(response, req, time.perf_counter() - start)
             reranker = await self._reranker(req.index, req.config)
-            wanted = req.from_ + req.size
             if req.config.mode == "search":
                 assert req.text is not None
                 response = await reranker.search(req.text, size=wanted, filter=req.filter or None, fields=fields,

@@ -40,6 +40,24 @@ def test_a_configuration_is_read(tmp_path: Path) -> None:
     assert config.indices["plain"] == IndexConfig()
 
 
+def test_the_hybrid_pipeline_is_configured(tmp_path: Path) -> None:
+    from esbridge.hybrid.pipeline import PipelineParams
+
+    config = load_config(write(tmp_path, {"indices": {
+        "docs": {"scorer": "bmx", "window": 300, "pipeline": True, "pipeline_params": {"w_semantic": 2}},
+        "other": {"pipeline": True}}}))
+    assert config.indices["docs"].pipeline == PipelineParams(scorer="bmx", window=300, w_semantic=2)
+    assert config.indices["other"].pipeline == PipelineParams()  # the pipeline's own window (not 100)
+    req = read_search("docs", config.indices["docs"], {"query": {"match": {"t": "x"}}}, {})
+    assert req is not None and req.config.pipeline is not None
+    req = read_search("docs", config.indices["docs"], {"query": {"match": {"t": "x"}},
+                                                       "ext": {"esbridge": {"pipeline": False}}}, {})
+    assert req is not None and req.config.pipeline is None
+    with pytest.raises(_Refused, match="ext.esbridge.window cannot be given to the hybrid pipeline"):
+        read_search("docs", config.indices["docs"], {"query": {"match": {"t": "x"}},
+                                                     "ext": {"esbridge": {"window": 5}}}, {})
+
+
 @pytest.mark.parametrize("content,message", [
     ("{not json", "is not valid JSON"),
     ([], "must be a JSON object"),
@@ -58,6 +76,14 @@ def test_a_configuration_is_read(tmp_path: Path) -> None:
     ({"indices": {"docs": {"field_weights": {"title": -1}}}}, "indices.docs.field_weights must map"),
     ({"indices": {"docs": {"scorer": "bm25", "params": {"k9": 1}}}}, "indices.docs.params: not parameters of "
                                                                       "scorer 'bm25'"),
+    ({"indices": {"docs": {"pipeline": "yes"}}}, "indices.docs.pipeline must be true or false"),
+    ({"indices": {"docs": {"pipeline_params": {"w_semantic": 2}}}}, "indices.docs.pipeline_params is given but "
+                                                                    "pipeline is not true"),
+    ({"indices": {"docs": {"pipeline": True, "pipeline_params": {"w_semantik": 2}}}},
+     "indices.docs.pipeline_params: unknown pipeline parameter(s) w_semantik"),
+    ({"indices": {"docs": {"pipeline": True, "pipeline_params": {"fusion": "sum"}}}},
+     "indices.docs.pipeline_params:"),
+    ({"indices": {"docs": {"pipeline": True, "mode": "rescore"}}}, "it cannot be in mode rescore"),
 ])
 def test_a_wrong_configuration_is_named(tmp_path: Path, content: Any, message: str) -> None:
     path = write(tmp_path, content)
