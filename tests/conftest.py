@@ -69,7 +69,7 @@ WITHOUT_REINDEX = frozenset({"elasticsearch8"})
 #: ``ESBRIDGE_TEST_ELASTICSEARCH8_MODULES`` (module names, or ``all``) replaces the list.
 ELASTICSEARCH8_MODULES = frozenset({
     "test_parity", "test_rerank", "test_ingest", "test_user_client", "test_security", "test_async",
-    "test_index_safety",
+    "test_index_safety", "test_serve", "test_serve_hybrid",
 })
 _ES8_MODULES_ENV = os.environ.get("ESBRIDGE_TEST_ELASTICSEARCH8_MODULES", "").strip()
 if _ES8_MODULES_ENV:

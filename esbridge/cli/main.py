@@ -85,7 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     for commands in (index, search, eval_commands, features):
         commands.add_commands(sub, options.connection_args, options.connect_engine)
+    _add_serve(sub)
     return parser
+
+
+def _add_serve(sub: Any) -> None:
+    """``esbridge serve`` (:mod:`esbridge.serve`)."""
+    from esbridge.serve import add_command
+
+    add_command(sub, options.connection_args, options.connection_options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,9 +58,16 @@ def connection_args(p: argparse.ArgumentParser) -> None:
 def connect_engine(args: argparse.Namespace) -> Any:
     """The :class:`~esbridge.engine.client.Engine` the connection options name: ``--url`` or ``$ESBRIDGE_URL``,
     else esbridge's running local node (started when none runs)."""
+    from esbridge.engine.client import Engine
+
+    return Engine.connect(connection_options(args))
+
+
+def connection_options(args: argparse.Namespace) -> Any:
+    """The :class:`~esbridge.engine.connection.ConnectionOptions` the connection options name (see
+    :func:`connect_engine`), without connecting."""
     import os
 
-    from esbridge.engine.client import Engine
     from esbridge.engine.provision import provision
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=not getattr(args, "quiet", False))
@@ -68,7 +75,7 @@ def connect_engine(args: argparse.Namespace) -> Any:
         how = "started" if prov.started else "running"
         print(f"esbridge: using the local {prov.distribution} node {prov.node!r} ({how}) at {prov.url}; "
               "pass --url or set ESBRIDGE_URL for another engine", file=sys.stderr)
-    opts = prov.options(
+    return prov.options(
         username=args.username,
         password=os.environ.get("ESBRIDGE_PASSWORD") if args.username else None,
         api_key=args.api_key,
@@ -78,7 +85,6 @@ def connect_engine(args: argparse.Namespace) -> Any:
         max_retries=args.max_retries,
         sniff=args.sniff,
     )
-    return Engine.connect(opts)
 
 
 # ---- scoring and ranking ------------------------------------------------------------------

@@ -10,7 +10,9 @@ answer (:func:`engine_error`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlencode
@@ -85,11 +87,31 @@ def _param(value: Any) -> str:
     return str(value)
 
 
+#: Headers every request sent in the current context carries (:func:`forwarded_headers`).
+_forwarded: ContextVar[Mapping[str, str] | None] = ContextVar("esbridge_forwarded_headers", default=None)
+
+
+@contextmanager
+def forwarded_headers(headers: Mapping[str, str]) -> Iterator[None]:
+    """Within the block (and the tasks, worker threads and plans it starts), every request an
+    :class:`~esbridge.engine.client.Engine` or :class:`~esbridge.engine.async_client.AsyncEngine`
+    sends carries ``headers`` over the engine's own (e.g. the ``Authorization`` of the request a
+    server is answering, so that the cluster authorises each caller as itself).  Nothing keeps them
+    after the block."""
+    token = _forwarded.set(dict(headers))
+    try:
+        yield
+    finally:
+        _forwarded.reset(token)
+
+
 def request_target(path: str, params: Mapping[str, Any] | None, ndjson: bool,
                    preference: str | None = None) -> tuple[str, dict[str, str]]:
-    """The path with ``params`` in its query string, and the headers of a request; a read whose
-    answer depends on the shard copy serving it carries ``preference`` unless it names one."""
+    """The path with ``params`` in its query string, and the headers of a request (with those of
+    :func:`forwarded_headers`); a read whose answer depends on the shard copy serving it carries
+    ``preference`` unless it names one."""
     headers = {"content-type": "application/x-ndjson"} if ndjson else {}
+    headers.update(_forwarded.get() or {})
     if preference is not None and _endpoint(path) in _COPY_READS and "preference" not in (params or {}):
         params = {**(params or {}), "preference": preference}
     if params:

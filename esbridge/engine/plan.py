@@ -29,6 +29,7 @@ step: the caches' own locks are only taken around dictionary updates.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import threading
 import weakref
@@ -184,7 +185,9 @@ def _gather_sync(plans: Sequence[Plan[Any]], engine: SyncRequester,
     if pool is None or len(plans) < 2:
         return [run(p, engine) for p in plans]
     executor = pool()
-    futures: list[Future[Any]] = [executor.submit(run, p, engine) for p in plans[:-1]]
+    # each in a copy of this thread's context (its forwarded headers, esbridge.engine.client.forwarded_headers)
+    futures: list[Future[Any]] = [executor.submit(contextvars.copy_context().run, run, p, engine)
+                                  for p in plans[:-1]]
     outcomes: list[tuple[Any, BaseException | None]] = []
     try:
         outcomes_last: tuple[Any, BaseException | None] = (run(plans[-1], engine), None)

@@ -340,9 +340,11 @@ def _elasticsearch_client_kwargs(options: ConnectionOptions, server_major: int) 
 
 
 def compatibility_headers(server_major: int, headers: Mapping[str, str], body: Any) -> dict[str, str]:
-    """The REST API compatibility headers of an Elasticsearch ``server_major`` server."""
+    """``headers`` with the REST API compatibility headers of an Elasticsearch ``server_major``
+    server in place of their ``accept`` and ``content-type``."""
     mime = "application/vnd.elasticsearch+json"
-    wanted = {"accept": f"{mime}; compatible-with={server_major}"}
+    wanted = {k: v for k, v in headers.items() if k.lower() not in ("accept", "content-type")}
+    wanted["accept"] = f"{mime}; compatible-with={server_major}"
     if body is not None:
         ctype = headers.get("content-type", "application/json")
         kind = "x-ndjson" if "ndjson" in ctype else "json"
