@@ -41,9 +41,13 @@ from esbridge.features.termvectors import FieldVector, QueryChannel
 
 __all__ = ["KeywordParams", "filter_narrative", "expansion_terms", "weighted_terms", "rank_terms_by_idf"]
 
+# Statements about documents that are not wanted: a "not" that says so ("not relevant", "will not be
+# considered", "should not be retrieved", "do not count"), never a bare "is not" or "should not", which
+# as often describe what is wanted ("panels whose temperature is not uniform are of interest").
 _NEGATIVE = re.compile(
-    r"\b(not\s+(be\s+)?(relevant|considered|of\s+interest|useful|pertinent)|irrelevant|non-?relevant|"
-    r"are\s+not\b|is\s+not\b|excluded?|should\s+not|will\s+not|do(es)?\s+not\s+(count|qualify))",
+    r"\b(?:not\s+(?:be\s+)?(?:deemed\s+|considered\s+)?(?:relevant|of\s+(?:any\s+)?interest|useful|pertinent)"
+    r"|not\s+(?:be\s+)?(?:considered|counted|included|retrieved|wanted)|irrelevant|non-?relevant|exclude[ds]?"
+    r"|do(?:es)?\s+not\s+(?:count|qualify))",
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
