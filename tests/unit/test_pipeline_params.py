@@ -52,7 +52,8 @@ def test_cli_parsing() -> None:
 
 
 def test_the_scoring_document_states_the_shipped_defaults() -> None:
-    """docs/scoring.md gives the pipeline's defaults as the code has them (weights, depth, feedback)."""
+    """docs/scoring.md gives the pipeline's defaults as the code has them (weights, depths, feedback, keyword
+    strategy, fusion)."""
     import re
     from pathlib import Path
 
@@ -66,6 +67,15 @@ def test_the_scoring_document_states_the_shipped_defaults() -> None:
     assert f"semantic_depth = {shipped.semantic_depth}" in text
     assert f"semantic_feedback = {shipped.semantic_feedback}" in text
     assert f"semantic_beta = {shipped.semantic_beta}" in text
+    kw = shipped.keyword
+    for stated in (f"window = {shipped.window}", f"`fb_terms = {kw.fb_terms}`", f"`fb_docs = {kw.fb_docs}`",
+                   f"`min_docs = {kw.min_docs}`", f"`λ = lam = {kw.lam}`", f"top `depth = {kw.depth}`",
+                   f"`keyword_source = \"{shipped.keyword_source}\"`, the default",
+                   f"`extractor = \"{kw.extractor}\"`, the default", f"`{shipped.scorer}` by default",
+                   f"(`result_depth = {shipped.result_depth}`",
+                   f"semantic_feedback_weighting = \"{shipped.semantic_feedback_weighting}\", the default"):
+        assert stated in text, f"docs/scoring.md no longer states {stated}"
+    assert f"zscore ({'default' if shipped.fusion is Fusion.ZSCORE else ''}):" in text
 
 
 def test_the_seed004_preset_is_the_source_as_written() -> None:
