@@ -194,10 +194,13 @@ class PipelineParams:
 
     def with_overrides(self, **overrides: Any) -> PipelineParams:
         """A copy with ``overrides`` (``keyword.fb_docs=5`` style names allowed as ``keyword_fb_docs``)."""
-        kw = {k.removeprefix("keyword_"): v for k, v in overrides.items() if k.startswith("keyword_")}
-        top = {k: v for k, v in overrides.items() if not k.startswith("keyword_")}
         valid = {f.name for f in fields(self)}
-        unknown = sorted(set(top) - valid)
+        kw_valid = {f.name for f in fields(self.keyword)}
+        # a pipeline parameter (keyword_source) is never read as a keyword parameter
+        kw = {k.removeprefix("keyword_"): v for k, v in overrides.items()
+              if k.startswith("keyword_") and k not in valid}
+        top = {k: v for k, v in overrides.items() if k in valid or not k.startswith("keyword_")}
+        unknown = sorted(set(top) - valid) + sorted(f"keyword_{k}" for k in set(kw) - kw_valid)
         if unknown:
             raise ConfigurationError(f"unknown pipeline parameter(s) {', '.join(unknown)}; valid: "
                                      f"{', '.join(sorted(valid - {'keyword'}))}, keyword_<name>")

@@ -117,3 +117,11 @@ def test_cli_presets() -> None:
     assert PIPELINES == PRESETS
     p = pipeline_params(["window=200", "scorer_params={\"k1\": 1.2}"], "seed004")
     assert (p.window, p.scorer_params, p.keyword.extractor) == (200, {"k1": 1.2}, "topicrank")
+
+
+def test_overrides_reach_keyword_source_and_name_unknown_keyword_parameters() -> None:
+    # keyword_source is the pipeline's own parameter, not a keyword parameter named "source"
+    p = PipelineParams().with_overrides(keyword_source="lexical", keyword_depth=50)
+    assert (p.keyword_source, p.keyword.depth) == ("lexical", 50)
+    with pytest.raises(ConfigurationError, match="unknown pipeline parameter.*keyword_dpeth"):
+        PipelineParams().with_overrides(keyword_dpeth=5)
