@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from esbridge.engine.calls import forwarded_headers, path_segment
 from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, EsbridgeError
 
 if TYPE_CHECKING:
@@ -744,7 +745,7 @@ class Server:
         return {}
 
     async def _search(self, req: SearchRequest, auth: Mapping[str, str]) -> dict[str, Any]:
-        from esbridge.engine.calls import forwarded_headers
+
 
         start = time.perf_counter()
         fields = _fields_of(req.source)
@@ -784,7 +785,7 @@ class Server:
                        raw: bytes, auth: Mapping[str, str]) -> dict[str, Any]:
         """Each search of an ``_msearch`` answered as ``_search`` would be, concurrently; those that
         ask not to be reranked go to the engine in one ``_msearch`` of their own."""
-        from esbridge.engine.calls import forwarded_headers
+
 
         start = time.perf_counter()
         lines = [ln for ln in raw.split(b"\n") if ln.strip()]
@@ -812,7 +813,8 @@ class Server:
                 body = b"".join(lines[2 * i] + b"\n" + _strip_ext_line(lines[2 * i + 1]) + b"\n" for i in plain)
                 with forwarded_headers(auth):
                     engine = await self._engine_for_request()
-                    resp = await engine.request("POST", f"/{_index_of(request)}/_msearch", body=body.decode(),
+                    where = path_segment(unquote(_index_of(request)), patterns=True)
+                    resp = await engine.request("POST", f"/{where}/_msearch", body=body.decode(),
                                                 ndjson=True, context="passing on an _msearch")
                 for i, r in zip(plain, resp["responses"]):
                     answers[i] = r

@@ -27,6 +27,8 @@ from esbridge.cli.options import (
     fields_option,
     model_args,
     model_option,
+    pipeline_arg,
+    pipeline_items,
     pipeline_params,
     scorer_params,
 )
@@ -154,7 +156,7 @@ def _eval_config(args: argparse.Namespace, split: Any) -> Any:
         progress=not args.quiet,
         field_weights=_field_weights(args.field_weight or []),
         pipeline=None if args.no_pipeline else pipeline_params([f"model={json.dumps(model_option(args))}",
-                                                                 *(args.pipeline_param or [])]),
+                                                                 *(args.pipeline_param or [])], args.pipeline),
         augmentation=augmentation_spec(args),
         fields=fields_option(getattr(args, "fields", None)),
     )
@@ -196,6 +198,8 @@ def _cmd_eval(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     from esbridge.evaluation.trecfiles import read_qrels, read_run, read_topics
 
     _check_eval_mode(args)
+    if args.no_pipeline and args.pipeline != "default":
+        raise ConfigurationError("--pipeline chooses the hybrid pipeline's parameters; --no-pipeline leaves it out")
     # every input file is read before the engine is reached: a malformed line fails at once
     runs = [read_run(path) for path in args.run or []]
     if args.index:
@@ -251,8 +255,8 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
     if args.system != "rerank" and (args.param or args.field_weight):
         raise ConfigurationError("--param and --field-weight set the reranker (--system rerank); the hybrid pipeline "
                                  "takes --pipeline-param")
-    if args.system != "hybrid" and (args.pipeline_param or args.narrative or args.model):
-        raise ConfigurationError("--pipeline-param, --model and --narrative belong to --system hybrid")
+    if args.system != "hybrid" and (args.pipeline_param or args.narrative or args.model or args.pipeline != "default"):
+        raise ConfigurationError("--pipeline, --pipeline-param, --model and --narrative belong to --system hybrid")
     spec = augmentation_spec(args)
     if spec is not None and args.system != "rerank":
         raise ConfigurationError("--augmentations and --augmenter apply to the reranker (--system rerank)")
@@ -265,9 +269,8 @@ def _cmd_run(args: argparse.Namespace, connect: Callable[[argparse.Namespace], A
         get_scorer(args.scorer)  # an unknown --scorer is named as such, not as a pipeline parameter
         name = HYBRID
         config = EvalConfig(scorers=(), window=args.window, baselines=False, progress=progress,
-                            pipeline=pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
-                                                      f"model={json.dumps(model_option(args))}",
-                                                      *(args.pipeline_param or [])]),
+                            pipeline=pipeline_params([*pipeline_items(args), f"model={json.dumps(model_option(args))}",
+                                                      *(args.pipeline_param or [])], args.pipeline),
                             pipeline_strategies=False, fields=fields)
     elif args.system == "engine-bm25":
         name = BASELINE_INDEX
@@ -439,6 +442,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
                    help="override a pipeline parameter, e.g. w_semantic=2, fusion=zscore, keyword_fb_docs=5 "
                         "(repeat; see esbridge.hybrid.PipelineParams)")
+    pipeline_arg(p)
     model_args(p, when="for the hybrid pipeline's semantic strategy: ")
     p.add_argument("--json", help="also write the JSON summary here")
     p.add_argument("--output", "--out", dest="out", metavar="DIR",
@@ -486,6 +490,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="BM25F-style weight of a text field for the reranker (repeat)")
     p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
                    help="with --system hybrid: a pipeline parameter, e.g. w_semantic=2 (repeat)")
+    pipeline_arg(p, when="with --system hybrid: ")
     model_args(p, when="with --system hybrid: ")
     p.add_argument("--narrative", action="store_true",
                    help="with --system hybrid: the keyword strategy reads each topic's narrative (TREC topics) "

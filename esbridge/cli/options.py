@@ -178,8 +178,30 @@ def augmentation_spec(args: argparse.Namespace) -> Any:
     return AugmentationSpec.from_file(path, **kwargs)
 
 
-def pipeline_params(items: Sequence[str]) -> Any:
-    """``["w_semantic=2", "fusion=zscore"]`` -> the shipped :class:`PipelineParams` with those overrides."""
+#: ``--pipeline``: the hybrid pipeline's named parameter sets (:data:`esbridge.hybrid.pipeline.PRESETS`).
+PIPELINES = ("default", "seed004")
+
+
+def pipeline_arg(p: argparse.ArgumentParser, *, when: str = "") -> None:
+    """``--pipeline``: which named parameter set the hybrid pipeline starts from."""
+    p.add_argument("--pipeline", choices=PIPELINES, default="default",
+                   help=f"{when}the pipeline's parameters: default (the shipped ones) or seed004 (its source, CAIR "
+                        "2021, as written: BM25 k1=1.5 b=0.75, the narrative's TopicRank keyphrases, raw scores "
+                        "summed, 500 documents; its scorer and window are the preset's, --pipeline-param changes "
+                        "them)")
+
+
+def pipeline_items(args: argparse.Namespace) -> list[str]:
+    """The pipeline parameters a command's ``--scorer`` and ``--window`` set: those of the default
+    pipeline only (a preset keeps its own)."""
+    if getattr(args, "pipeline", "default") != "default":
+        return []
+    return [f"scorer={json.dumps(args.scorer)}", f"window={args.window}"]
+
+
+def pipeline_params(items: Sequence[str], preset: str = "default") -> Any:
+    """``["w_semantic=2", "fusion=zscore"]`` -> the :class:`PipelineParams` named ``preset`` (the
+    shipped ones by default) with those overrides."""
     from esbridge.hybrid.pipeline import PipelineParams
 
     overrides: dict[str, Any] = {}
@@ -192,7 +214,7 @@ def pipeline_params(items: Sequence[str]) -> Any:
         except json.JSONDecodeError:
             overrides[name.strip()] = raw
     try:
-        return PipelineParams().with_overrides(**overrides)
+        return PipelineParams.preset(preset).with_overrides(**overrides)
     except (TypeError, ValueError) as err:
         raise ConfigurationError(f"--pipeline-param: {err}") from err
 

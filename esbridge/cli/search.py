@@ -17,6 +17,8 @@ from esbridge.cli.options import (
     fields_option,
     model_args,
     model_option,
+    pipeline_arg,
+    pipeline_items,
     pipeline_params,
     scorer_params,
 )
@@ -259,13 +261,15 @@ def _cmd_search(args: argparse.Namespace, connect: Callable[[argparse.Namespace]
         raise ConfigurationError("--augmentations and --augmenter apply to the reranker, not to --hybrid")
     if args.model and not args.hybrid:
         raise ConfigurationError("--model chooses the hybrid pipeline's embedding model: add --hybrid")
+    if args.pipeline != "default" and not args.hybrid:
+        raise ConfigurationError("--pipeline chooses the hybrid pipeline's parameters: add --hybrid")
     if args.hybrid:
         from esbridge.hybrid import HybridSearcher
         from esbridge.scoring import get_scorer
 
         get_scorer(args.scorer)  # an unknown --scorer is named as such, before the engine is reached
-        params = pipeline_params([f"scorer={json.dumps(args.scorer)}", f"window={args.window}",
-                                  f"model={json.dumps(model_option(args))}", *(args.pipeline_param or [])])
+        params = pipeline_params([*pipeline_items(args), f"model={json.dumps(model_option(args))}",
+                                  *(args.pipeline_param or [])], args.pipeline)
         engine = connect(args)
         if not engine.index_exists(args.index):
             raise IndexNotFoundError(
@@ -406,6 +410,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                         "--window set its lexical strategy")
     p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
                    help="with --hybrid: a pipeline parameter, e.g. w_semantic=2 or fusion=zscore (repeat)")
+    pipeline_arg(p, when="with --hybrid: ")
     model_args(p, when="with --hybrid: ")
     p.set_defaults(func=lambda a: _cmd_search(a, connect))
 

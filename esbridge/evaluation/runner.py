@@ -412,7 +412,7 @@ class SystemSet:
             searcher = HybridSearcher(
                 engine, index, pp, progress=config.progress,
                 reranker=Reranker(engine, index, scorer=pp.scorer, window=pp.window, vector_cache=cache,
-                                  fields=config.fields))
+                                  params=pp.make_scorer_params(), fields=config.fields))
             self.searcher = searcher
             _ = searcher.vectors  # build or check the semantic index before the queries
             encoder = searcher.vectors.encoder.name
@@ -421,9 +421,11 @@ class SystemSet:
                 self.systems["semantic"] = SystemRun(
                     "semantic", f"esbridge semantic strategy: {encoder} cosine over every document, top "
                                 f"{pp.semantic_depth}", "semantic", params=params)
-                self.systems["keyword"] = SystemRun(
-                    "keyword", "esbridge keyword strategy: pseudo-relevance feedback from the "
-                               f"top {pp.keyword.fb_docs} of {pp.scorer}, engine BM25", "keyword", params=params)
+                kw = (f"the narrative's TopicRank keyphrases (none without one), {pp.scorer} over the top "
+                      f"{pp.keyword.depth}" if pp.keyword.extractor == "topicrank" else
+                      f"pseudo-relevance feedback from the top {pp.keyword.fb_docs} of {pp.scorer}, engine BM25")
+                self.systems["keyword"] = SystemRun("keyword", f"esbridge keyword strategy: {kw}", "keyword",
+                                                    params=params)
             weights = ", ".join(f"{k} {v:g}" for k, v in pp.weights.items())
             self.systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights} "
                                              f"(lexical = {pp.scorer} over the top {pp.window})", "pipeline",

@@ -17,7 +17,8 @@ below everything the strategy returned), so the weighted sum
 is defined for every document of the union.  Reciprocal rank fusion (Cormack,
 Clarke and Büttcher, SIGIR 2009) is the rank-only alternative,
 ``Σ_s w_s / (k + rank_s(d))`` with ``k = 60`` and no contribution from a list
-that lacks ``d``.
+that lacks ``d``.  ``sum`` is the source's own aggregator, the raw scores added,
+``Σ_s w_s · s_d``, again with no contribution from a list that lacks ``d``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Fusion(str, Enum):
     ZSCORE = "zscore"
     MINMAX = "minmax"
     RRF = "rrf"
+    SUM = "sum"
 
     @classmethod
     def parse(cls, value: str | Fusion) -> Fusion:
@@ -73,6 +75,8 @@ def normalise(scores: np.ndarray, method: Fusion | str) -> np.ndarray:
     if m is Fusion.ZSCORE:
         sd = float(s.std())
         return np.zeros_like(s) if sd <= 0 else (s - float(s.mean())) / sd
+    if m is Fusion.SUM:
+        return s.copy()
     raise ConfigurationError("rrf fuses ranks, not scores: there is nothing to normalise")
 
 
@@ -112,6 +116,8 @@ def fuse(lists: Mapping[str, RankedList], weights: Mapping[str, float], method: 
                 ranks = np.empty(len(order), dtype=np.float64)
                 ranks[order] = np.arange(1, len(order) + 1)
                 part[rows] = w / (rrf_k + ranks)
+            elif m is Fusion.SUM:
+                part[rows] = w * np.asarray(lst.scores, dtype=np.float64)
             else:
                 norm = normalise(lst.scores, m)
                 part[:] = w * float(norm.min())

@@ -8,6 +8,11 @@ engine's own analyser gives the narrative's terms, which are ranked by
 ``count × idf`` with index-wide document frequencies.  (The source uses
 TopicRank for this step; ranking the engine's analysed terms keeps the rule that
 query terms come from the engine's analysers and needs no second NLP stack.)
+With ``extractor = "topicrank"`` the narrative gives instead its ``keyphrases``
+best TopicRank keyphrases (:mod:`esbridge.hybrid.topicrank`, stemmed by the
+engine), and those phrases, as one query text, are ranked by the lexical
+strategy itself, as the source does; a topic without a narrative then has no
+keyword query.
 
 For a topic without one — the common case — the keyword strategy uses
 pseudo-relevance feedback instead: the top ``fb_docs`` documents of a first fusion of
@@ -39,13 +44,20 @@ import numpy as np
 from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import FieldVector, QueryChannel
 
-__all__ = ["KeywordParams", "filter_narrative", "expansion_terms", "weighted_terms", "rank_terms_by_idf"]
+__all__ = ["EXTRACTORS", "KeywordParams", "filter_narrative", "expansion_terms", "weighted_terms", "rank_terms_by_idf"]
 
+# Statements about documents that are not wanted: a "not" that says so ("not relevant", "will not be
+# considered", "should not be retrieved", "do not count"), never a bare "is not" or "should not", which
+# as often describe what is wanted ("panels whose temperature is not uniform are of interest").
 _NEGATIVE = re.compile(
-    r"\b(not\s+(be\s+)?(relevant|considered|of\s+interest|useful|pertinent)|irrelevant|non-?relevant|"
-    r"are\s+not\b|is\s+not\b|excluded?|should\s+not|will\s+not|do(es)?\s+not\s+(count|qualify))",
+    r"\b(?:not\s+(?:be\s+)?(?:deemed\s+|considered\s+)?(?:relevant|of\s+(?:any\s+)?interest|useful|pertinent)"
+    r"|not\s+(?:be\s+)?(?:considered|counted|included|retrieved|wanted)|irrelevant|non-?relevant|exclude[ds]?"
+    r"|do(?:es)?\s+not\s+(?:count|qualify))",
     re.IGNORECASE,
 )
+#: How the keyword strategy reduces a narrative to a query.
+EXTRACTORS = ("idf", "topicrank")
+
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
@@ -59,6 +71,11 @@ class KeywordParams:
         min_docs: an expansion term occurs in at least this many feedback documents.
         lam: weight of the expansion terms against the original ones (0: no expansion).
         depth: documents the keyword query returns.
+        extractor: what a narrative gives: ``idf`` (its analysed terms of highest
+            ``count × idf``, ``fb_terms`` of them, a term query) or ``topicrank`` (its
+            ``keyphrases`` best TopicRank keyphrases, ranked by the lexical strategy; no
+            pseudo-relevance feedback without a narrative).
+        keyphrases: TopicRank keyphrases kept (``extractor = "topicrank"``).
     """
 
     fb_docs: int = 10
@@ -66,9 +83,14 @@ class KeywordParams:
     min_docs: int = 2
     lam: float = 0.3
     depth: int = 1000
+    extractor: str = "idf"
+    keyphrases: int = 10
 
     def __post_init__(self) -> None:
-        for name in ("fb_docs", "fb_terms", "min_docs", "depth"):
+        if self.extractor not in EXTRACTORS:
+            raise ConfigurationError(f"keyword parameter extractor must be one of {', '.join(EXTRACTORS)}, "
+                                     f"got {self.extractor!r}")
+        for name in ("fb_docs", "fb_terms", "min_docs", "depth", "keyphrases"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"keyword parameter {name} must be an integer >= 1, got {value!r}")

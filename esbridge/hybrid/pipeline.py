@@ -43,6 +43,7 @@ from esbridge.hybrid.keyword import (
     rank_terms_by_idf,
     weighted_terms,
 )
+from esbridge.hybrid.topicrank import engine_stems, topicrank
 from esbridge.jsoninput import check_depth, check_text
 from esbridge.rerank import AnalyzedQuery, Reranker, hit_version
 from esbridge.scoring import get_scorer
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from esbridge.semantic.engine_vectors import EngineVectors
     from esbridge.semantic.vectors import VectorIndex
 
-__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PipelineParams",
+__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PRESETS", "PipelineParams",
            "PipelineResult", "HybridSearcher"]
 
 #: The strategies, in the order their lists are fused.
@@ -63,6 +64,8 @@ FEEDBACK_WEIGHTINGS = ("mean", "score")
 FEEDBACK_WINDOWS = ("first", "best")
 #: Where the keyword strategy takes its feedback documents from.
 KEYWORD_SOURCES = ("lexical", "fusion")
+#: The named parameter sets (:meth:`PipelineParams.preset`): the shipped defaults, and the source as written.
+PRESETS = ("default", "seed004")
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,8 @@ class PipelineParams:
     Attributes:
         scorer: the lexical strategy's esbridge scorer (``bm25`` for the engine's own
             ranking recomputed exactly).
+        scorer_params: the scorer's parameters that differ from its defaults
+            (``{"k1": 1.5, "b": 0.75}``).
         window: first-stage hits the lexical scorer reranks.
         semantic_depth: documents the semantic strategy returns.
         keyword: the keyword strategy's parameters.
@@ -95,6 +100,7 @@ class PipelineParams:
         rrf_k: the rank offset of reciprocal rank fusion.
         model: the semantic strategy's sentence-embedding model
             (:data:`esbridge.semantic.models.MODELS`).
+        result_depth: documents the fused ranking keeps (``None``: every document of the lists).
     """
 
     scorer: str = "evolved"
@@ -112,9 +118,20 @@ class PipelineParams:
     w_keyword: float = 1.0
     rrf_k: float = 60.0
     model: str = DEFAULT_MODEL
+    scorer_params: Mapping[str, Any] = field(default_factory=dict)
+    result_depth: int | None = None
 
     def __post_init__(self) -> None:
         get_scorer(self.scorer)  # raises, listing the valid names
+        if not isinstance(self.scorer_params, Mapping):
+            raise ConfigurationError(f"pipeline parameter scorer_params must be an object of scorer parameters, "
+                                     f"got {self.scorer_params!r}")
+        object.__setattr__(self, "scorer_params", dict(self.scorer_params))
+        self.make_scorer_params()
+        if self.result_depth is not None and (isinstance(self.result_depth, bool)
+                                              or not isinstance(self.result_depth, int) or self.result_depth < 1):
+            raise ConfigurationError(f"pipeline parameter result_depth must be an integer >= 1 or null, "
+                                     f"got {self.result_depth!r}")
         spec_for(self.model)  # likewise
         object.__setattr__(self, "fusion", Fusion.parse(self.fusion))
         for name in ("window", "semantic_depth"):
@@ -141,6 +158,34 @@ class PipelineParams:
         if self.w_semantic + self.w_lexical + self.w_keyword <= 0:
             raise ConfigurationError("at least one of w_semantic, w_lexical, w_keyword must be > 0")
 
+    @classmethod
+    def seed004(cls) -> PipelineParams:
+        """The pipeline of the CAIR 2021 source as written (docs/scoring.md §7.7): Okapi BM25
+        (k1 1.5, b 0.75, the rank_bm25 defaults the source names) over the documents' text for
+        the query, the query's embedding, and the narrative's TopicRank keyphrases through the
+        same BM25, 500 documents each; their raw scores summed, the top 500 kept.  The shipped
+        embedding model stands in for the source's msmarco-distilbert-base-v4."""
+        return cls(scorer="bm25_robertson", scorer_params={"k1": 1.5, "b": 0.75}, window=500, semantic_depth=500,
+                   keyword=KeywordParams(depth=500, extractor="topicrank", keyphrases=10), semantic_feedback=0,
+                   keyword_source="lexical", fusion=Fusion.SUM, w_semantic=1.0, w_lexical=1.0, w_keyword=1.0,
+                   result_depth=500)
+
+    @classmethod
+    def preset(cls, name: str) -> PipelineParams:
+        """The parameters named ``name`` (:data:`PRESETS`): ``default`` or ``seed004``."""
+        if name == "default":
+            return cls()
+        if name == "seed004":
+            return cls.seed004()
+        raise ConfigurationError(f"unknown pipeline {name!r}; choose one of {', '.join(PRESETS)}")
+
+    def make_scorer_params(self) -> Any:
+        """The lexical scorer's parameter object: its defaults with :attr:`scorer_params`."""
+        try:
+            return get_scorer(self.scorer).make_params(**self.scorer_params)
+        except ValueError as err:
+            raise ConfigurationError(f"pipeline parameter scorer_params: {err}") from None
+
     @property
     def weights(self) -> dict[str, float]:
         """Strategy → weight, for the strategies that run."""
@@ -149,10 +194,13 @@ class PipelineParams:
 
     def with_overrides(self, **overrides: Any) -> PipelineParams:
         """A copy with ``overrides`` (``keyword.fb_docs=5`` style names allowed as ``keyword_fb_docs``)."""
-        kw = {k.removeprefix("keyword_"): v for k, v in overrides.items() if k.startswith("keyword_")}
-        top = {k: v for k, v in overrides.items() if not k.startswith("keyword_")}
         valid = {f.name for f in fields(self)}
-        unknown = sorted(set(top) - valid)
+        kw_valid = {f.name for f in fields(self.keyword)}
+        # a pipeline parameter (keyword_source) is never read as a keyword parameter
+        kw = {k.removeprefix("keyword_"): v for k, v in overrides.items()
+              if k.startswith("keyword_") and k not in valid}
+        top = {k: v for k, v in overrides.items() if k in valid or not k.startswith("keyword_")}
+        unknown = sorted(set(top) - valid) + sorted(f"keyword_{k}" for k in set(kw) - kw_valid)
         if unknown:
             raise ConfigurationError(f"unknown pipeline parameter(s) {', '.join(unknown)}; valid: "
                                      f"{', '.join(sorted(valid - {'keyword'}))}, keyword_<name>")
@@ -233,7 +281,8 @@ class HybridSearcher:
         self.index = index
         self.params = params or PipelineParams()
         self.reranker = reranker or Reranker(engine, index, scorer=self.params.scorer, window=self.params.window,
-                                             fields=fields, progress=progress)
+                                             params=self.params.make_scorer_params(), fields=fields,
+                                             progress=progress)
         if self.reranker.scorer != self.params.scorer:
             raise ConfigurationError(f"the reranker scores with {self.reranker.scorer!r} but the pipeline "
                                      f"names {self.params.scorer!r}")
@@ -288,12 +337,13 @@ class HybridSearcher:
         resp = self.engine.search(self.index, body)
         return {str(h["_id"]) for h in resp["hits"]["hits"]}
 
-    def lexical(self, text: str, *, filter: Any = None,
-                prepared: AnalyzedQuery | None = None) -> tuple[RankedList, list[DocVersion | None]]:
-        """The lexical strategy's list and the hits' ``(_seq_no, _primary_term)``."""
+    def lexical(self, text: str, *, filter: Any = None, prepared: AnalyzedQuery | None = None,
+                window: int | None = None) -> tuple[RankedList, list[DocVersion | None]]:
+        """The lexical strategy's list (the top ``window``, default the pipeline's) and the hits'
+        ``(_seq_no, _primary_term)``."""
         rr = self.reranker
         prepared = prepared or rr.analyze(text)
-        resp = rr.fetch_candidates(prepared, text, window=self.params.window, filter=filter)
+        resp = rr.fetch_candidates(prepared, text, window=window or self.params.window, filter=filter)
         hits = resp["hits"]["hits"]
         ids = [str(h["_id"]) for h in hits]
         versions = [hit_version(h) for h in hits]
@@ -333,6 +383,16 @@ class HybridSearcher:
         st = store.fetch({"base": QueryChannel(cands, (1,) * len(cands))}, [], [], fields=[combined]).stats[sub]
         extra = expansion_terms(vecs, lexical.scores[:n], st.df, st.doc_count, kp, exclude=base.terms)
         return weighted_terms(base, extra, kp.lam)
+
+    def keyphrases(self, narrative: str | None, params: KeywordParams | None = None) -> list[str]:
+        """The narrative's best TopicRank keyphrases after the narrative filter, stemmed by the
+        index's ``base`` analyzer (:mod:`esbridge.hybrid.topicrank`); none without a narrative."""
+        kp = params or self.params.keyword
+        kept = filter_narrative(narrative) if narrative and narrative.strip() else ""
+        if not kept:
+            return []
+        stem = engine_stems(self.engine, self.index, self.layout)
+        return [k.text for k in topicrank(kept, stem, kp.keyphrases)]
 
     def keyword_feedback_documents(self, lists: Mapping[str, RankedList],
                                    versions: Sequence[DocVersion | None],
@@ -409,7 +469,17 @@ class HybridSearcher:
             qvec = self.vectors.embed_query(text)
             lists["semantic"] = self.semantic(qvec, filter=filter)
             seconds["semantic"] = time.perf_counter() - t2
-        if "keyword" in wanted:
+        if "keyword" in wanted and p.keyword.extractor == "topicrank":
+            # the source's keyword query: the narrative's keyphrases, ranked like the query by the lexical strategy
+            t1 = time.perf_counter()
+            phrases = " ".join(self.keyphrases(narrative))
+            kw_prepared = self.reranker.analyze(phrases) if phrases else None
+            base = kw_prepared.query.get("base") if kw_prepared is not None else None
+            expansion = {t: float(c) for t, c in zip(base.terms, base.qtf)} if base is not None else {}
+            lists["keyword"] = (self.lexical(phrases, filter=filter, prepared=kw_prepared, window=p.keyword.depth)[0]
+                                if expansion else RankedList([], np.zeros(0)))
+            seconds["keyword"] = time.perf_counter() - t1
+        elif "keyword" in wanted:
             assert prepared is not None
             t1 = time.perf_counter()
             fb_list, fb_versions = self.keyword_feedback_documents(lists, versions)
@@ -419,6 +489,9 @@ class HybridSearcher:
         t3 = time.perf_counter()
         ordered = {k: lists[k] for k in STRATEGIES if k in lists and k in wanted}
         result = self.aggregate(ordered, qvec, filter=filter)
+        if p.result_depth is not None:
+            result.ids, result.scores = result.ids[:p.result_depth], result.scores[:p.result_depth]
+            result.parts = {k: v[:p.result_depth] for k, v in result.parts.items()}
         seconds["fusion"] = time.perf_counter() - t3
         result.expansion = expansion
         result.seconds = {**seconds, **result.seconds}

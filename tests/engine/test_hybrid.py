@@ -206,3 +206,43 @@ def test_narrative_gives_the_keyword_terms(engine: Engine, hybrid_index: str, tm
         assert not {"tumour", "cell"} & terms
         assert {"vitamin", "d"} <= terms  # the query's own terms stay
         assert res.lists["keyword"].ids
+
+
+def test_the_seed004_preset_end_to_end(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]
+                                       cache) -> None:
+    from esbridge.scoring.bm25 import BM25VariantParams
+
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
+    params = PipelineParams.seed004()
+    narrative = ("Relevant documents describe bone mineral density in osteoporosis. "
+                 "Documents about tumour cells are not relevant.")
+    query = judged_queries(limit=1)[0]["text"]
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        assert hs.reranker.scorer == "bm25_robertson" and hs.reranker.params == BM25VariantParams(k1=1.5, b=0.75)
+        # the filter drops the second sentence; the first has two runs between stopwords ("in") and the full
+        # stop, two topics joined by one edge, equal scores: first-occurrence order
+        phrases = hs.keyphrases(narrative)
+        assert phrases == ["Relevant documents describe bone mineral density", "osteoporosis"]
+        res = hs.run(query, narrative=narrative)
+        assert set(res.lists) == {"semantic", "lexical", "keyword"}  # one semantic pass
+        # the keyword query: the keyphrases as analysed by the index (stems), ranked by the lexical strategy
+        assert {"bone", "miner", "densiti", "osteoporosi"} <= set(res.expansion)
+        assert not {"tumour", "cell"} & set(res.expansion)
+        kw, _ = hs.lexical(" ".join(phrases), window=500)
+        assert list(res.lists["keyword"].ids) == list(kw.ids) and kw.ids
+        # the aggregator: raw scores added over the lists that found a document (120 documents, all kept)
+        expected: dict[str, float] = {}
+        for name in ("semantic", "lexical", "keyword"):
+            for d, s in zip(res.lists[name].ids, res.lists[name].scores):
+                expected[d] = expected.get(d, 0.0) + float(s)
+        assert sorted(res.ids) == sorted(expected)
+        np.testing.assert_allclose(res.scores, [expected[d] for d in res.ids])
+        assert all(a >= b for a, b in zip(res.scores, res.scores[1:]))
+        # a topic without a narrative has no keyword query
+        bare = hs.run(query)
+        assert list(bare.lists["keyword"].ids) == [] and bare.expansion == {}
+        full = bare.ids
+    with HybridSearcher(engine, hybrid_index, replace(params, result_depth=5), vectors=vi) as hs:
+        cut = hs.run(query)
+        assert cut.ids == full[:5] and len(cut.scores) == 5

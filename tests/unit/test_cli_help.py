@@ -103,3 +103,21 @@ def test_an_unknown_scorer_of_a_hybrid_run_is_named_as_a_scorer(tmp_path: Path,
                        "--index", "x", "--output", str(tmp_path / "x.run"), "--url", "http://127.0.0.1:9")
     assert code == 2 and err.strip().startswith("esbridge: error: unknown scorer 'bm99'; valid scorers: "), err
     assert "pipeline-param" not in err
+
+
+def test_pipeline_presets_belong_to_the_hybrid_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.cli import run
+
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\tvitamin d\n")
+    url = ("--url", "http://127.0.0.1:9")
+    code, _, err = run(capsys, "search", "i", "vitamin d", "--pipeline", "seed004", *url)
+    assert code == 2 and "--pipeline chooses the hybrid pipeline's parameters: add --hybrid" in err, err
+    code, _, err = run(capsys, "run", "--pipeline", "seed004", "--topics", str(topics), "--index", "x",
+                       "--output", str(tmp_path / "x.run"), *url)
+    assert code == 2 and "--pipeline, --pipeline-param, --model and --narrative belong to --system hybrid" in err
+    code, _, err = run(capsys, "eval", "--dataset", str(tmp_path), "--no-pipeline", "--pipeline", "seed004", *url)
+    assert code == 2 and "--no-pipeline leaves it out" in err, err
+    for argv in (["search", "i", "q", "--hybrid"], ["run", "--index", "i", "--topics", "t", "--output", "o"],
+                 ["eval", "--dataset", "d"]):
+        assert build_parser().parse_args([*argv, "--pipeline", "seed004"]).pipeline == "seed004"

@@ -59,6 +59,16 @@ def test_rrf_by_hand() -> None:
     assert ids.index("b") < ids.index("d")
 
 
+def test_raw_sum_by_hand() -> None:
+    # the source's aggregator: raw scores added, a list without the document adds nothing
+    ids, scores, parts = fuse(_lists(), {"semantic": 1.0, "lexical": 0.5}, "sum")
+    expected = {"a": 0.9, "b": 0.5, "c": 0.1 + 0.5 * 12.0, "d": 0.5 * 4.0}
+    assert ids == ["c", "d", "a", "b"]
+    np.testing.assert_allclose(scores, [expected[i] for i in ids])
+    np.testing.assert_allclose(parts["semantic"], [0.1, 0.0, 0.9, 0.5])
+    np.testing.assert_allclose(normalise(np.array([2.0, -1.0]), "sum"), [2.0, -1.0])
+
+
 def test_zero_weight_contributes_nothing_and_bad_weights_are_refused() -> None:
     ids, scores, _ = fuse(_lists(), {"semantic": 1.0, "lexical": 0.0}, "minmax")
     assert ids[:3] == ["a", "b", "c"]
@@ -67,7 +77,7 @@ def test_zero_weight_contributes_nothing_and_bad_weights_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="not a strategy"):
         fuse(_lists(), {"keyword": 1.0}, "minmax")
     with pytest.raises(ConfigurationError, match="unknown fusion"):
-        fuse(_lists(), {"semantic": 1.0}, "sum")
+        fuse(_lists(), {"semantic": 1.0}, "product")
     with pytest.raises(ConfigurationError, match="ids but"):
         RankedList(["a"], np.array([1.0, 2.0]))
 

@@ -28,6 +28,30 @@ def test_filter_narrative_drops_statements_about_non_relevant_documents() -> Non
     assert filter_narrative("") == ""
 
 
+@pytest.mark.parametrize("sentence", [
+    "Panels whose temperature is not uniform are of particular interest.",
+    "Reports where the minister did not resign are relevant.",
+    "Designs that should not overheat, and why, are wanted.",
+    "Studies that will not be repeated are useful too.",
+])
+def test_filter_narrative_keeps_positive_sentences_that_say_not(sentence: str) -> None:
+    # a "not" describing the subject matter is no statement about non-relevant documents
+    assert filter_narrative(sentence) == sentence
+
+
+@pytest.mark.parametrize("sentence", [
+    "Documents about cricket scores are not relevant.",
+    "Reports of the match will not be considered.",
+    "Articles on the weather are not of interest.",
+    "Mere mentions of the minister do not count.",
+    "Opinion pieces are excluded.",
+    "Press releases should not be retrieved.",
+    "Non-relevant documents mention the election only.",
+])
+def test_filter_narrative_drops_statements_about_non_relevant_documents_each(sentence: str) -> None:
+    assert filter_narrative(f"Relevant documents name the causes. {sentence}") == "Relevant documents name the causes."
+
+
 def idf(df: int, n: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 

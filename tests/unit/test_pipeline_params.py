@@ -34,7 +34,7 @@ def test_overrides_and_zero_weights() -> None:
     ({"w_semantic": -1.0}, "w_semantic"),
     ({"w_lexical": float("nan")}, "w_lexical"),
     ({"w_semantic": 0, "w_lexical": 0, "w_keyword": 0}, "at least one"),
-    ({"fusion": "sum"}, "unknown fusion"),
+    ({"fusion": "product"}, "unknown fusion"),
     ({"semantic_feedback_window": "middle"}, "semantic_feedback_window must be one of first, best"),
 ])
 def test_bad_parameters_name_themselves(kwargs: dict, match: str) -> None:  # type: ignore[type-arg]
@@ -52,7 +52,8 @@ def test_cli_parsing() -> None:
 
 
 def test_the_scoring_document_states_the_shipped_defaults() -> None:
-    """docs/scoring.md gives the pipeline's defaults as the code has them (weights, depth, feedback)."""
+    """docs/scoring.md gives the pipeline's defaults as the code has them (weights, depths, feedback, keyword
+    strategy, fusion)."""
     import re
     from pathlib import Path
 
@@ -66,3 +67,61 @@ def test_the_scoring_document_states_the_shipped_defaults() -> None:
     assert f"semantic_depth = {shipped.semantic_depth}" in text
     assert f"semantic_feedback = {shipped.semantic_feedback}" in text
     assert f"semantic_beta = {shipped.semantic_beta}" in text
+    kw = shipped.keyword
+    for stated in (f"window = {shipped.window}", f"`fb_terms = {kw.fb_terms}`", f"`fb_docs = {kw.fb_docs}`",
+                   f"`min_docs = {kw.min_docs}`", f"`λ = lam = {kw.lam}`", f"top `depth = {kw.depth}`",
+                   f"`keyword_source = \"{shipped.keyword_source}\"`, the default",
+                   f"`extractor = \"{kw.extractor}\"`, the default", f"`{shipped.scorer}` by default",
+                   f"(`result_depth = {shipped.result_depth}`",
+                   f"semantic_feedback_weighting = \"{shipped.semantic_feedback_weighting}\", the default"):
+        assert stated in text, f"docs/scoring.md no longer states {stated}"
+    assert f"zscore ({'default' if shipped.fusion is Fusion.ZSCORE else ''}):" in text
+
+
+def test_the_seed004_preset_is_the_source_as_written() -> None:
+    p = PipelineParams.seed004()
+    # lexical: Okapi BM25 with rank_bm25's defaults (k1 1.5, b 0.75), the engine's top 500
+    assert (p.scorer, p.scorer_params, p.window) == ("bm25_robertson", {"k1": 1.5, "b": 0.75}, 500)
+    assert p.make_scorer_params().k1 == 1.5 and p.make_scorer_params().b == 0.75
+    # semantic: top 500, one pass
+    assert (p.semantic_depth, p.semantic_feedback) == (500, 0)
+    # keyword: the narrative's TopicRank keyphrases through the same BM25, top 500
+    assert (p.keyword.extractor, p.keyword.keyphrases, p.keyword.depth) == ("topicrank", 10, 500)
+    # aggregator: raw scores summed, every strategy counted once, the top 500 returned
+    assert p.fusion is Fusion.SUM and p.weights == {"semantic": 1.0, "lexical": 1.0, "keyword": 1.0}
+    assert p.result_depth == 500
+    assert PipelineParams.preset("seed004") == p and PipelineParams.preset("default") == PipelineParams()
+    with pytest.raises(ConfigurationError, match="unknown pipeline 'seed5'; choose one of default, seed004"):
+        PipelineParams.preset("seed5")
+
+
+def test_new_parameters_name_themselves() -> None:
+    with pytest.raises(ConfigurationError, match="scorer_params: scorer 'bm25_robertson' has no parameter"):
+        PipelineParams(scorer="bm25_robertson", scorer_params={"k": 1.5})
+    with pytest.raises(ConfigurationError, match="scorer_params"):
+        PipelineParams(scorer="bm25_robertson", scorer_params={"b": 2.0})
+    with pytest.raises(ConfigurationError, match="result_depth"):
+        PipelineParams(result_depth=0)
+    with pytest.raises(ConfigurationError, match="keyword parameter extractor must be one of idf, topicrank"):
+        KeywordParams(extractor="rake")
+    with pytest.raises(ConfigurationError, match="keyword parameter keyphrases"):
+        KeywordParams(keyphrases=0)
+    assert PipelineParams().scorer_params == {} and PipelineParams().result_depth is None
+    assert PipelineParams().keyword.extractor == "idf"
+
+
+def test_cli_presets() -> None:
+    from esbridge.cli.options import PIPELINES
+    from esbridge.hybrid.pipeline import PRESETS
+
+    assert PIPELINES == PRESETS
+    p = pipeline_params(["window=200", "scorer_params={\"k1\": 1.2}"], "seed004")
+    assert (p.window, p.scorer_params, p.keyword.extractor) == (200, {"k1": 1.2}, "topicrank")
+
+
+def test_overrides_reach_keyword_source_and_name_unknown_keyword_parameters() -> None:
+    # keyword_source is the pipeline's own parameter, not a keyword parameter named "source"
+    p = PipelineParams().with_overrides(keyword_source="lexical", keyword_depth=50)
+    assert (p.keyword_source, p.keyword.depth) == ("lexical", 50)
+    with pytest.raises(ConfigurationError, match="unknown pipeline parameter.*keyword_dpeth"):
+        PipelineParams().with_overrides(keyword_dpeth=5)

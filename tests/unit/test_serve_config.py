@@ -81,7 +81,7 @@ def test_the_hybrid_pipeline_is_configured(tmp_path: Path) -> None:
                                                                     "pipeline is not true"),
     ({"indices": {"docs": {"pipeline": True, "pipeline_params": {"w_semantik": 2}}}},
      "indices.docs.pipeline_params: unknown pipeline parameter(s) w_semantik"),
-    ({"indices": {"docs": {"pipeline": True, "pipeline_params": {"fusion": "sum"}}}},
+    ({"indices": {"docs": {"pipeline": True, "pipeline_params": {"fusion": "product"}}}},
      "indices.docs.pipeline_params:"),
     ({"indices": {"docs": {"pipeline": True, "mode": "rescore"}}}, "it cannot be in mode rescore"),
 ])
