@@ -423,10 +423,12 @@ class SystemSet:
                 self.systems["keyword"] = SystemRun(
                     "keyword", "esbridge keyword strategy: pseudo-relevance feedback from the "
                                f"top {pp.keyword.fb_docs} of {pp.scorer}, engine BM25", "keyword", params=params)
-            weights = ", ".join(f"{k} {v:g}" for k, v in pp.weights.items())
-            self.systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights} "
-                                             f"(lexical = {pp.scorer} over the top {pp.window})", "pipeline",
-                                             params=params)
+            described = searcher.describe()  # calibrates the weights on the index first, when they are
+            weights = ", ".join(f"{k} {v:.3g}" for k, v in described["weights"].items())
+            how = " (weights measured on the index)" if "calibration" in described else ""
+            self.systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights}"
+                                             f"{how} (lexical = {pp.scorer} over the top {pp.window})", "pipeline",
+                                             params={**params, "fusion": jsonable(described)})
 
     def first_stage(self) -> dict[str, Any]:
         """How the candidates are found, for the JSON summary."""
