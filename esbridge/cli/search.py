@@ -150,6 +150,20 @@ def _print_hybrid(response: dict[str, Any], explain: bool) -> None:
                 print(line)
     print("fused: the hybrid pipeline's score, each strategy's list normalised and weighted; "
           f"rank in each strategy: {', '.join(f'{v} = {k}' for k, v in short.items())}.")
+    if explain:
+        print(fusion_summary(response.get("_esbridge", {}).get("pipeline") or {}))
+
+
+def fusion_summary(pipeline: dict[str, Any]) -> str:
+    """One line: the fusion's weights and, when they were measured on the index, from what."""
+    weights = ", ".join(f"{k} {v:.3g}" for k, v in (pipeline.get("weights") or {}).items())
+    line = f"weights: {weights} ({pipeline.get('fusion', '?')} fusion"
+    cal = pipeline.get("calibration")
+    if not cal:
+        return line + ", fixed)"
+    eff = ", ".join(f"{k} {v:.3f}" for k, v in cal["effectiveness"].items())
+    return (line + f"), measured on the index: mean reciprocal rank of {cal['queries']} known-item pseudo-queries "
+            f"({eff}; {cal['documents']} documents, {cal['measured_at']}), to the power {cal['sharpness']:g}.")
 
 
 def _index_bm25(engine: Any, index: str) -> tuple[float, float]:

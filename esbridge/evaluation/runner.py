@@ -426,10 +426,12 @@ class SystemSet:
                       f"pseudo-relevance feedback from the top {pp.keyword.fb_docs} of {pp.scorer}, engine BM25")
                 self.systems["keyword"] = SystemRun("keyword", f"esbridge keyword strategy: {kw}", "keyword",
                                                     params=params)
-            weights = ", ".join(f"{k} {v:g}" for k, v in pp.weights.items())
-            self.systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights} "
-                                             f"(lexical = {pp.scorer} over the top {pp.window})", "pipeline",
-                                             params=params)
+            described = searcher.describe()  # calibrates the weights on the index first, when they are
+            weights = ", ".join(f"{k} {v:.3g}" for k, v in described["weights"].items())
+            how = " (weights measured on the index)" if "calibration" in described else ""
+            self.systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights}"
+                                             f"{how} (lexical = {pp.scorer} over the top {pp.window})", "pipeline",
+                                             params={**params, "fusion": jsonable(described)})
 
     def first_stage(self) -> dict[str, Any]:
         """How the candidates are found, for the JSON summary."""

@@ -23,6 +23,8 @@ query → candidates → features → scores path is the reranker's.
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -34,6 +36,14 @@ from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
 from esbridge.features.cache import DocVersion
 from esbridge.features.termvectors import FieldVector, QueryChannel, analyze_text
+from esbridge.hybrid.calibration import (
+    Calibration,
+    CalibrationParams,
+    measure,
+    store_calibration,
+    stored_calibration,
+    weights_from,
+)
 from esbridge.hybrid.fusion import Fusion, RankedList, fuse
 from esbridge.hybrid.keyword import (
     KeywordParams,
@@ -53,7 +63,10 @@ if TYPE_CHECKING:
     from esbridge.semantic.engine_vectors import EngineVectors
     from esbridge.semantic.vectors import VectorIndex
 
-__all__ = ["STRATEGIES", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PRESETS", "PipelineParams",
+log = logging.getLogger(__name__)
+
+__all__ = ["STRATEGIES", "WEIGHTINGS", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PRESETS",
+           "PipelineParams",
            "PipelineResult", "HybridSearcher"]
 
 #: The strategies, in the order their lists are fused.
@@ -66,6 +79,8 @@ FEEDBACK_WINDOWS = ("first", "best")
 KEYWORD_SOURCES = ("lexical", "fusion")
 #: The named parameter sets (:meth:`PipelineParams.preset`): the shipped defaults, and the source as written.
 PRESETS = ("default", "seed004")
+#: Where the strategies' weights come from: measured on the index, or the parameters alone.
+WEIGHTINGS = ("calibrated", "fixed")
 
 
 @dataclass(frozen=True)
@@ -95,6 +110,9 @@ class PipelineParams:
             (the top of a first fusion of the semantic and lexical strategies, weighted by rank
             from 1 down to 0.5; fused scores are sums of normalised scores, not likelihoods).
         fusion: ``rrf``, ``zscore`` or ``minmax`` (:class:`~esbridge.hybrid.fusion.Fusion`).
+        weighting: ``calibrated`` (default): each strategy's weight is its ``w_*`` times the factor
+            measured on the index (:mod:`esbridge.hybrid.calibration`); ``fixed``: the ``w_*`` alone.
+        calibration: how the calibration is measured.
         w_semantic, w_lexical, w_keyword: the strategies' weights in the fusion
             (0 leaves a strategy out).
         rrf_k: the rank offset of reciprocal rank fusion.
@@ -113,6 +131,8 @@ class PipelineParams:
     semantic_feedback_window: str = "first"
     keyword_source: str = "fusion"
     fusion: Fusion = Fusion.ZSCORE
+    weighting: str = "calibrated"
+    calibration: CalibrationParams = field(default_factory=CalibrationParams)
     w_semantic: float = 3.0
     w_lexical: float = 1.0
     w_keyword: float = 1.0
@@ -152,6 +172,9 @@ class PipelineParams:
         if self.semantic_feedback_window not in FEEDBACK_WINDOWS:
             raise ConfigurationError(f"pipeline parameter semantic_feedback_window must be one of "
                                      f"{', '.join(FEEDBACK_WINDOWS)}, got {self.semantic_feedback_window!r}")
+        if self.weighting not in WEIGHTINGS:
+            raise ConfigurationError(f"pipeline parameter weighting must be one of {', '.join(WEIGHTINGS)}, "
+                                     f"got {self.weighting!r}")
         if self.keyword_source not in KEYWORD_SOURCES:
             raise ConfigurationError(f"pipeline parameter keyword_source must be one of "
                                      f"{', '.join(KEYWORD_SOURCES)}, got {self.keyword_source!r}")
@@ -167,8 +190,8 @@ class PipelineParams:
         embedding model stands in for the source's msmarco-distilbert-base-v4."""
         return cls(scorer="bm25_robertson", scorer_params={"k1": 1.5, "b": 0.75}, window=500, semantic_depth=500,
                    keyword=KeywordParams(depth=500, extractor="topicrank", keyphrases=10), semantic_feedback=0,
-                   keyword_source="lexical", fusion=Fusion.SUM, w_semantic=1.0, w_lexical=1.0, w_keyword=1.0,
-                   result_depth=500)
+                   keyword_source="lexical", fusion=Fusion.SUM, weighting="fixed", w_semantic=1.0, w_lexical=1.0,
+                   w_keyword=1.0, result_depth=500)
 
     @classmethod
     def preset(cls, name: str) -> PipelineParams:
@@ -193,19 +216,27 @@ class PipelineParams:
         return {k: float(v) for k, v in all_w.items() if v > 0}
 
     def with_overrides(self, **overrides: Any) -> PipelineParams:
-        """A copy with ``overrides`` (``keyword.fb_docs=5`` style names allowed as ``keyword_fb_docs``)."""
+        """A copy with ``overrides`` (``keyword.fb_docs=5`` style names allowed as ``keyword_fb_docs``,
+        ``calibration.queries=100`` as ``calibration_queries``)."""
         valid = {f.name for f in fields(self)}
         kw_valid = {f.name for f in fields(self.keyword)}
+        cal_valid = {f.name for f in fields(CalibrationParams)}
         # a pipeline parameter (keyword_source) is never read as a keyword parameter
         kw = {k.removeprefix("keyword_"): v for k, v in overrides.items()
               if k.startswith("keyword_") and k not in valid}
-        top = {k: v for k, v in overrides.items() if k in valid or not k.startswith("keyword_")}
-        unknown = sorted(set(top) - valid) + sorted(f"keyword_{k}" for k in set(kw) - kw_valid)
+        cal = {k.removeprefix("calibration_"): v for k, v in overrides.items()
+               if k.startswith("calibration_") and k not in valid}
+        top = {k: v for k, v in overrides.items() if k in valid or not k.startswith(("keyword_", "calibration_"))}
+        unknown = (sorted(set(top) - valid) + sorted(f"keyword_{k}" for k in set(kw) - kw_valid)
+                   + sorted(f"calibration_{k}" for k in set(cal) - cal_valid))
         if unknown:
             raise ConfigurationError(f"unknown pipeline parameter(s) {', '.join(unknown)}; valid: "
-                                     f"{', '.join(sorted(valid - {'keyword'}))}, keyword_<name>")
+                                     f"{', '.join(sorted(valid - {'keyword', 'calibration'}))}, keyword_<name>, "
+                                     f"calibration_<name> ({', '.join(sorted(cal_valid))})")
         if kw:
             top["keyword"] = replace(self.keyword, **kw)
+        if cal:
+            top["calibration"] = replace(self.calibration, **cal)
         return replace(self, **top)
 
 
@@ -291,6 +322,10 @@ class HybridSearcher:
         self.layout = layout
         self._vectors = vectors
         self._progress = progress
+        self._calibration: Calibration | None = None
+        self._calibration_checked = -float("inf")
+        #: seconds between two checks of the index's document count for a stale calibration
+        self.calibration_check_interval = 60.0
 
     @property
     def vectors(self) -> VectorIndex | EngineVectors:
@@ -405,7 +440,8 @@ class HybridSearcher:
         lexical = lists["lexical"]
         if p.keyword_source == "lexical" or "semantic" not in lists:
             return lexical, list(versions)
-        weights = {"semantic": float(p.w_semantic), "lexical": float(p.w_lexical)}
+        every = self.fusion_weights(p)
+        weights = {"semantic": every.get("semantic", 0.0), "lexical": every.get("lexical", 0.0)}
         if sum(weights.values()) <= 0:
             return lexical, list(versions)
         ids, _, _ = fuse({"semantic": lists["semantic"], "lexical": lexical}, weights, p.fusion, rrf_k=p.rrf_k)
@@ -429,6 +465,73 @@ class HybridSearcher:
         body = {"size": depth or self.params.keyword.depth, "query": query, "_source": False}
         hits = self.engine.search(self.index, body)["hits"]["hits"]
         return RankedList([str(h["_id"]) for h in hits], np.array([float(h["_score"]) for h in hits]))
+
+    # ---- the weights ------------------------------------------------------------------
+
+    def calibration(self, *, force: bool = False) -> Calibration:
+        """The strategies measured on this index (:mod:`esbridge.hybrid.calibration`): read from the
+        index's mapping, or measured (and recorded there) when there is none for this model, scorer
+        and setting or the index has changed too much since. ``force``: measure again now."""
+        p = self.params
+        now = time.monotonic()
+        if not force and self._calibration is not None and now - self._calibration_checked < \
+                self.calibration_check_interval:
+            return self._calibration
+        documents = self.engine.count(self.index)
+        self._calibration_checked = now
+        if not force:
+            if self._calibration is not None and not self._calibration.stale(documents):
+                return self._calibration
+            stored = stored_calibration(self.engine, self.index, p.model, p.scorer, p.calibration)
+            if stored is not None and not stored.stale(documents):
+                self._calibration = stored
+                return stored
+        log.info("measuring the hybrid pipeline's strategies on %r (%d pseudo-queries)", self.index,
+                 p.calibration.queries)
+        bar = None
+        progress = None
+        if self._progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=p.calibration.queries, desc=f"calibrating {self.index}", unit="query", file=sys.stderr)
+            progress = bar.update
+        try:
+            cal = measure(self.engine, self.index, self.layout.fields, self._known_item_rankings, p.calibration,
+                          model=p.model, scorer=p.scorer, progress=progress)
+        finally:
+            if bar is not None:
+                bar.close()
+        store_calibration(self.engine, self.index, cal)
+        self._calibration = cal
+        return cal
+
+    def _known_item_rankings(self, text: str) -> dict[str, list[str]]:
+        """Each strategy of weight > 0 alone for a calibration pseudo-query, its top ``depth``
+        (the keyword strategy fed by the lexical one: the fusion it would read is what is measured)."""
+        p = self.params
+        depth = p.calibration.depth
+        out: dict[str, list[str]] = {}
+        prepared = self.reranker.analyze(text)
+        lexical, versions = self.lexical(text, prepared=prepared, window=max(depth, 1))
+        if p.w_lexical > 0:
+            out["lexical"] = list(lexical.ids[:depth])
+        if p.w_semantic > 0:
+            out["semantic"] = list(self.semantic(text, depth=depth).ids)
+        if p.w_keyword > 0:
+            terms = self.keyword_terms(prepared, lexical, versions)
+            out["keyword"] = list(self.keyword(terms, depth=depth).ids)
+        return out
+
+    def fusion_weights(self, params: PipelineParams | None = None) -> dict[str, float]:
+        """Strategy → its weight in the fusion, for the strategies that run: ``params.weights``,
+        times the factors measured on the index with ``weighting="calibrated"``."""
+        p = params or self.params
+        weights = p.weights
+        if p.weighting != "calibrated":
+            return weights
+        cal = self.calibration()
+        factors = weights_from(cal.effectiveness, p.calibration.sharpness)
+        return {s: w * factors.get(s, 1.0) for s, w in weights.items()}
 
     # ---- the pipeline ----------------------------------------------------------------
 
@@ -507,7 +610,7 @@ class HybridSearcher:
         produced ``lists``); used to measure settings without running the strategies again.
         """
         p = params or self.params
-        weights = p.weights
+        weights = self.fusion_weights(p)
         out = dict(lists)
         fused = {k: v for k, v in lists.items() if k in weights}
         ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
@@ -524,6 +627,18 @@ class HybridSearcher:
                 ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
             seconds["semantic_feedback"] = time.perf_counter() - t0
         return PipelineResult(lists=out, ids=ids, scores=scores, parts=parts, seconds=seconds)
+
+    def describe(self) -> dict[str, Any]:
+        """The fusion, the weights it uses and, when calibrated, what they were measured from."""
+        p = self.params
+        out: dict[str, Any] = {"fusion": p.fusion.value, "weighting": p.weighting,
+                               "weights": self.fusion_weights(), "scorer": p.scorer, "model": p.model}
+        cal = self.calibration() if p.weighting == "calibrated" else None
+        if cal is not None:
+            out["calibration"] = {"effectiveness": cal.effectiveness, "queries": cal.queries,
+                                  "documents": cal.documents, "measured_at": cal.measured_at,
+                                  "sharpness": p.calibration.sharpness}
+        return out
 
     def search(self, text: str, size: int = 10, *, narrative: str | None = None, filter: Any = None,
                fields: Sequence[str] | None = None, explain: bool = False) -> dict[str, Any]:
@@ -553,7 +668,6 @@ class HybridSearcher:
             "timed_out": False,
             "hits": {"total": {"value": len(res.ids), "relation": "eq"},
                      "max_score": hits[0]["_score"] if hits else None, "hits": hits},
-            "_esbridge": {"pipeline": {"fusion": self.params.fusion.value, "weights": self.params.weights,
-                                       "scorer": self.params.scorer},
+            "_esbridge": {"pipeline": self.describe(),
                           "expansion": res.expansion, "seconds": res.seconds},
         }

@@ -136,7 +136,7 @@ def test_index_embeds_and_search_hybrid(engine: Engine, index_name: str, sample_
     code, out, _ = run(capsys, "index", "--dataset", str(sample_dir), "--index", index_name, "--quiet",
                        "--url", url)
     docs = len(documents())
-    assert code == 0 and f"semantic index: {docs} document vectors (all-minilm-l6-v2) for {index_name!r}" in out
+    assert code == 0 and f"semantic index: {docs} document vectors (bge-small-en-v1.5-q) for {index_name!r}" in out
     code, out, _ = run(capsys, "search", index_name, "blood glucose in diabetes", "--hybrid", "--size", "5",
                        "--json", "--url", url)
     assert code == 0

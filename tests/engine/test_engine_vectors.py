@@ -117,7 +117,7 @@ def test_cli_index_puts_the_vectors_in_the_engine(knn_engine: Engine, tmp_path, 
     try:
         assert main(["index", "--url", knn_engine.options.url, "--input", str(src), "--index", name, "--quiet"]) == 0
         out = capsys.readouterr().out
-        assert f"semantic index: 20 document vectors (all-minilm-l6-v2) for {name!r}, kept and searched by the " \
+        assert f"semantic index: 20 document vectors (bge-small-en-v1.5-q) for {name!r}, kept and searched by the " \
                "engine (kNN)" in out
         mapping = knn_engine.request("GET", f"/{name}/_mapping")[name]["mappings"]
         assert mapping["properties"]["esbridge_vector"]["type"] == "knn_vector"

@@ -11,6 +11,7 @@ import pytest
 
 from esbridge.engine.client import Engine
 from esbridge.hybrid import HybridSearcher, PipelineParams, fuse
+from esbridge.hybrid.calibration import CalibrationParams, weights_from
 from esbridge.hybrid.pipeline import feedback_centroid
 from esbridge.index import IndexLayout, create_index
 from esbridge.semantic.cache import EmbeddingCache
@@ -107,12 +108,14 @@ def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_pa
             assert set(res.lists) == {"semantic", "lexical", "keyword", "semantic_feedback"}
             fused = {"semantic": res.lists["semantic_feedback"], "lexical": res.lists["lexical"],
                      "keyword": res.lists["keyword"]}
-            ids, scores, _ = fuse(fused, params.weights, params.fusion)
+            weights = hs.fusion_weights()  # the parameters' weights times those measured on the index
+            assert weights != params.weights and set(weights) == set(params.weights)
+            ids, scores, _ = fuse(fused, weights, params.fusion)
             assert ids == res.ids
             np.testing.assert_allclose(scores, res.scores)
             # the feedback query is the query vector plus the mean of the first fusion's top vectors
             first, first_scores, _ = fuse({k: res.lists[k] for k in ("semantic", "lexical", "keyword")},
-                                          params.weights, params.fusion)
+                                          weights, params.fusion)
             top = vi.vectors_of(first[:params.semantic_feedback])
             moved = vi.embed_query(q) + params.semantic_beta * feedback_centroid(
                 top, first_scores, params.semantic_feedback_weighting)
@@ -141,8 +144,9 @@ def test_keyword_feedback_documents_come_from_the_chosen_source(engine: Engine, 
         if source == "lexical":
             fb = res.lists["lexical"]
         else:
+            w = hs.fusion_weights()
             ids, _, _ = fuse({"semantic": res.lists["semantic"], "lexical": res.lists["lexical"]},
-                             {"semantic": params.w_semantic, "lexical": params.w_lexical}, params.fusion)
+                             {"semantic": w["semantic"], "lexical": w["lexical"]}, params.fusion)
             top = ids[:params.keyword.fb_docs]
             fb = type(res.lists["lexical"])(top, np.linspace(1.0, 0.5, len(top)))
         prepared = hs.reranker.analyze(q)
@@ -246,3 +250,48 @@ def test_the_seed004_preset_end_to_end(engine: Engine, hybrid_index: str, tmp_pa
     with HybridSearcher(engine, hybrid_index, replace(params, result_depth=5), vectors=vi) as hs:
         cut = hs.run(query)
         assert cut.ids == full[:5] and len(cut.scores) == 5
+
+
+def test_calibration_cuts_the_weight_of_a_useless_strategy(engine: Engine, hybrid_index: str,  # type: ignore[no-untyped-def]
+                                                            tmp_path: Path, encoder, cache) -> None:
+    """The weights are measured on the index: with the documents' vectors shuffled among them, the
+    semantic strategy finds nothing and its weight falls; the measure is stored with the index, read
+    back by another searcher, and taken again once the index has grown."""
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
+    params = PipelineParams(window=50, semantic_depth=50, calibration=CalibrationParams(queries=60, depth=20))
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        cal = hs.calibration()
+        assert cal.queries == 60 and cal.documents == N_DOCS
+        assert set(cal.effectiveness) == {"semantic", "lexical", "keyword"}
+        assert min(cal.effectiveness.values()) > 0.3, cal.effectiveness  # each finds most known items
+        sound = hs.fusion_weights()
+        factors = weights_from(cal.effectiveness, params.calibration.sharpness)
+        assert sound == pytest.approx({s: w * factors[s] for s, w in params.weights.items()})
+        shown = hs.search("vitamin D and bone density", size=3, explain=True)["_esbridge"]["pipeline"]
+        assert shown["weights"] == sound and shown["calibration"]["effectiveness"] == cal.effectiveness
+    # another searcher (another process would do the same) reads it from the index's mapping
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as again:
+        assert again.calibration() == cal
+    shuffled = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path / "x",
+                                cache=cache, progress=False)
+    shuffled.ids = list(np.random.default_rng(0).permutation(shuffled.ids))  # each vector now names another document
+    shuffled._row = {d: i for i, d in enumerate(shuffled.ids)}
+    with HybridSearcher(engine, hybrid_index, params, vectors=shuffled) as hs:
+        useless = hs.calibration(force=True)
+        assert useless.effectiveness["semantic"] < 0.2 < cal.effectiveness["semantic"]
+        weights = hs.fusion_weights()
+        assert weights["semantic"] < 0.1 * sound["semantic"]
+        assert weights["lexical"] == pytest.approx(sound["lexical"], rel=0.5)
+    # fixed weights: nothing is measured, the parameters' weights are used as they are
+    with HybridSearcher(engine, hybrid_index, replace(params, weighting="fixed"), vectors=vi) as hs:
+        assert hs.fusion_weights() == params.weights and "calibration" not in hs.describe()
+    # the index grows by more than a tenth: measured again
+    extra = {f"extra-{i}": {"title": "Vitamin D", "text": f"Bone density measured in trial number {i} of many."}
+             for i in range(20)}
+    body = "".join(json.dumps({"index": {"_id": i}}) + "\n" + json.dumps(src) + "\n" for i, src in extra.items())
+    assert not engine.request("POST", f"/{hybrid_index}/_bulk", body=body, ndjson=True,
+                              params={"refresh": "true"})["errors"]
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        grown = hs.calibration()
+        assert grown.documents == N_DOCS + 20

@@ -56,7 +56,7 @@ def test_keyword_feedback_from_the_first_fusion() -> None:
     # c 3.67 - 1.22 = 2.45, a 0 + 1.22 = 1.22, b -3.67 + 0, d -3.67 - 1.22
     semantic = RankedList(["c", "a", "b"], np.array([0.9, 0.5, 0.1]))
     lexical = RankedList(["a", "b", "d"], np.array([3.0, 2.0, 1.0]))
-    p = PipelineParams(keyword_source="fusion", w_semantic=3.0, w_lexical=1.0)
+    p = PipelineParams(keyword_source="fusion", weighting="fixed", w_semantic=3.0, w_lexical=1.0)
     hs = _searcher(p.with_overrides(keyword_fb_docs=3))
     got, versions = hs.keyword_feedback_documents({"semantic": semantic, "lexical": lexical}, [(5, 1), (6, 1), None])
     assert got.ids == ["c", "a", "b"]

@@ -23,20 +23,21 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.j
 
 @pytest.fixture(scope="module")
 def encoder():  # type: ignore[no-untyped-def]
-    return load_encoder()
+    """all-MiniLM-L6-v2 in fp32: the model whose reference-runtime vectors are committed."""
+    return load_encoder("all-minilm-l6-v2")
 
 
 @pytest.fixture(scope="module")
 def long_encoder():  # type: ignore[no-untyped-def]
     """Windows as long as the model reads (256 word pieces)."""
-    return load_encoder(passage_tokens=256)
+    return load_encoder("all-minilm-l6-v2", passage_tokens=256)
 
 
 def test_vectors_equal_the_reference_runtime(encoder) -> None:  # type: ignore[no-untyped-def]
     """sentence-transformers (torch) computed these once from the model's original weights; the
     ONNX export run by onnxruntime must agree (observed: within 2e-7)."""
     ref = json.loads(FIXTURE.read_text())
-    assert ref["model"].lower() == encoder.name == models.DEFAULT_MODEL
+    assert ref["model"].lower() == encoder.name == "all-minilm-l6-v2"
     got = encoder.encode(ref["texts"])
     want = np.array(ref["vectors"], dtype=np.float32)
     assert got.shape == want.shape == (len(ref["texts"]), 384)
@@ -79,7 +80,7 @@ def test_passage_length_is_checked() -> None:
     for bad in (2, 257, 64.0, True):
         with pytest.raises(ConfigurationError,
                            match="passage_tokens must be an integer from 3 to the model's maximum 256"):
-            load_encoder(passage_tokens=bad)
+            load_encoder("all-minilm-l6-v2", passage_tokens=bad)
 
 
 def test_short_passages_never_share_a_key_with_whole_texts(encoder, long_encoder,  # type: ignore[no-untyped-def]
@@ -131,7 +132,7 @@ def test_encoder_refuses_non_text(encoder) -> None:  # type: ignore[no-untyped-d
 
 
 def test_model_folder_is_verified() -> None:
-    path = model_dir()
+    path = model_dir("all-minilm-l6-v2")
     assert (path / ".verified").read_text().strip() == models.MODELS["all-minilm-l6-v2"].jar_sha256
     assert (path / "model.onnx").is_file() and (path / "tokenizer.json").is_file()
 
