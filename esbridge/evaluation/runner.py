@@ -9,11 +9,12 @@ For every query, once:
 3. the same query on a second index of the same corpus with the engine's
    default similarity (k1 = 1.2, b = 0.75) gives the **engine-bm25-default**
    baseline;
-4. each scorer's :class:`~esbridge.rerank.Reranker` rescores the first stage's
-   hits (:meth:`Reranker.score_hits`, term vectors shared through one cache).
+4. each scorer's :class:`~esbridge.rerank.Reranker` ranks the first stage's
+   hits (:meth:`Reranker.rank`, term vectors shared through one cache).
 
-Every ranking is ordered by score, then by document id (ascending), so that
-two runs give identical rankings and figures.
+Every ranking is ordered by score descending; equal scores keep the first stage's
+order (:func:`~esbridge.rerank.rank_order`), the rule ``esbridge search`` and
+``esbridge rescore`` follow, so a command ranks a query as the others do.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from esbridge.evaluation.trecfiles import RunFile, Topic
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams
 from esbridge.jsoninput import parse_json
-from esbridge.rerank import FirstStage, Reranker, hit_version
+from esbridge.rerank import FirstStage, Ranking, Reranker
 from esbridge.scoring import get_scorer
 
 __all__ = [
@@ -52,7 +53,6 @@ __all__ = [
     "SystemRun",
     "SystemSet",
     "parse_param_overrides",
-    "rank_by_score",
     "run_evaluation",
     "run_index_evaluation",
 ]
@@ -270,17 +270,6 @@ def parse_param_overrides(items: Sequence[str], scorers: Sequence[str]) -> dict[
     return out
 
 
-def rank_by_score(ids: Sequence[str], scores: Sequence[float] | np.ndarray) -> tuple[list[str], list[float]]:
-    """``ids`` ordered by score descending, then id ascending; with their scores."""
-    s = np.asarray(scores, dtype=np.float64)
-    if len(ids) == 0:
-        return [], []
-    id_rank = np.empty(len(ids), dtype=np.int64)
-    id_rank[np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(len(ids))
-    order = np.lexsort((id_rank, -s))
-    return [ids[i] for i in order], [float(s[i]) for i in order]
-
-
 def _hits(engine: Engine, index: str, query: Mapping[str, Any], size: int,
           versions: bool) -> list[dict[str, Any]]:
     body: dict[str, Any] = {"size": size, "query": dict(query), "_source": False, "track_total_hits": False}
@@ -345,8 +334,8 @@ class SystemSet:
     For every query, once: the query is analysed by the index's analyzers (shared by the
     rerankers whose channels it covers); the first stage (:meth:`Reranker.fetch_candidates`)
     returns the top ``window`` hits, whose engine order is the baseline row; each scorer's
-    :class:`~esbridge.rerank.Reranker` rescores those hits (:meth:`Reranker.score_hits`, term
-    vectors shared through one cache); and the hybrid pipeline (:class:`HybridSearcher`) runs.
+    :class:`~esbridge.rerank.Reranker` ranks those hits (:meth:`Reranker.rank`, term vectors
+    shared through one cache); and the hybrid pipeline (:class:`HybridSearcher`) runs.
     ``esbridge eval`` and ``esbridge run`` rank through this one path, so a run file written by
     one is the other's.
 
@@ -461,43 +450,35 @@ class SystemSet:
                     [(fs_prepared, text), *((vp[self.first.scorer], v) for vp, (v, _) in zip(var_prepared, variants))],
                     window=self.config.window)
                 hits, first_hits = union.hits, union.responses[0]["hits"]["hits"]
-            ids = [str(h["_id"]) for h in hits]
             if self.baseline is not None:
-                ranked = rank_by_score([str(h["_id"]) for h in first_hits], [float(h["_score"]) for h in first_hits])
-                self.systems[self.baseline].ranking[qid], self.systems[self.baseline].scores[qid] = ranked
+                self._keep(self.baseline, qid, Ranking.of([str(h["_id"]) for h in first_hits],
+                                                          [float(h["_score"]) for h in first_hits]))
             if self.default_index is not None:
                 dhits = _hits(self.engine, self.default_index, self.first.first_stage_query(fs_prepared, text),
                               self.config.window, versions=False)
-                ranked = rank_by_score([str(h["_id"]) for h in dhits], [float(h["_score"]) for h in dhits])
-                self.systems[BASELINE_DEFAULT].ranking[qid], self.systems[BASELINE_DEFAULT].scores[qid] = ranked
-            versions = [hit_version(h) for h in hits]
+                self._keep(BASELINE_DEFAULT, qid, Ranking.of([str(h["_id"]) for h in dhits],
+                                                             [float(h["_score"]) for h in dhits]))
+            w0 = self.config.augmentation.original_weight if self.config.augmentation is not None else 1.0
             for rr in self.rerankers:
-                if not ids:
-                    self.systems[rr.scorer].ranking[qid], self.systems[rr.scorer].scores[qid] = [], []
-                    continue
-                if variants is None:
-                    result, found = rr.score_hits(prepared[rr.scorer], ids, versions)
-                else:
-                    assert self.config.augmentation is not None
-                    result, found = rr.score_augmented(
-                        prepared[rr.scorer], [(vp[rr.scorer], w) for vp, (_, w) in zip(var_prepared, variants)],
-                        ids, versions, original_weight=self.config.augmentation.original_weight)
-                if not all(found):
-                    lost = [i for i, ok in zip(ids, found) if not ok]
-                    raise EngineError(f"{len(lost)} first-stage hit(s) of query {qid!r} are no longer in "
-                                      f"{self.index!r} (first: {lost[0]}); is something writing to the index?",
-                                      index=self.index)
-                ranked = rank_by_score(ids, result.scores)
-                self.systems[rr.scorer].ranking[qid], self.systems[rr.scorer].scores[qid] = ranked
+                ranking = rr.rank(prepared[rr.scorer], hits, original_weight=w0, variants=None if variants is None
+                                  else [(vp[rr.scorer], w) for vp, (_, w) in zip(var_prepared, variants)])
+                if ranking.dropped:
+                    raise EngineError(f"{len(ranking.dropped)} first-stage hit(s) of query {qid!r} are no longer in "
+                                      f"{self.index!r} (first: {ranking.dropped[0]}); is something writing to the "
+                                      "index?", index=self.index)
+                self._keep(rr.scorer, qid, ranking)
         if self.searcher is not None:
             res = self.searcher.run(text, narrative=narrative,
                                     strategies=STRATEGIES if self.config.pipeline_strategies else None)
             if self.config.pipeline_strategies:
                 for name in ("semantic", "keyword"):
-                    lst = res.lists[name]
-                    self.systems[name].ranking[qid], self.systems[name].scores[qid] = rank_by_score(
-                        list(lst.ids), lst.scores)
-            self.systems[HYBRID].ranking[qid], self.systems[HYBRID].scores[qid] = rank_by_score(res.ids, res.scores)
+                    self._keep(name, qid, Ranking.of(list(res.lists[name].ids), res.lists[name].scores))
+            self._keep(HYBRID, qid, Ranking.of(res.ids, res.scores))
+
+    def _keep(self, system: str, qid: str, ranking: Ranking) -> None:
+        """Store a system's ranking of query ``qid``."""
+        self.systems[system].ranking[qid] = ranking.ids
+        self.systems[system].scores[qid] = [float(s) for s in ranking.scores]
 
     def close(self) -> None:
         """Stop the rerankers' and the pipeline's worker threads."""
