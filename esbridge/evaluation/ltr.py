@@ -45,11 +45,10 @@ import numpy as np
 
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, IndexNotFoundError
-from esbridge.evaluation.runner import SharedAnalysis
 from esbridge.evaluation.trecfiles import Topic, read_qrels, read_topics
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.entropy import CollectionEntropy
-from esbridge.rerank import Reranker
+from esbridge.rerank import Reranker, SharedAnalysis
 from esbridge.scoring import available_scorers, get_scorer
 
 __all__ = ["ENGINE_FEATURE", "FORMATS", "ExportReport", "export_features", "feature_files"]

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from esbridge.augment import AugmentationSpec
-from esbridge.engine.client import Engine, path_segment
+from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.evaluation.datasets import BeirDataset, DatasetError, Part, Query, SplitSpec, file_sha256
 from esbridge.evaluation.indexing import ENGINE_DEFAULT_BM25, PYSERINI_BM25, ensure_index, index_name
@@ -37,8 +37,9 @@ from esbridge.evaluation.metrics import MEASURES, mean_metrics, per_query_metric
 from esbridge.evaluation.trecfiles import RunFile, Topic
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams
+from esbridge.index.facts import index_similarity, index_uuids
 from esbridge.jsoninput import parse_json
-from esbridge.rerank import FirstStage, Ranking, Reranker
+from esbridge.rerank import FirstStage, Ranking, Reranker, SharedAnalysis
 from esbridge.scoring import get_scorer
 
 __all__ = [
@@ -49,7 +50,6 @@ __all__ = [
     "PIPELINE_SYSTEMS",
     "EvalConfig",
     "EvalResult",
-    "SharedAnalysis",
     "SystemRun",
     "SystemSet",
     "parse_param_overrides",
@@ -270,41 +270,6 @@ def parse_param_overrides(items: Sequence[str], scorers: Sequence[str]) -> dict[
     return out
 
 
-def _hits(engine: Engine, index: str, query: Mapping[str, Any], size: int,
-          versions: bool) -> list[dict[str, Any]]:
-    body: dict[str, Any] = {"size": size, "query": dict(query), "_source": False, "track_total_hits": False}
-    if versions:
-        body["seq_no_primary_term"] = True
-        body["version"] = True
-    resp = engine.search(index, body)
-    hits: list[dict[str, Any]] = resp["hits"]["hits"]
-    return hits
-
-
-class SharedAnalysis:
-    """Analysed queries shared between rerankers whose channels they cover (one analysis
-    of a query serves every reranker that reads no channel beyond it)."""
-
-    def __init__(self, rerankers: Sequence[Reranker]) -> None:
-        # analyse with the reranker that reads the most channels first; others reuse it
-        self.order = sorted(rerankers, key=lambda r: -len(r.channels))
-
-    def analyse(self, text: str) -> dict[str, Any]:
-        done: list[tuple[frozenset[str], Any]] = []
-        out: dict[str, Any] = {}
-        for rr in self.order:
-            need = frozenset({"base", *rr.channels})
-            for have, prepared in done:
-                if need <= have:
-                    out[rr.scorer] = prepared
-                    break
-            else:
-                prepared = rr.analyze(text)
-                done.append((frozenset(prepared.query), prepared))
-                out[rr.scorer] = prepared
-        return out
-
-
 def jsonable(value: Any) -> Any:
     """Parameters as JSON values: dataclasses as objects, enums as their values, tuples as lists."""
     import dataclasses
@@ -454,8 +419,9 @@ class SystemSet:
                 self._keep(self.baseline, qid, Ranking.of([str(h["_id"]) for h in first_hits],
                                                           [float(h["_score"]) for h in first_hits]))
             if self.default_index is not None:
-                dhits = _hits(self.engine, self.default_index, self.first.first_stage_query(fs_prepared, text),
-                              self.config.window, versions=False)
+                dhits = self.engine.search(self.default_index, {
+                    "size": self.config.window, "query": self.first.first_stage_query(fs_prepared, text),
+                    "_source": False, "track_total_hits": False})["hits"]["hits"]
                 self._keep(BASELINE_DEFAULT, qid, Ranking.of([str(h["_id"]) for h in dhits],
                                                              [float(h["_score"]) for h in dhits]))
             w0 = self.config.augmentation.original_weight if self.config.augmentation is not None else 1.0
@@ -634,28 +600,6 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig, *,
     )
 
 
-def index_similarity(engine: Engine, index: str) -> dict[str, Any]:
-    """The default similarity of ``index``'s text fields: ``{"type": "BM25", "k1", "b"}`` (the
-    engines' 1.2 and 0.75 unless the index sets others)."""
-    from esbridge.engine.client import path_segment
-
-    out: dict[str, Any] = {"type": "BM25", "k1": 1.2, "b": 0.75}
-    try:
-        resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.similarity.default.*",
-                              context=f"reading the similarity of {index!r}")
-    except EngineError:
-        return out
-    for spec in (resp or {}).values():
-        default = ((spec.get("settings") or {}).get("index") or {}).get("similarity", {}).get("default", {})
-        kind = str(default.get("type", "BM25"))
-        out["type"] = kind
-        try:
-            out["k1"], out["b"] = float(default.get("k1", out["k1"])), float(default.get("b", out["b"]))
-        except (TypeError, ValueError):
-            pass
-    return out
-
-
 def run_index_evaluation(engine: Engine, index: str, topics: Sequence[Topic],
                          qrels: Mapping[str, Mapping[str, int]], config: EvalConfig, *,
                          topic_field: str = "title", narrative: bool = False, runs: Sequence[RunFile] = (),
@@ -728,13 +672,10 @@ def run_index_evaluation(engine: Engine, index: str, topics: Sequence[Topic],
         files[f"topics:{topics_file.name}"] = file_sha256(topics_file)
     if qrels_file is not None:
         files[f"qrels:{qrels_file.name}"] = file_sha256(qrels_file)
-    uuid = ""
     try:
-        resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid",
-                              context=f"reading the UUID of {index!r}")
-        uuid = ",".join(sorted(str(v["settings"]["index"]["uuid"]) for v in resp.values()))
+        uuid = ",".join(sorted(index_uuids(engine, index).values()))
     except (EngineError, KeyError, TypeError):
-        pass
+        uuid = ""
     documents = engine.count(index)
     fingerprint = {"sha256": _combined_sha({**files, "index_uuid": uuid, "documents": str(documents)}),
                    "files": files, "index": index, "index_uuid": uuid, "documents": documents,

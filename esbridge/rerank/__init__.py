@@ -18,7 +18,7 @@ the data:
 from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion, Ranking, RerankStats, hit_version, rank_order
 from esbridge.rerank.first_stage import MAX_FIRST_STAGE_TERMS, FirstStage
 from esbridge.rerank.pipeline import INLINE_SOURCE_WINDOW, RerankerCore
-from esbridge.rerank.reranker import Reranker
+from esbridge.rerank.reranker import Reranker, SharedAnalysis
 
 __all__ = [
     "INLINE_SOURCE_WINDOW",
@@ -30,6 +30,7 @@ __all__ = [
     "RerankStats",
     "Reranker",
     "RerankerCore",
+    "SharedAnalysis",
     "hit_version",
     "rank_order",
 ]

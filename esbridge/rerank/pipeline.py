@@ -51,6 +51,7 @@ from esbridge.features.diskstore import DiskVectorStore
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
 from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
+from esbridge.index.facts import max_result_window_plan, uuids_plan
 from esbridge.index.plain import missing_channels_message, open_layout_plan
 from esbridge.jsoninput import check_depth, check_text
 from esbridge.rerank.candidates import (
@@ -199,17 +200,7 @@ class RerankerCore:
 
     def _max_result_window_plan(self) -> Plan[int]:
         if self._max_window is None:
-            resp = yield Call(
-                "GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.max_result_window",
-                params={"include_defaults": "true"}, context=f"reading settings of {self.index!r}")
-            value = 10_000
-            for spec in resp.values():
-                for part in ("settings", "defaults"):
-                    got = ((spec.get(part) or {}).get("index") or {}).get("max_result_window")
-                    if got is not None:
-                        value = int(got)
-                        break
-            self._max_window = value
+            self._max_window = yield from max_result_window_plan(self.index)
         return self._max_window
 
     def _check_window_plan(self, window: int) -> Plan[None]:
@@ -522,10 +513,9 @@ class RerankerCore:
     _concrete: set[str] | None = None
 
     def _same_index_plan(self, name: str) -> Plan[bool]:
+        """Whether ``name`` is (one of) the concrete index(es) the reranker's index names."""
         if self._concrete is None:
-            resp = yield Call("GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.uuid",
-                              context=f"resolving {self.index!r}")
-            self._concrete = set(resp)
+            self._concrete = set((yield from uuids_plan(self.index)))
         return name in self._concrete
 
     def _meta(self, prepared: AnalyzedQuery, n: int, *,

@@ -286,3 +286,28 @@ class Reranker(RerankerCore):
 
     def _attach_sources(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> None:
         self._run(self._attach_sources_plan(hits, fields))
+
+
+class SharedAnalysis:
+    """Analysed queries shared between rerankers whose channels they cover (one analysis
+    of a query serves every reranker that reads no channel beyond it)."""
+
+    def __init__(self, rerankers: Sequence[Reranker]) -> None:
+        # analyse with the reranker that reads the most channels first; others reuse it
+        self.order = sorted(rerankers, key=lambda r: -len(r.channels))
+
+    def analyse(self, text: str) -> dict[str, AnalyzedQuery]:
+        """``text`` analysed for each reranker, by scorer name."""
+        done: list[tuple[frozenset[str], AnalyzedQuery]] = []
+        out: dict[str, AnalyzedQuery] = {}
+        for rr in self.order:
+            need = frozenset({"base", *rr.channels})
+            for have, prepared in done:
+                if need <= have:
+                    out[rr.scorer] = prepared
+                    break
+            else:
+                prepared = rr.analyze(text)
+                done.append((frozenset(prepared.query), prepared))
+                out[rr.scorer] = prepared
+        return out
