@@ -8,12 +8,14 @@ that is not their ids' order, the engine's first stage returns them in indexing 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from esbridge.aio import AsyncEngine, AsyncReranker
 from esbridge.engine.client import Engine
 from esbridge.evaluation.datasets import BeirDataset, SplitSpec
 from esbridge.evaluation.tune import _collect
@@ -89,6 +91,13 @@ def test_every_command_ranks_equal_scores_in_first_stage_order(
         orders["Reranker.rank of ids"] = rr.rank(QUERY, [str(h["_id"]) for h in first["hits"]["hits"]]).ids
         lexical, _ = HybridSearcher(engine, index, PipelineParams(scorer=scorer, window=10), reranker=rr).lexical(QUERY)
         orders["hybrid lexical"] = list(lexical.ids)
+
+    async def async_rank() -> list[str]:
+        async with await AsyncEngine.connect(engine.options) as async_engine:
+            async with AsyncReranker(async_engine, index, scorer=scorer, window=10) as arr:
+                return (await arr.rank(QUERY, first["hits"]["hits"])).ids
+
+    orders["AsyncReranker.rank"] = asyncio.run(async_rank())
 
     corpus = tmp_path / "beir"
     (corpus / "qrels").mkdir(parents=True)
