@@ -43,13 +43,10 @@ __all__ = [
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
-def _settings(index: str, name: str) -> str:
-    return f"/{path_segment(index, patterns=True)}/_settings/{name}"
-
-
 def uuids_plan(index: str) -> Plan[dict[str, str]]:
     """``{concrete index: UUID}`` of the indices ``index`` names."""
-    resp = yield Call("GET", _settings(index, "index.uuid"), context=f"reading the UUID of {index!r}")
+    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid",
+                      context=f"reading the UUID of {index!r}")
     return {str(name): str(spec["settings"]["index"]["uuid"]) for name, spec in (resp or {}).items()}
 
 
@@ -147,8 +144,8 @@ def _index_setting(resp: Any, name: str) -> list[Any]:
 def refresh_interval_plan(index: str) -> Plan[float]:
     """Seconds between the automatic refreshes of ``index`` (the shortest of an alias's
     indices; 0 when refreshes are disabled, so callers never hold statistics back)."""
-    resp = yield Call("GET", _settings(index, "index.refresh_interval"), params={"include_defaults": "true"},
-                      context=f"reading the refresh interval of {index!r}")
+    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_settings/index.refresh_interval",
+                      params={"include_defaults": "true"}, context=f"reading the refresh interval of {index!r}")
     values = [parse_time_value(v) for v in _index_setting(resp, "refresh_interval")]
     return min(values) if values else 1.0
 
@@ -156,8 +153,8 @@ def refresh_interval_plan(index: str) -> Plan[float]:
 def max_result_window_plan(index: str) -> Plan[int]:
     """``index.max_result_window`` of ``index`` (the lowest of an alias's indices; the engines' 10 000
     unless set)."""
-    resp = yield Call("GET", _settings(index, "index.max_result_window"), params={"include_defaults": "true"},
-                      context=f"reading settings of {index!r}")
+    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_settings/index.max_result_window",
+                      params={"include_defaults": "true"}, context=f"reading settings of {index!r}")
     values = _index_setting(resp, "max_result_window")
     return min(int(v) for v in values) if values else 10_000
 
@@ -167,7 +164,7 @@ def similarity_plan(index: str) -> Plan[dict[str, Any]]:
     engines' 1.2 and 0.75 unless the index sets others; those when the settings cannot be read)."""
     out: dict[str, Any] = {"type": "BM25", "k1": 1.2, "b": 0.75}
     try:
-        resp = yield Call("GET", _settings(index, "index.similarity.default.*"),
+        resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_settings/index.similarity.default.*",
                           context=f"reading the similarity of {index!r}")
     except EngineError:
         return out
