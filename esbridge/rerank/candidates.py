@@ -178,7 +178,7 @@ def candidate_keys(candidates: Sequence[Mapping[str, Any] | str]) -> tuple[list[
     return ids, versions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Ranking:
     """Candidates ranked by scores (:meth:`esbridge.rerank.Reranker.rank`), by :func:`rank_order`.
 
