@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "AsyncReranker": "esbridge.aio",
     "FirstStage": "esbridge.rerank",
     "RerankStats": "esbridge.rerank",
+    "Ranking": "esbridge.rerank",
     "FeedbackAugmenter": "esbridge.augment",
     "TermVectorCache": "esbridge.features.cache",
     "DiskVectorStore": "esbridge.features.diskstore",
@@ -105,6 +106,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (`X as X`: re-exported)
     from esbridge.index import list_indices as list_indices
     from esbridge.index import open_layout as open_layout
     from esbridge.rerank import FirstStage as FirstStage
+    from esbridge.rerank import Ranking as Ranking
     from esbridge.rerank import Reranker as Reranker
     from esbridge.rerank import RerankStats as RerankStats
     from esbridge.scoring import available_scorers as available_scorers

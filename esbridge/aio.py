@@ -9,7 +9,7 @@ For services that search concurrently::
             responses = await asyncio.gather(*(reranker.search(q, size=10) for q in queries))
 
 :class:`AsyncReranker` takes the parameters of :class:`~esbridge.rerank.Reranker` and its
-``search`` and ``rescore`` take theirs, return the same responses and raise the same errors: both
+``search``, ``rescore`` and ``rank`` take theirs, return the same responses and raise the same errors: both
 run the one pipeline of :mod:`esbridge.rerank` (written as plans, :mod:`esbridge.engine.plan`),
 the synchronous reranker with blocking requests, this one with the asynchronous clients
 (``pip install "esbridge[async]"``).  Requests that do not depend on each other (the analysis of
@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from esbridge.engine.async_client import AsyncEngine
 from esbridge.engine.plan import Plan, PlanLock, run_async
 from esbridge.features.cache import DocVersion
-from esbridge.rerank import AnalyzedQuery, RerankerCore
+from esbridge.rerank import AnalyzedQuery, Ranking, RerankerCore
 from esbridge.scoring import ScoreResult, ScoringInput
 
 __all__ = ["AsyncEngine", "AsyncReranker"]
@@ -117,6 +117,14 @@ class AsyncReranker(RerankerCore):
         return await self._run(self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated))
 
     # ---- public API --------------------------------------------------------------------
+
+    async def rank(self, query: str | AnalyzedQuery, candidates: Sequence[Mapping[str, Any] | str], *,
+                   variants: Sequence[tuple[AnalyzedQuery | str, float]] | None = None,
+                   original_weight: float = 1.0, stats_validated: bool = False) -> Ranking:
+        """Rank a candidate set (:meth:`Reranker.rank <esbridge.rerank.Reranker.rank>`: the same
+        arguments, ranking and errors; equal scores keep the candidates' order)."""
+        return await self._run(self._rank_plan(query, candidates, variants=variants,
+                                               original_weight=original_weight, stats_validated=stats_validated))
 
     async def search(self, query_text: str, size: int = 10, *, filter: Any = None,
                      fields: Sequence[str] | None = None, explain: bool = False,

@@ -277,8 +277,7 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
     from tqdm import tqdm
 
     from esbridge.evaluation.indexing import index_name
-    from esbridge.evaluation.runner import rank_by_score
-    from esbridge.rerank import Reranker, hit_version
+    from esbridge.rerank import Ranking, Reranker
     from esbridge.semantic.encoder import available
 
     notes: list[str] = []
@@ -329,19 +328,12 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
         for q in tqdm(queries, desc=f"ranking {len(queries)} judged queries", unit="query",
                       disable=not progress, file=sys.stderr):
             prepared = rr.analyze(q.text)
-            resp = rr.fetch_candidates(prepared, q.text, window=window)
-            hits = resp["hits"]["hits"]
-            ids = [str(h["_id"]) for h in hits]
-            runs["engine"][q.id] = rank_by_score(ids, [float(h["_score"]) for h in hits])[0]
+            hits = rr.fetch_candidates(prepared, q.text, window=window)["hits"]["hits"]
+            runs["engine"][q.id] = Ranking.of([str(h["_id"]) for h in hits], [float(h["_score"]) for h in hits]).ids
             if searcher is not None:
-                res = searcher.run(q.text)
-                runs["esbridge"][q.id] = rank_by_score(res.ids, res.scores)[0]
-            elif ids:
-                scored, _found = rr.score_hits(prepared, ids, [hit_version(h) for h in hits],
-                                               stats_validated=True)
-                runs["esbridge"][q.id] = rank_by_score(ids, scored.scores)[0]
+                runs["esbridge"][q.id] = searcher.run(q.text).ids
             else:
-                runs["esbridge"][q.id] = []
+                runs["esbridge"][q.id] = rr.rank(prepared, hits, stats_validated=True).ids
     finally:
         if searcher is not None:
             searcher.close()

@@ -2,7 +2,8 @@
 
 For each topic, the engine's first stage finds the top ``window`` candidates
 (:meth:`Reranker.analyze`, then :meth:`Reranker.fetch_candidates`); each scorer's reranker
-turns them into its arrays (:meth:`Reranker.scoring_input`) and scores them.  Only the
+scores them through the path every command ranks by (:meth:`Reranker.rank`: features, then
+scores and their parts).  Only the
 scorers asked for are built, so an index of yours without esbridge's channels serves the
 scorers that read its text fields alone (``bm25``, ``bmx``, the BM25F scorers, ...).  Every
 candidate becomes one line:
@@ -44,11 +45,10 @@ import numpy as np
 
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, IndexNotFoundError
-from esbridge.evaluation.runner import SharedAnalysis
 from esbridge.evaluation.trecfiles import Topic, read_qrels, read_topics
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.entropy import CollectionEntropy
-from esbridge.rerank import Reranker, hit_version
+from esbridge.rerank import Reranker, SharedAnalysis
 from esbridge.scoring import available_scorers, get_scorer
 
 __all__ = ["ENGINE_FEATURE", "FORMATS", "ExportReport", "export_features", "feature_files"]
@@ -244,19 +244,17 @@ def export_features(engine: Engine, index: str, topics: Sequence[Topic] | str | 
                     without.append(topic.id)
                     continue
                 ids = [str(h["_id"]) for h in hits]
-                versions = [hit_version(h) for h in hits]
                 columns: dict[str, np.ndarray] = {
                     ENGINE_FEATURE: np.array([float(h["_score"]) for h in hits], dtype=np.float64)}
                 for name, rr in rerankers.items():
-                    inputs, found = rr.scoring_input(analysed[name], ids, versions)
-                    gone = [i for i, ok in zip(ids, found) if not ok]
-                    if gone:
+                    ranking = rr.rank(analysed[name], hits)  # each score and its parts, in the hits' order
+                    if ranking.dropped:
                         raise ConfigurationError(
-                            f"{len(gone)} candidate(s) of topic {topic.id!r} left {index!r} while the features "
-                            f"were read (deleted or replaced?): {', '.join(gone[:5])}; export again")
-                    result = get_scorer(name).score(inputs, rr.params)
-                    columns[name] = result.scores
-                    for part, values in result.parts.items():
+                            f"{len(ranking.dropped)} candidate(s) of topic {topic.id!r} left {index!r} while the "
+                            f"features were read (deleted or replaced?): {', '.join(ranking.dropped[:5])}; export "
+                            "again")
+                    columns[name] = ranking.result.scores
+                    for part, values in ranking.result.parts.items():
                         if np.ndim(values) == 1 and len(values) == len(ids):
                             columns[f"{name}.{part}"] = np.asarray(values, dtype=np.float64)
                 grades = (judged or {}).get(topic.id, {})

@@ -13,8 +13,9 @@ name            ir-measures                 trec_eval
 plus ``combined_score = 0.8 · R@100 + 0.2 · nDCG@10`` (docs/scoring.md §8).
 
 A run is a ranked list of document ids per query: the measures see the ranks,
-not the scores, so ties are resolved once (by the caller, by document id) and
-trec_eval's own tie rule (reverse docno order) never applies.  A judged query
+not the scores, so ties are resolved once (by the caller: equal scores keep the
+first stage's order, :func:`esbridge.rerank.rank_order`) and trec_eval's own tie
+rule (reverse docno order) never applies.  A judged query
 missing from the run, or with no hits, scores 0 on every measure and still
 counts in the mean.
 
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from esbridge.errors import ConfigurationError
+from esbridge.rerank.candidates import rank_order
 
 __all__ = [
     "MEASURES",
@@ -114,32 +116,30 @@ def mean_metrics(per_query: Mapping[str, Mapping[str, float]],
 
 @dataclass(frozen=True)
 class FastJudge:
-    """The judgments of one query against a fixed candidate list, for fast scoring.
+    """The judgments of one query against a fixed candidate list (in first-stage order), for
+    fast scoring.
 
     Attributes:
         gains: ``(D,)`` grade of each candidate (0 when unjudged or negative).
-        id_order: ``(D,)`` rank of each candidate's id in ascending id order (the tie-break).
         ideal_dcg10: the ideal DCG@10 of the query's judgments.
         n_relevant: number of documents judged relevant (grade >= 1).
     """
 
     gains: np.ndarray
-    id_order: np.ndarray
     ideal_dcg10: float
     n_relevant: int
 
     @classmethod
     def build(cls, candidates: Sequence[str], judgments: Mapping[str, int]) -> FastJudge:
         gains = np.array([max(int(judgments.get(d, 0)), 0) for d in candidates], dtype=np.float64)
-        id_order = np.empty(len(candidates), dtype=np.int64)
-        id_order[np.argsort(np.array(candidates, dtype=object), kind="stable")] = np.arange(len(candidates))
         grades = sorted((g for g in judgments.values() if g > 0), reverse=True)[:10]
         ideal = float(sum(g / np.log2(i + 2) for i, g in enumerate(grades)))
-        return cls(gains, id_order, ideal, sum(1 for g in judgments.values() if g > 0))
+        return cls(gains, ideal, sum(1 for g in judgments.values() if g > 0))
 
     def ranking(self, scores: np.ndarray) -> np.ndarray:
-        """Candidate indices best first: score descending, then document id ascending."""
-        return np.lexsort((self.id_order, -np.asarray(scores, dtype=np.float64)))
+        """Candidate indices best first: score descending, equal scores in the candidates' order
+        (:func:`esbridge.rerank.rank_order`, the rule of every command)."""
+        return rank_order(scores)
 
     def ndcg10_recall(self, scores: np.ndarray, k: int = 100) -> tuple[float, float]:
         """``(nDCG@10, R@k)`` of the ranking ``scores`` induce."""

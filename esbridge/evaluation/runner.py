@@ -9,11 +9,12 @@ For every query, once:
 3. the same query on a second index of the same corpus with the engine's
    default similarity (k1 = 1.2, b = 0.75) gives the **engine-bm25-default**
    baseline;
-4. each scorer's :class:`~esbridge.rerank.Reranker` rescores the first stage's
-   hits (:meth:`Reranker.score_hits`, term vectors shared through one cache).
+4. each scorer's :class:`~esbridge.rerank.Reranker` ranks the first stage's
+   hits (:meth:`Reranker.rank`, term vectors shared through one cache).
 
-Every ranking is ordered by score, then by document id (ascending), so that
-two runs give identical rankings and figures.
+Every ranking is ordered by score descending; equal scores keep the first stage's
+order (:func:`~esbridge.rerank.rank_order`), the rule ``esbridge search`` and
+``esbridge rescore`` follow, so a command ranks a query as the others do.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from esbridge.augment import AugmentationSpec
-from esbridge.engine.calls import path_segment
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.evaluation.datasets import BeirDataset, DatasetError, Part, Query, SplitSpec, file_sha256
@@ -37,8 +37,9 @@ from esbridge.evaluation.metrics import MEASURES, mean_metrics, per_query_metric
 from esbridge.evaluation.trecfiles import RunFile, Topic
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams
+from esbridge.index.facts import index_similarity, index_uuids
 from esbridge.jsoninput import parse_json
-from esbridge.rerank import FirstStage, Reranker, hit_version
+from esbridge.rerank import FirstStage, Ranking, Reranker, SharedAnalysis
 from esbridge.scoring import get_scorer
 
 __all__ = [
@@ -49,11 +50,9 @@ __all__ = [
     "PIPELINE_SYSTEMS",
     "EvalConfig",
     "EvalResult",
-    "SharedAnalysis",
     "SystemRun",
     "SystemSet",
     "parse_param_overrides",
-    "rank_by_score",
     "run_evaluation",
     "run_index_evaluation",
 ]
@@ -271,52 +270,6 @@ def parse_param_overrides(items: Sequence[str], scorers: Sequence[str]) -> dict[
     return out
 
 
-def rank_by_score(ids: Sequence[str], scores: Sequence[float] | np.ndarray) -> tuple[list[str], list[float]]:
-    """``ids`` ordered by score descending, then id ascending; with their scores."""
-    s = np.asarray(scores, dtype=np.float64)
-    if len(ids) == 0:
-        return [], []
-    id_rank = np.empty(len(ids), dtype=np.int64)
-    id_rank[np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(len(ids))
-    order = np.lexsort((id_rank, -s))
-    return [ids[i] for i in order], [float(s[i]) for i in order]
-
-
-def _hits(engine: Engine, index: str, query: Mapping[str, Any], size: int,
-          versions: bool) -> list[dict[str, Any]]:
-    body: dict[str, Any] = {"size": size, "query": dict(query), "_source": False, "track_total_hits": False}
-    if versions:
-        body["seq_no_primary_term"] = True
-        body["version"] = True
-    resp = engine.search(index, body)
-    hits: list[dict[str, Any]] = resp["hits"]["hits"]
-    return hits
-
-
-class SharedAnalysis:
-    """Analysed queries shared between rerankers whose channels they cover (one analysis
-    of a query serves every reranker that reads no channel beyond it)."""
-
-    def __init__(self, rerankers: Sequence[Reranker]) -> None:
-        # analyse with the reranker that reads the most channels first; others reuse it
-        self.order = sorted(rerankers, key=lambda r: -len(r.channels))
-
-    def analyse(self, text: str) -> dict[str, Any]:
-        done: list[tuple[frozenset[str], Any]] = []
-        out: dict[str, Any] = {}
-        for rr in self.order:
-            need = frozenset({"base", *rr.channels})
-            for have, prepared in done:
-                if need <= have:
-                    out[rr.scorer] = prepared
-                    break
-            else:
-                prepared = rr.analyze(text)
-                done.append((frozenset(prepared.query), prepared))
-                out[rr.scorer] = prepared
-        return out
-
-
 def jsonable(value: Any) -> Any:
     """Parameters as JSON values: dataclasses as objects, enums as their values, tuples as lists."""
     import dataclasses
@@ -346,8 +299,8 @@ class SystemSet:
     For every query, once: the query is analysed by the index's analyzers (shared by the
     rerankers whose channels it covers); the first stage (:meth:`Reranker.fetch_candidates`)
     returns the top ``window`` hits, whose engine order is the baseline row; each scorer's
-    :class:`~esbridge.rerank.Reranker` rescores those hits (:meth:`Reranker.score_hits`, term
-    vectors shared through one cache); and the hybrid pipeline (:class:`HybridSearcher`) runs.
+    :class:`~esbridge.rerank.Reranker` ranks those hits (:meth:`Reranker.rank`, term vectors
+    shared through one cache); and the hybrid pipeline (:class:`HybridSearcher`) runs.
     ``esbridge eval`` and ``esbridge run`` rank through this one path, so a run file written by
     one is the other's.
 
@@ -466,43 +419,36 @@ class SystemSet:
                     [(fs_prepared, text), *((vp[self.first.scorer], v) for vp, (v, _) in zip(var_prepared, variants))],
                     window=self.config.window)
                 hits, first_hits = union.hits, union.responses[0]["hits"]["hits"]
-            ids = [str(h["_id"]) for h in hits]
             if self.baseline is not None:
-                ranked = rank_by_score([str(h["_id"]) for h in first_hits], [float(h["_score"]) for h in first_hits])
-                self.systems[self.baseline].ranking[qid], self.systems[self.baseline].scores[qid] = ranked
+                self._keep(self.baseline, qid, Ranking.of([str(h["_id"]) for h in first_hits],
+                                                          [float(h["_score"]) for h in first_hits]))
             if self.default_index is not None:
-                dhits = _hits(self.engine, self.default_index, self.first.first_stage_query(fs_prepared, text),
-                              self.config.window, versions=False)
-                ranked = rank_by_score([str(h["_id"]) for h in dhits], [float(h["_score"]) for h in dhits])
-                self.systems[BASELINE_DEFAULT].ranking[qid], self.systems[BASELINE_DEFAULT].scores[qid] = ranked
-            versions = [hit_version(h) for h in hits]
+                dhits = self.engine.search(self.default_index, {
+                    "size": self.config.window, "query": self.first.first_stage_query(fs_prepared, text),
+                    "_source": False, "track_total_hits": False})["hits"]["hits"]
+                self._keep(BASELINE_DEFAULT, qid, Ranking.of([str(h["_id"]) for h in dhits],
+                                                             [float(h["_score"]) for h in dhits]))
+            w0 = self.config.augmentation.original_weight if self.config.augmentation is not None else 1.0
             for rr in self.rerankers:
-                if not ids:
-                    self.systems[rr.scorer].ranking[qid], self.systems[rr.scorer].scores[qid] = [], []
-                    continue
-                if variants is None:
-                    result, found = rr.score_hits(prepared[rr.scorer], ids, versions)
-                else:
-                    assert self.config.augmentation is not None
-                    result, found = rr.score_augmented(
-                        prepared[rr.scorer], [(vp[rr.scorer], w) for vp, (_, w) in zip(var_prepared, variants)],
-                        ids, versions, original_weight=self.config.augmentation.original_weight)
-                if not all(found):
-                    lost = [i for i, ok in zip(ids, found) if not ok]
-                    raise EngineError(f"{len(lost)} first-stage hit(s) of query {qid!r} are no longer in "
-                                      f"{self.index!r} (first: {lost[0]}); is something writing to the index?",
-                                      index=self.index)
-                ranked = rank_by_score(ids, result.scores)
-                self.systems[rr.scorer].ranking[qid], self.systems[rr.scorer].scores[qid] = ranked
+                ranking = rr.rank(prepared[rr.scorer], hits, original_weight=w0, variants=None if variants is None
+                                  else [(vp[rr.scorer], w) for vp, (_, w) in zip(var_prepared, variants)])
+                if ranking.dropped:
+                    raise EngineError(f"{len(ranking.dropped)} first-stage hit(s) of query {qid!r} are no longer in "
+                                      f"{self.index!r} (first: {ranking.dropped[0]}); is something writing to the "
+                                      "index?", index=self.index)
+                self._keep(rr.scorer, qid, ranking)
         if self.searcher is not None:
             res = self.searcher.run(text, narrative=narrative,
                                     strategies=STRATEGIES if self.config.pipeline_strategies else None)
             if self.config.pipeline_strategies:
                 for name in ("semantic", "keyword"):
-                    lst = res.lists[name]
-                    self.systems[name].ranking[qid], self.systems[name].scores[qid] = rank_by_score(
-                        list(lst.ids), lst.scores)
-            self.systems[HYBRID].ranking[qid], self.systems[HYBRID].scores[qid] = rank_by_score(res.ids, res.scores)
+                    self._keep(name, qid, Ranking.of(list(res.lists[name].ids), res.lists[name].scores))
+            self._keep(HYBRID, qid, Ranking.of(res.ids, res.scores))
+
+    def _keep(self, system: str, qid: str, ranking: Ranking) -> None:
+        """Store a system's ranking of query ``qid``."""
+        self.systems[system].ranking[qid] = ranking.ids
+        self.systems[system].scores[qid] = [float(s) for s in ranking.scores]
 
     def close(self) -> None:
         """Stop the rerankers' and the pipeline's worker threads."""
@@ -658,28 +604,6 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig, *,
     )
 
 
-def index_similarity(engine: Engine, index: str) -> dict[str, Any]:
-    """The default similarity of ``index``'s text fields: ``{"type": "BM25", "k1", "b"}`` (the
-    engines' 1.2 and 0.75 unless the index sets others)."""
-    from esbridge.engine.calls import path_segment
-
-    out: dict[str, Any] = {"type": "BM25", "k1": 1.2, "b": 0.75}
-    try:
-        resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.similarity.default.*",
-                              context=f"reading the similarity of {index!r}")
-    except EngineError:
-        return out
-    for spec in (resp or {}).values():
-        default = ((spec.get("settings") or {}).get("index") or {}).get("similarity", {}).get("default", {})
-        kind = str(default.get("type", "BM25"))
-        out["type"] = kind
-        try:
-            out["k1"], out["b"] = float(default.get("k1", out["k1"])), float(default.get("b", out["b"]))
-        except (TypeError, ValueError):
-            pass
-    return out
-
-
 def run_index_evaluation(engine: Engine, index: str, topics: Sequence[Topic],
                          qrels: Mapping[str, Mapping[str, int]], config: EvalConfig, *,
                          topic_field: str = "title", narrative: bool = False, runs: Sequence[RunFile] = (),
@@ -752,13 +676,10 @@ def run_index_evaluation(engine: Engine, index: str, topics: Sequence[Topic],
         files[f"topics:{topics_file.name}"] = file_sha256(topics_file)
     if qrels_file is not None:
         files[f"qrels:{qrels_file.name}"] = file_sha256(qrels_file)
-    uuid = ""
     try:
-        resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid",
-                              context=f"reading the UUID of {index!r}")
-        uuid = ",".join(sorted(str(v["settings"]["index"]["uuid"]) for v in resp.values()))
+        uuid = ",".join(sorted(index_uuids(engine, index).values()))
     except (EngineError, KeyError, TypeError):
-        pass
+        uuid = ""
     documents = engine.count(index)
     fingerprint = {"sha256": _combined_sha({**files, "index_uuid": uuid, "documents": str(documents)}),
                    "files": files, "index": index, "index_uuid": uuid, "documents": documents,

@@ -2,10 +2,11 @@
 
 For every training query the first stage runs once, and the candidates' term
 vectors and index-wide statistics are fetched once into :class:`ScoringInput`
-arrays (the same arrays :meth:`Reranker.score_hits` builds).  Each parameter
-setting is then scored in numpy alone and judged with :class:`FastJudge`
-(``nDCG@10`` and ``R@100``, pinned to ir-measures by a test), so hundreds of
-settings cost no engine request.
+arrays (:meth:`Reranker.scoring_input`, the features :meth:`Reranker.rank` scores).
+Each parameter setting is then scored in numpy alone and judged with
+:class:`FastJudge` (``nDCG@10`` and ``R@100``, pinned to ir-measures by a test;
+equal scores keep the first stage's order, as every command ranks them), so
+hundreds of settings cost no engine request.
 
 The objective is the mean over the training sets of each set's
 ``combined_score = 0.8·R@100 + 0.2·nDCG@10``: one setting for all collections,

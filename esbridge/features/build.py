@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
-from esbridge.features.cache import index_identity
 from esbridge.features.diskstore import DiskVectorStore, StoreSize
 from esbridge.features.termvectors import EMPTY_VECTOR, ShardRouting, fetch_raw
 from esbridge.index.definitions import IndexLayout
+from esbridge.index.facts import index_identity
 from esbridge.index.plain import open_layout
 
 

@@ -31,9 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from esbridge.engine.calls import path_segment
-from esbridge.engine.client import Engine, EngineBase, sync_engine
-from esbridge.engine.plan import Call, Plan, run
+from esbridge.engine.client import EngineBase, sync_engine
+from esbridge.engine.plan import Plan, run
 from esbridge.errors import ConfigurationError
 from esbridge.features.diskstore import DiskVectorStore, VersionedId
 from esbridge.features.termvectors import (
@@ -49,6 +48,7 @@ from esbridge.features.termvectors import (
     fetch_raw_plan,
 )
 from esbridge.index.definitions import IndexLayout
+from esbridge.index.facts import identity_plan, index_state, refresh_interval_plan
 
 DocKey = tuple[str, str, int, int]  # index UUID, id, seq_no, primary_term
 
@@ -70,68 +70,6 @@ class HitVersion(NamedTuple):
 
 #: A hit's version as the feature caches take it: ``(_seq_no, _primary_term)`` or a :class:`HitVersion`.
 DocVersion = tuple[int, int] | HitVersion
-
-
-def index_identity(engine: Engine, index: str) -> tuple[str, tuple[int, ...]]:
-    """``(uuid, state)`` of an index (or of the indices an alias names), from one ``_stats``
-    request: the UUID tells a deleted-and-recreated index, or an alias now pointing elsewhere,
-    from the one cached before; the state is :func:`index_state`'s."""
-    return run(index_identity_plan(index), engine)
-
-
-def index_identity_plan(index: str) -> Plan[tuple[str, tuple[int, ...]]]:
-    """:func:`index_identity` as a plan (:mod:`esbridge.engine.plan`)."""
-    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_stats/docs,indexing",
-                      context=f"reading the state of {index!r}")
-    prim = resp["_all"]["primaries"]
-    state = (int(prim["docs"]["count"]), int(prim["docs"]["deleted"]),
-             int(prim["indexing"]["index_total"]), int(prim["indexing"]["delete_total"]))
-    uuids = sorted(f"{name}:{(spec or {}).get('uuid', '')}" for name, spec in (resp.get("indices") or {}).items())
-    return ",".join(uuids) or index, state
-
-
-def parse_time_value(value: object) -> float:
-    """Seconds of an engine time value (``"1s"``, ``"500ms"``, ``"2m"``); ``-1`` (disabled) is 0.
-
-    Raises:
-        ConfigurationError: not a time value.
-    """
-    text = str(value).strip().lower()
-    if text in ("-1", "-1s", "-1ms"):
-        return 0.0
-    units = (("nanos", 1e-9), ("micros", 1e-6), ("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0),
-             ("d", 86400.0))
-    for unit, scale in units:
-        if text.endswith(unit):
-            try:
-                number = float(text[:-len(unit)])
-            except ValueError:
-                break
-            if number >= 0:
-                return number * scale
-            break
-    raise ConfigurationError(f"{value!r} is not a time value (e.g. 1s, 500ms, 2m)")
-
-
-def refresh_interval_plan(index: str) -> Plan[float]:
-    """Seconds between the automatic refreshes of ``index`` (the shortest of an alias's
-    indices; 0 when refreshes are disabled, so callers never hold statistics back)."""
-    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_settings/index.refresh_interval",
-                      params={"include_defaults": "true"}, context=f"reading the refresh interval of {index!r}")
-    values = []
-    for spec in (resp or {}).values():
-        for part in ("settings", "defaults"):
-            got = (((spec or {}).get(part) or {}).get("index") or {}).get("refresh_interval")
-            if got is not None:
-                values.append(parse_time_value(got))
-                break
-    return min(values) if values else 1.0
-
-
-def index_state(engine: Engine, index: str) -> tuple[int, ...]:
-    """A cheap fingerprint of an index's content: live and deleted document counts and the
-    indexing and deletion totals of its primaries (any write changes one of them)."""
-    return index_identity(engine, index)[1]
 
 
 @dataclass(frozen=True)
@@ -342,7 +280,7 @@ class StatsCache:
             gen, checked = self._gen, self._checked
         if gen.identity is not None and now - checked < self.check_interval:
             return gen
-        identity = yield from index_identity_plan(self.index)
+        identity = yield from identity_plan(self.index)
         if gen.identity is not None and identity != gen.identity and identity[0] == gen.identity[0]:
             # the same index, written to since: its statistics stay for one refresh interval
             if self.refresh_interval is None:

@@ -2,7 +2,7 @@
 
 What a scorer needs of a document — per channel sub-field, its term frequencies and its
 length — is kept in one folder per index *identity* (the index UUIDs an index name or
-alias stands for, :func:`esbridge.features.cache.index_identity`), so a deleted and
+alias stands for, :func:`esbridge.index.facts.index_identity`), so a deleted and
 recreated index, or an alias moved to another index, never reads another index's vectors.
 Each folder holds:
 

@@ -12,7 +12,7 @@ The table is kept in memory and persisted for the next process under
 ``$ESBRIDGE_HOME/entropy/<index UUID>/`` (one file per channel sub-field), so it
 is computed once per index state, not once per process.  The UUID key means a
 recreated index, or an alias now pointing elsewhere, never reuses another index's
-table.  The state (:func:`esbridge.features.cache.index_state`: document counts and
+table.  The state (:func:`esbridge.index.facts.index_state`: document counts and
 indexing and deletion totals) bounds how stale a table may be: it is reused while
 the documents written since it was computed (indexed, updated or deleted) are at
 most ``stale_writes`` (default 1%) of the documents it was computed over, and
@@ -42,12 +42,12 @@ from typing import Any
 import numpy as np
 
 from esbridge.engine.calls import path_segment, scroll_plan
-from esbridge.engine.client import Engine, EngineBase, sync_engine
+from esbridge.engine.client import EngineBase, sync_engine
 from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, run
 from esbridge.errors import ConfigurationError, EngineError
-from esbridge.features.cache import index_identity_plan
 from esbridge.home import cache_dir
 from esbridge.index.definitions import IndexLayout
+from esbridge.index.facts import identity_plan, index_key_plan
 from esbridge.scoring.bmx import collection_entropy_from_histogram
 
 #: Term frequencies above this share the last histogram bin; -σ(k) ln σ(k) < 1e-16 there,
@@ -68,22 +68,6 @@ def _all_ids_plan(index: str, page: int = 5000) -> Plan[list[str]]:
     hits = yield from scroll_plan(index, {"_source": False}, page=page,
                                   context=f"listing the documents of {index!r}")
     return [str(h["_id"]) for h in hits]
-
-
-def index_key(engine: Engine, index: str) -> str:
-    """The UUID of the index ``index`` names (a hash of the sorted UUIDs if an alias or
-    pattern names several): a key that changes when the index is recreated."""
-    return run(index_key_plan(index), engine)
-
-
-def index_key_plan(index: str) -> Plan[str]:
-    """:func:`index_key` as a plan (:mod:`esbridge.engine.plan`)."""
-    resp = yield Call("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid",
-                      context=f"reading the UUID of {index!r}")
-    uuids = sorted(str(spec["settings"]["index"]["uuid"]) for spec in resp.values())
-    if len(uuids) == 1 and _SAFE_NAME.match(uuids[0]) and not uuids[0].startswith("."):
-        return uuids[0]
-    return "multi-" + hashlib.sha256("\n".join(uuids).encode("utf-8")).hexdigest()[:32]
 
 
 class CollectionEntropy:
@@ -134,7 +118,7 @@ class CollectionEntropy:
         return table
 
     def _table_plan(self, channel: str) -> Plan[dict[str, float]]:
-        state = (yield from index_identity_plan(self.index))[1]
+        state = (yield from identity_plan(self.index))[1]
         if state != self._state and not (self._tables and self.fresh_enough(self._state, state)):
             self._tables.clear()
             self._state = state
@@ -189,7 +173,7 @@ class CollectionEntropy:
                     return loaded
         table = yield from self._compute_plan(channel)
         self.computed += 1
-        if path is not None and (yield from index_identity_plan(self.index))[1] == state:
+        if path is not None and (yield from identity_plan(self.index))[1] == state:
             yield Offload(partial(_save, path, table, {"index": self.index, "uuid": self._key, "channel": channel,
                                                        "state": list(state)}, stale=f"{self._stem(channel)}.v*.json"))
         return table

@@ -30,6 +30,7 @@ from enum import Enum
 import numpy as np
 
 from esbridge.errors import ConfigurationError
+from esbridge.rerank.candidates import rank_order
 
 __all__ = ["Fusion", "RankedList", "normalise", "fuse"]
 
@@ -85,9 +86,9 @@ def fuse(lists: Mapping[str, RankedList], weights: Mapping[str, float], method: 
     """Fuse ``lists`` (strategy name → list) with ``weights`` (strategy name → weight).
 
     Returns:
-        ``(ids, scores, parts)``: the union of the lists' ids ordered by fused score
-        (ties: the order in which the lists first name them), the fused scores, and
-        per strategy the weighted contribution of each returned id.
+        ``(ids, scores, parts)``: the union of the lists' ids ordered by fused score (ties:
+        the order in which the lists first name them, :func:`~esbridge.rerank.rank_order`), the
+        fused scores, and per strategy the weighted contribution of each returned id.
 
     Raises:
         ConfigurationError: a weight is negative or not finite, or names no list.
@@ -112,7 +113,7 @@ def fuse(lists: Mapping[str, RankedList], weights: Mapping[str, float], method: 
         if len(lst.ids) and w > 0:
             rows = np.fromiter((row[d] for d in lst.ids), dtype=np.int64, count=len(lst.ids))
             if m is Fusion.RRF:
-                order = np.lexsort((np.arange(len(lst.ids)), -np.asarray(lst.scores, dtype=np.float64)))
+                order = rank_order(lst.scores)
                 ranks = np.empty(len(order), dtype=np.float64)
                 ranks[order] = np.arange(1, len(order) + 1)
                 part[rows] = w / (rrf_k + ranks)
@@ -124,5 +125,5 @@ def fuse(lists: Mapping[str, RankedList], weights: Mapping[str, float], method: 
                 part[rows] = w * norm
         parts[name] = part
         total += part
-    order = np.lexsort((np.arange(len(ids)), -total))
+    order = rank_order(total)
     return [ids[i] for i in order], total[order], {k: v[order] for k, v in parts.items()}

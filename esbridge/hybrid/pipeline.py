@@ -281,11 +281,6 @@ def feedback_centroid(vectors: np.ndarray, fused_scores: np.ndarray, weighting: 
     return np.asarray((vectors * (w / w.sum())[:, None]).sum(axis=0))
 
 
-def _best_first(ids: Sequence[str], scores: np.ndarray) -> RankedList:
-    order = np.lexsort((np.arange(len(ids)), -np.asarray(scores, dtype=np.float64)))
-    return RankedList([ids[i] for i in order], np.asarray(scores, dtype=np.float64)[order])
-
-
 class HybridSearcher:
     """The semantic + lexical + keyword pipeline over one index.
 
@@ -378,17 +373,11 @@ class HybridSearcher:
         ``(_seq_no, _primary_term)``."""
         rr = self.reranker
         prepared = prepared or rr.analyze(text)
-        resp = rr.fetch_candidates(prepared, text, window=window or self.params.window, filter=filter)
-        hits = resp["hits"]["hits"]
-        ids = [str(h["_id"]) for h in hits]
-        versions = [hit_version(h) for h in hits]
-        if not ids:
-            return RankedList([], np.zeros(0)), []
-        result, found = rr.score_hits(prepared, ids, versions, stats_validated=True)
+        hits = rr.fetch_candidates(prepared, text, window=window or self.params.window,
+                                   filter=filter)["hits"]["hits"]
         # a hit deleted between the search and the term-vector fetch is left out, not scored as empty
-        order = [i for i in np.lexsort((np.arange(len(ids)), -result.scores)) if found[i]]
-        return (RankedList([ids[i] for i in order], np.asarray(result.scores)[order]),
-                [versions[i] for i in order])
+        ranking = rr.rank(prepared, hits, stats_validated=True)
+        return RankedList(ranking.ids, ranking.scores), [hit_version(hits[i]) for i in ranking.order]
 
     def keyword_terms(self, prepared: AnalyzedQuery, lexical: RankedList,
                       versions: Sequence[DocVersion | None], *, narrative: str | None = None,

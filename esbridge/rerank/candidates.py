@@ -1,10 +1,11 @@
-"""Candidates: the analysed query, the first stage's hits, and the hits reordered by scores.
+"""Candidates: the analysed query, the first stage's hits, and their ranking by scores.
 
 Pure data and functions (no engine calls): the types the pipeline passes along
-(:class:`AnalyzedQuery`, :class:`CandidateUnion`, :class:`RerankStats`), how a hit's
-version is read for the feature caches (:func:`hit_version`), how the candidates of a query
-and of its variants are united (:func:`union_of`), which fields the scorer's input is built
-from (:func:`fields_to_read`), and how scores reorder hits (:func:`reorder_hits`).
+(:class:`AnalyzedQuery`, :class:`CandidateUnion`, :class:`RerankStats`, :class:`Ranking`), how
+a hit's version is read for the feature caches (:func:`hit_version`), how the candidates of a
+query and of its variants are united (:func:`union_of`), which fields the scorer's input is
+built from (:func:`fields_to_read`), the one order scores put candidates in (:func:`rank_order`:
+equal scores keep the first stage's order) and how a ranking reorders hits (:func:`reorder_hits`).
 """
 
 from __future__ import annotations
@@ -151,18 +152,78 @@ def fields_to_read(scorer: Scorer[Any], layout: IndexLayout,
     return (layout.combined,)
 
 
-def reorder_hits(hits: Sequence[Mapping[str, Any]], result: ScoreResult, *, explain: bool = False,
-                 ranks: Sequence[Mapping[str, int]] | None = None, limit: int | None = None,
-                 keep: Sequence[bool] | None = None) -> list[dict[str, Any]]:
-    """``hits`` sorted by ``result``'s scores (ties keep the first-stage order), each with its
-    new ``_score`` and, under ``_esbridge``, its first-stage score and rank (with ``ranks``
-    of a :class:`CandidateUnion`: the original query's, and each variant's rank) and with
-    ``explain`` the score's parts; with ``keep``, only the hits it marks; with ``limit``, only
-    the first ``limit`` of them."""
+def rank_order(scores: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The positions of candidates best first: score descending, and **equal scores keep the
+    candidates' order** — the first stage's (the engine's ranking; for a query with variants,
+    the query's hits, then each variant's new ones).  Every ranking esbridge makes (search,
+    rescore, eval and run, tune, the hybrid pipeline's strategies and fusion, the demo) orders
+    by this one rule, so commands rank equal scores alike."""
+    s = np.asarray(scores, dtype=np.float64)
+    return np.lexsort((np.arange(len(s)), -s))
+
+
+def candidate_keys(candidates: Sequence[Mapping[str, Any] | str]) -> tuple[list[str], list[HitVersion | None]]:
+    """The ids and versions (:func:`hit_version`) of candidates given as hits or as ids (no version)."""
+    ids: list[str] = []
+    versions: list[HitVersion | None] = []
+    for i, c in enumerate(candidates):
+        if isinstance(c, str):
+            ids.append(c)
+            versions.append(None)
+        elif isinstance(c, Mapping) and "_id" in c:
+            ids.append(str(c["_id"]))
+            versions.append(hit_version(c))
+        else:
+            raise ConfigurationError(f"candidate {i} is neither a hit with an _id nor a document id: {c!r:.80}")
+    return ids, versions
+
+
+@dataclass(frozen=True, eq=False)
+class Ranking:
+    """Candidates ranked by scores (:meth:`esbridge.rerank.Reranker.rank`), by :func:`rank_order`.
+
+    Attributes:
+        ids: the ranked candidates' ids, best first (without those the engine no longer holds).
+        scores: their scores, aligned with ``ids``.
+        order: their positions among the candidates given, aligned with ``ids``.
+        found: per candidate given (in their order), whether the engine still held it.
+        dropped: the ids of the candidates it no longer held (deleted since the first stage).
+        result: every candidate's score and its parts, in the order the candidates were given.
+    """
+
+    ids: list[str]
+    scores: np.ndarray
+    order: np.ndarray
+    found: list[bool]
+    dropped: list[str]
+    result: ScoreResult
+
+    @classmethod
+    def of(cls, ids: Sequence[str], result: ScoreResult | Sequence[float] | np.ndarray,
+           found: Sequence[bool] | None = None) -> Ranking:
+        """Candidates ``ids`` ranked by their scores (``result``, in the order of ``ids``); with
+        ``found``, only those it marks."""
+        if not isinstance(result, ScoreResult):
+            result = ScoreResult(np.asarray(result, dtype=np.float64))
+        kept = [True] * len(ids) if found is None else [bool(f) for f in found]
+        order = rank_order(result.scores)
+        order = order[np.asarray(kept, dtype=bool)[order]]
+        scores = np.asarray(result.scores, dtype=np.float64)[order]
+        return cls(ids=[str(ids[i]) for i in order], scores=scores, order=order, found=kept,
+                   dropped=[str(d) for d, ok in zip(ids, kept) if not ok], result=result)
+
+
+def reorder_hits(hits: Sequence[Mapping[str, Any]], ranking: Ranking, *, explain: bool = False,
+                 ranks: Sequence[Mapping[str, int]] | None = None,
+                 limit: int | None = None) -> list[dict[str, Any]]:
+    """``hits`` in the order of their ``ranking`` (:class:`Ranking`: the hits the engine no
+    longer holds left out), each with its new ``_score`` and, under ``_esbridge``, its
+    first-stage score and rank (with ``ranks`` of a :class:`CandidateUnion`: the original
+    query's, and each variant's rank) and with ``explain`` the score's parts; with ``limit``,
+    only the first ``limit`` of them."""
     ids = [str(h["_id"]) for h in hits]
-    order = np.lexsort((np.arange(len(hits)), -result.scores))
-    if keep is not None:
-        order = order[np.asarray(keep, dtype=bool)[order]]
+    result = ranking.result
+    order = ranking.order
     if limit is not None:
         order = order[:max(limit, 0)]
     out = []

@@ -37,6 +37,7 @@ from esbridge.features.diskstore import DiskVectorStore
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
 from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
+from esbridge.index.facts import max_result_window_plan, uuids_plan
 from esbridge.index.plain import missing_channels_message, open_layout_plan
 from esbridge.jsoninput import check_depth, check_text
 from esbridge.rerank.augmentation import (
@@ -50,12 +51,13 @@ from esbridge.rerank.augmentation import (
 from esbridge.rerank.candidates import (
     AnalyzedQuery,
     CandidateUnion,
+    Ranking,
     RerankStats,
+    candidate_keys,
     check_count,
     describe_dropped,
     dropped_hit,
     fields_to_read,
-    hit_version,
     reorder_hits,
     union_of,
     unique_hits,
@@ -192,17 +194,7 @@ class RerankerCore:
 
     def _max_result_window_plan(self) -> Plan[int]:
         if self._max_window is None:
-            resp = yield Call(
-                "GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.max_result_window",
-                params={"include_defaults": "true"}, context=f"reading settings of {self.index!r}")
-            value = 10_000
-            for spec in resp.values():
-                for part in ("settings", "defaults"):
-                    got = ((spec.get(part) or {}).get("index") or {}).get("max_result_window")
-                    if got is not None:
-                        value = int(got)
-                        break
-            self._max_window = value
+            self._max_window = yield from max_result_window_plan(self.index)
         return self._max_window
 
     def _check_window_plan(self, window: int) -> Plan[None]:
@@ -419,46 +411,9 @@ class RerankerCore:
             raise ConfigurationError(f"size must be >= 0, got {size}")
         check_count("window", window, allow_none=True)
         w0 = check_weight(original_weight, "original_weight")
-        if augmentations is not None or w0 != 1.0:
-            return (yield from self._search_augmented_plan(
-                query_text, size, filter=filter, fields=fields, explain=explain, window=window,
-                augmentations=augmentations, original_weight=w0))
+        augmented = augmentations is not None or w0 != 1.0
         window = max(self.window if window is None else window, size)
         # small windows bring _source with the first stage; large ones fetch it for the top hits only
-        inline_source = window <= INLINE_SOURCE_WINDOW
-        source: Any = self._source_filter(fields) if inline_source else False
-        t0 = time.perf_counter()
-        prepared = yield from self._analyze_plan(query_text)
-        t1 = time.perf_counter()
-        response = yield from self._fetch_candidates_plan(prepared, query_text, window=window, filter=filter,
-                                                          source=source)
-        t2 = time.perf_counter()
-        hits = response["hits"]["hits"]
-        if inline_source and not fields:
-            self._drop_vectors(hits)
-        reranked, feature_time, dropped = yield from self._rerank_hits_plan(prepared, hits, explain,
-                                                                            stats_validated=True, limit=size)
-        t3 = time.perf_counter()
-        top = reranked[:size]
-        if not inline_source:
-            top, gone = yield from self._with_sources_plan(top, fields)
-            dropped += gone
-        t4 = time.perf_counter()
-        out = dict(response)
-        out["hits"] = dict(response["hits"])
-        out["hits"]["hits"] = top
-        out["hits"]["max_score"] = top[0]["_score"] if top else None
-        out["_esbridge"] = self._meta(prepared, len(hits), dropped=dropped)
-        self.last = RerankStats(analyze=t1 - t0, first_stage=t2 - t1,
-                                features=feature_time, scoring=t3 - t2 - feature_time,
-                                fetch_source=t4 - t3, candidates=len(hits),
-                                dropped_terms=prepared.dropped)
-        return out
-
-    def _search_augmented_plan(self, query_text: str, size: int, *, filter: Any, fields: Sequence[str] | None,
-                               explain: bool, window: int | None, augmentations: Any,
-                               original_weight: float) -> Plan[dict[str, Any]]:
-        window = max(self.window if window is None else window, size)
         inline_source = window <= INLINE_SOURCE_WINDOW
         source: Any = self._source_filter(fields) if inline_source else False
         t0 = time.perf_counter()
@@ -466,33 +421,40 @@ class RerankerCore:
             if augmentations is not None else ()
         t1 = time.perf_counter()
         prepared = yield from self._analyze_plan(query_text)
-        variants = yield from self._analyze_variants_plan(checked)
+        variants = (yield from self._analyze_variants_plan(checked)) if augmented else None
         t2 = time.perf_counter()
-        union = yield from self._fetch_union_plan(
-            [(prepared, query_text), *((v, text) for (v, _), (text, _) in zip(variants, checked))],
-            window=window, filter=filter, source=source)
+        ranks: list[dict[str, int]] | None = None
+        if variants is None:
+            response = yield from self._fetch_candidates_plan(prepared, query_text, window=window, filter=filter,
+                                                              source=source)
+            hits = response["hits"]["hits"]
+        else:
+            # the candidates of the query and of every variant, one _msearch; the response's shell is the query's
+            union = yield from self._fetch_union_plan(
+                [(prepared, query_text), *((v, text) for (v, _), (text, _) in zip(variants, checked))],
+                window=window, filter=filter, source=source)
+            response, hits, ranks = union.responses[0], union.hits, union.ranks
         t3 = time.perf_counter()
         if inline_source and not fields:
-            self._drop_vectors(union.hits)
+            self._drop_vectors(hits)
         reranked, feature_time, dropped = yield from self._rerank_hits_plan(
-            prepared, union.hits, explain, stats_validated=True, variants=variants,
-            original_weight=original_weight, ranks=union.ranks, limit=size)
+            prepared, hits, explain, stats_validated=True, variants=variants, original_weight=w0, ranks=ranks,
+            limit=size)
         t4 = time.perf_counter()
         top = reranked[:size]
         if not inline_source:
             top, gone = yield from self._with_sources_plan(top, fields)
             dropped += gone
         t5 = time.perf_counter()
-        first = union.responses[0]
-        out = dict(first)
-        out["hits"] = dict(first["hits"])
+        out = dict(response)
+        out["hits"] = dict(response["hits"])
         out["hits"]["hits"] = top
         out["hits"]["max_score"] = top[0]["_score"] if top else None
-        out["_esbridge"] = self._meta(prepared, len(union.hits), variants=variants, original_weight=original_weight,
+        out["_esbridge"] = self._meta(prepared, len(hits), variants=variants, original_weight=w0,
                                       texts=[text for text, _ in checked], dropped=dropped)
         self.last = RerankStats(analyze=t2 - t1, first_stage=t3 - t2, features=feature_time,
                                 scoring=t4 - t3 - feature_time, fetch_source=t5 - t4,
-                                candidates=len(union.hits), dropped_terms=prepared.dropped, augment=t1 - t0)
+                                candidates=len(hits), dropped_terms=prepared.dropped, augment=t1 - t0)
         return out
 
     def _rescore_plan(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
@@ -545,10 +507,9 @@ class RerankerCore:
     _concrete: set[str] | None = None
 
     def _same_index_plan(self, name: str) -> Plan[bool]:
+        """Whether ``name`` is (one of) the concrete index(es) the reranker's index names."""
         if self._concrete is None:
-            resp = yield Call("GET", f"/{path_segment(self.index, patterns=True)}/_settings/index.uuid",
-                              context=f"resolving {self.index!r}")
-            self._concrete = set(resp)
+            self._concrete = set((yield from uuids_plan(self.index)))
         return name in self._concrete
 
     def _meta(self, prepared: AnalyzedQuery, n: int, *,
@@ -571,28 +532,43 @@ class RerankerCore:
                 for i, (v, w) in enumerate(variants)]
         return meta
 
+    def _rank_plan(self, query: str | AnalyzedQuery, candidates: Sequence[Mapping[str, Any] | str], *,
+                   variants: Sequence[tuple[AnalyzedQuery | str, float]] | None = None,
+                   original_weight: float = 1.0, stats_validated: bool = False) -> Plan[Ranking]:
+        """The one ranking path: candidates → features → scores → :class:`Ranking`
+        (:func:`~esbridge.rerank.candidates.rank_order`: equal scores keep the candidates' order)."""
+        prepared = query if isinstance(query, AnalyzedQuery) else (yield from self._analyze_plan(query))
+        ids, versions = candidate_keys(candidates)
+        if not ids:
+            return Ranking.of([], [])
+        if variants is None:
+            result, found = yield from self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated)
+        else:
+            analysed = []
+            for v, w in variants:
+                analysed.append((v if isinstance(v, AnalyzedQuery) else (yield from self._analyze_plan(v)),
+                                 check_weight(w, "variant weight")))
+            result, found = yield from self._score_augmented_plan(
+                prepared, analysed, ids, versions, original_weight=check_weight(original_weight, "original_weight"),
+                stats_validated=stats_validated)
+        return Ranking.of(ids, result, found)
+
     def _rerank_hits_plan(self, prepared: AnalyzedQuery, hits: list[dict[str, Any]],
                           explain: bool, *, stats_validated: bool = False,
                           variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
                           ranks: Sequence[Mapping[str, int]] | None = None, limit: int | None = None,
                           ) -> Plan[tuple[list[dict[str, Any]], float, list[dict[str, Any]]]]:
-        """The hits reranked (the first ``limit`` of them, if given), the seconds their
-        features and scores took, and the hits left out because the engine no longer holds
-        them (deleted since the search: :func:`~esbridge.rerank.candidates.dropped_hit`)."""
+        """The hits reranked (:meth:`_rank_plan`; the first ``limit`` of them, if given), the
+        seconds their features and scores took, and the hits left out because the engine no
+        longer holds them (deleted since the search: :func:`~esbridge.rerank.candidates.dropped_hit`)."""
         if not hits:
             return [], 0.0, []
-        ids = [str(h["_id"]) for h in hits]
-        versions = [hit_version(h) for h in hits]
         t0 = time.perf_counter()
-        if variants is None:
-            result, found = yield from self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated)
-        else:
-            result, found = yield from self._score_augmented_plan(
-                prepared, variants, ids, versions, original_weight=original_weight, stats_validated=stats_validated)
+        ranking = yield from self._rank_plan(prepared, hits, variants=variants, original_weight=original_weight,
+                                             stats_validated=stats_validated)
         feature_time = time.perf_counter() - t0
-        gone = [dropped_hit(h, "deleted") for h, ok in zip(hits, found) if not ok]
-        reranked = reorder_hits(hits, result, explain=explain, ranks=ranks, limit=limit, keep=found)
-        return reranked, feature_time, gone
+        gone = [dropped_hit(h, "deleted") for h, ok in zip(hits, ranking.found) if not ok]
+        return reorder_hits(hits, ranking, explain=explain, ranks=ranks, limit=limit), feature_time, gone
 
     def _with_sources_plan(self, hits: list[dict[str, Any]],
                            fields: Sequence[str] | None) -> Plan[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:

@@ -7,7 +7,10 @@
 * :meth:`Reranker.rescore` does the same to any Elasticsearch or OpenSearch search
   response: the top ``window_size`` hits are reordered, the hits beyond the window keep
   their order and scores below them, as the engine's own rescore API does.
-* Both take ``augmentations``: weighted variants of the query (or an
+* :meth:`Reranker.rank` ranks a candidate set (hits or ids): the one path from candidates to
+  a ranking, which ``search``, ``rescore``, evaluation, the hybrid pipeline and the demo all
+  take; equal scores keep the candidates' (first-stage) order.
+* ``search`` and ``rescore`` take ``augmentations``: weighted variants of the query (or an
   :class:`~esbridge.augment.Augmenter` that makes them), scored with the same scorer over the
   same candidates and added with their weights (weighted query augmentation,
   docs/scoring.md §4.6).  ``search`` then finds the candidates of the query and of every
@@ -29,7 +32,7 @@ from esbridge.engine.client import Engine
 from esbridge.engine.plan import Plan, run
 from esbridge.features.cache import DocVersion
 from esbridge.rerank.augmentation import Augmentation
-from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion
+from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion, Ranking
 from esbridge.rerank.pipeline import RerankerCore
 from esbridge.scoring import ScoreResult, ScoringInput
 
@@ -39,6 +42,9 @@ T = TypeVar("T")
 @dataclass
 class Reranker(RerankerCore):
     """Exact rescoring of an engine's candidates with one of esbridge's scorers.
+
+    Every ranking orders by score descending; equal scores keep the first stage's order
+    (:meth:`rank`).
 
     Args:
         engine: the connected engine.
@@ -135,6 +141,43 @@ class Reranker(RerankerCore):
         return self._run(self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated))
 
     # ---- public API --------------------------------------------------------------------
+
+    def rank(self, query: str | AnalyzedQuery, candidates: Sequence[Mapping[str, Any] | str], *,
+             variants: Sequence[tuple[AnalyzedQuery | str, float]] | None = None, original_weight: float = 1.0,
+             stats_validated: bool = False) -> Ranking:
+        """Rank a candidate set: the one path every command ranks through (search, rescore,
+        eval and run, the hybrid pipeline's lexical strategy, feature export, the demo).
+
+        The candidates' features are fetched (term vectors, index-wide statistics:
+        :meth:`scoring_input`), scored with the reranker's scorer and ordered by score
+        descending; **equal scores keep the order the candidates were given in** — the first
+        stage's (:func:`~esbridge.rerank.candidates.rank_order`).  A candidate the engine no
+        longer holds (deleted since it was found) is left out of the ranking and listed in
+        ``dropped``.
+
+        Args:
+            query: the query text (analysed by the index's analyzers) or an analysed query
+                (:meth:`analyze`).
+            candidates: first-stage hits (their ``_seq_no``/``_primary_term`` key the feature
+                caches) or document ids.
+            variants: weighted variants of the query, ``[(text or analysed query, weight), ...]``:
+                a candidate's score is ``original_weight · score(query) + Σ_i w_i ·
+                score(variant_i)`` (weighted query augmentation, docs/scoring.md §4.6).
+            original_weight: the query's weight ``w_0`` with ``variants``.
+            stats_validated: the statistics of the query's terms were validated moments ago
+                (:meth:`fetch_candidates` does it while the first stage runs).
+
+        Returns:
+            A :class:`~esbridge.rerank.candidates.Ranking`: ids and scores best first, their
+            positions among the candidates, which were found, and every candidate's score
+            parts (in the candidates' order).
+
+        Raises:
+            ConfigurationError: a candidate that is neither a hit nor an id, a weight that is
+                not a finite number >= 0.
+        """
+        return self._run(self._rank_plan(query, candidates, variants=variants, original_weight=original_weight,
+                                         stats_validated=stats_validated))
 
     def search(self, query_text: str, size: int = 10, *, filter: Any = None,
                fields: Sequence[str] | None = None, explain: bool = False,
@@ -243,3 +286,28 @@ class Reranker(RerankerCore):
 
     def _attach_sources(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> None:
         self._run(self._attach_sources_plan(hits, fields))
+
+
+class SharedAnalysis:
+    """Analysed queries shared between rerankers whose channels they cover (one analysis
+    of a query serves every reranker that reads no channel beyond it)."""
+
+    def __init__(self, rerankers: Sequence[Reranker]) -> None:
+        # analyse with the reranker that reads the most channels first; others reuse it
+        self.order = sorted(rerankers, key=lambda r: -len(r.channels))
+
+    def analyse(self, text: str) -> dict[str, AnalyzedQuery]:
+        """``text`` analysed for each reranker, by scorer name."""
+        done: list[tuple[frozenset[str], AnalyzedQuery]] = []
+        out: dict[str, AnalyzedQuery] = {}
+        for rr in self.order:
+            need = frozenset({"base", *rr.channels})
+            for have, prepared in done:
+                if need <= have:
+                    out[rr.scorer] = prepared
+                    break
+            else:
+                prepared = rr.analyze(text)
+                done.append((frozenset(prepared.query), prepared))
+                out[rr.scorer] = prepared
+        return out

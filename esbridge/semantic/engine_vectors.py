@@ -30,8 +30,8 @@ import numpy as np
 from esbridge.engine.calls import ndjson_lines, path_segment, raise_mget_errors
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EsbridgeError
-from esbridge.features.cache import index_state
 from esbridge.index.definitions import index_meta
+from esbridge.index.facts import index_state
 from esbridge.semantic.cache import EmbeddingCache, Encoder
 from esbridge.semantic.text import document_text
 from esbridge.semantic.vectors import SemanticHits, SemanticIndex, VectorIndex

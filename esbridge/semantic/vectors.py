@@ -34,7 +34,7 @@ of the benchmark machine: about 19 ms for 100,000 documents of dimension 384, to
 included; it grows linearly with ``N``).
 
 Freshness: the vectors record the index state (document counts and indexing and
-deletion totals, :func:`esbridge.features.cache.index_state`) they were built
+deletion totals, :func:`esbridge.index.facts.index_state`) they were built
 at.  :meth:`VectorIndex.open` checks it (at most every ``check_interval``
 seconds) and, if the index changed, re-reads the documents' text with a scroll
 and embeds only texts the embedding cache has not seen.
@@ -54,25 +54,14 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.calls import path_segment
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
-from esbridge.features.cache import index_state
 from esbridge.home import cache_dir
+from esbridge.index.facts import concrete_index, index_state
 from esbridge.semantic.cache import EmbeddingCache, Encoder, WindowEncoder
 from esbridge.semantic.text import document_text
 
-__all__ = ["SemanticHits", "SemanticIndex", "VectorIndex", "index_uuid"]
-
-
-def index_uuid(engine: Engine, index: str) -> tuple[str, str]:
-    """``(concrete index name, UUID)`` of ``index`` (an index or an alias of one index)."""
-    resp = engine.request("GET", f"/{path_segment(index, patterns=True)}/_settings/index.uuid", context=f"resolving {index!r}")
-    if len(resp) != 1:
-        raise ConfigurationError(
-            f"{index!r} names {len(resp)} indices ({', '.join(sorted(resp))}); semantic search needs one index")
-    name, spec = next(iter(resp.items()))
-    return str(name), str(spec["settings"]["index"]["uuid"])
+__all__ = ["SemanticHits", "SemanticIndex", "VectorIndex"]
 
 
 def _scroll_sources(engine: Engine, index: str, fields: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -120,7 +109,7 @@ class VectorIndex(SemanticIndex):
         self.cache = cache or EmbeddingCache.for_encoder(encoder, home)
         self.check_interval = check_interval
         self.progress = progress
-        self.concrete, self.uuid = index_uuid(engine, index)
+        self.concrete, self.uuid = concrete_index(engine, index, purpose="semantic search")
         self.path = (home or cache_dir()) / "vectors" / self.uuid / encoder.cache_id
         #: documents score by their best window (the encoder must have windows)
         self.windows = bool(windows) and hasattr(encoder, "windows") and hasattr(encoder, "encode_ids")

@@ -10,9 +10,10 @@ import pytest
 
 from esbridge.engine.client import Engine
 from esbridge.features.build import build_store
-from esbridge.features.cache import TermVectorCache, index_identity
+from esbridge.features.cache import TermVectorCache
 from esbridge.features.diskstore import DiskVectorStore
 from esbridge.index import IndexLayout, create_index
+from esbridge.index.facts import index_identity
 from esbridge.rerank import Reranker
 from tests.cli import run
 from tests.engine.concurrency import race

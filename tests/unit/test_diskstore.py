@@ -216,7 +216,8 @@ def test_unwritable_folder_is_named(tmp_path: Path) -> None:
 
 def test_engine_time_values_read_as_seconds() -> None:
     from esbridge.errors import ConfigurationError
-    from esbridge.features.cache import StatsCache, parse_time_value
+    from esbridge.features.cache import StatsCache
+    from esbridge.index.facts import parse_time_value
 
     assert [parse_time_value(v) for v in ("1s", "500ms", "2m", "1h", "-1", " 30S ", "1500micros")] == \
         pytest.approx([1.0, 0.5, 120.0, 3600.0, 0.0, 30.0, 0.0015])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from esbridge.evaluation.metrics import FastJudge, combined_score, mean_metrics, per_query_metrics
-from esbridge.evaluation.runner import rank_by_score
+from esbridge.rerank import Ranking
 
 QRELS = {
     "q1": {"a": 2, "b": 1, "c": 0, "z": 1},  # z is never retrieved
@@ -53,11 +53,12 @@ def test_combined_score() -> None:
     assert combined_score(0.5, 1.0) == pytest.approx(0.6)
 
 
-def test_rank_by_score_breaks_ties_by_id() -> None:
-    ids, scores = rank_by_score(["d3", "d1", "d2", "d0"], [1.0, 2.0, 1.0, 1.0])
-    assert ids == ["d1", "d0", "d2", "d3"]
-    assert scores == [2.0, 1.0, 1.0, 1.0]
-    assert rank_by_score([], []) == ([], [])
+def test_ranking_keeps_the_candidates_order_on_ties() -> None:
+    ranking = Ranking.of(["d3", "d1", "d2", "d0"], [1.0, 2.0, 1.0, 1.0])
+    assert ranking.ids == ["d1", "d3", "d2", "d0"]
+    assert ranking.scores.tolist() == [2.0, 1.0, 1.0, 1.0]
+    assert ranking.order.tolist() == [1, 0, 2, 3]
+    assert Ranking.of([], []).ids == []
 
 
 def test_fast_judge_matches_ir_measures() -> None:
@@ -69,7 +70,7 @@ def test_fast_judge_matches_ir_measures() -> None:
         scores = np.round(rng.normal(size=n), 1)  # many ties
         judge = FastJudge.build(cands, judged)
         nd, rc = judge.ndcg10_recall(scores, k=100)
-        ranked, _ = rank_by_score(cands, scores)
+        ranked = Ranking.of(cands, scores).ids
         assert [cands[i] for i in judge.ranking(scores)] == ranked
         pq = per_query_metrics({"q": judged}, {"q": ranked})["q"]
         assert nd == pytest.approx(pq["ndcg@10"], abs=1e-12), trial

@@ -8,7 +8,7 @@ import pytest
 from esbridge.errors import ConfigurationError
 from esbridge.features.termvectors import FieldStats, QueryChannel
 from esbridge.index.definitions import IndexLayout
-from esbridge.rerank.candidates import AnalyzedQuery, reorder_hits, union_of
+from esbridge.rerank.candidates import AnalyzedQuery, Ranking, reorder_hits, union_of
 from esbridge.rerank.first_stage import (
     MAX_FIRST_STAGE_TERMS,
     FirstStage,
@@ -83,7 +83,8 @@ def test_union_and_reordering() -> None:
     assert [h["_id"] for h in union.hits] == ["x", "y", "z"]
     assert union.ranks == [{"x": 1, "y": 2}, {"z": 1, "x": 2}]
     result = ScoreResult(scores=np.array([1.0, 5.0, 1.0]), parts={"p": np.array([0.1, 0.2, 0.3])})
-    out = reorder_hits(union.hits, result, explain=True, ranks=union.ranks)
+    ranking = Ranking.of([h["_id"] for h in union.hits], result)
+    out = reorder_hits(union.hits, ranking, explain=True, ranks=union.ranks)
     assert [h["_id"] for h in out] == ["y", "x", "z"]  # ties keep the first-stage order
     assert out[0]["_esbridge"] == {"first_stage_score": 2.0, "first_stage_rank": 2, "variant_ranks": {},
                                    "parts": {"p": 0.2}}
@@ -91,4 +92,4 @@ def test_union_and_reordering() -> None:
     assert out[2]["_esbridge"]["variant_ranks"] == {"1": 1}
     # a search keeps only its top hits: the same hits, annotated alike, none beyond them
     for limit in (0, 1, 2, 3, 5):
-        assert reorder_hits(union.hits, result, explain=True, ranks=union.ranks, limit=limit) == out[:limit]
+        assert reorder_hits(union.hits, ranking, explain=True, ranks=union.ranks, limit=limit) == out[:limit]
