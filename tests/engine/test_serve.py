@@ -31,7 +31,8 @@ from opensearchpy import NotFoundError, OpenSearch
 
 from esbridge.engine.client import Engine
 from esbridge.rerank import Reranker
-from esbridge.serve import Server, parse_config, serve
+from esbridge.serve import parse_config, serve
+from esbridge.serve.server import Server
 from tests.smallindex import create_small_index, sample_collection
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,16 +10,10 @@ import pytest
 
 from esbridge.engine.client import ConnectionOptions
 from esbridge.errors import ConfigurationError
-from esbridge.serve import (
-    IndexConfig,
-    Metrics,
-    Server,
-    _Refused,
-    load_config,
-    parse_config,
-    query_text,
-    read_search,
-)
+from esbridge.serve import IndexConfig, load_config, parse_config
+from esbridge.serve.metrics import Metrics
+from esbridge.serve.search import _Refused, query_text, read_search
+from esbridge.serve.server import Server
 from tests.cli import run
 
 

@@ -1,0 +1,305 @@
+"""What a search of a reranked index asks, and esbridge's answers in the engine's shape.
+
+A search may override its index's configuration with ``"ext": {"esbridge": {...}}`` in its body
+(:data:`EXT_KEYS`), which the cluster never sees.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, EsbridgeError
+from esbridge.serve.config import MODES, IndexConfig, _pipeline_params
+
+__all__ = ["SearchRequest", "error_body", "query_text", "read_search", "engine_shaped", "EXT_KEYS"]
+
+#: The keys of ``ext.esbridge`` in a search body.
+EXT_KEYS = ("rerank", "explain", "window", "scorer", "mode", "query", "pipeline")
+#: Body keys a search of a ``search``-mode index may have (the rest needs the engine's own query).
+SEARCH_BODY_KEYS = ("query", "size", "from", "_source", "ext")
+#: Query-string parameters such a search may have.
+SEARCH_PARAMS = ("size", "from", "q")
+#: Query clauses whose ``query`` is a text: the text reranked in ``search`` mode.
+TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
+
+
+# ---- errors in the engine's shape -----------------------------------------------------------
+
+class _Refused(Exception):
+    """A request esbridge answers itself with an engine-shaped error."""
+
+    def __init__(self, status: int, reason: str, error_type: str = "illegal_argument_exception") -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.error_type = error_type
+
+
+def error_body(status: int, reason: str, error_type: str) -> dict[str, Any]:
+    """An error body as the engine writes its own."""
+    cause = {"type": error_type, "reason": reason}
+    return {"error": {"root_cause": [cause], **cause}, "status": status}
+
+
+def _engine_answer(err: EsbridgeError) -> tuple[int, Any]:
+    """The status and body answering an esbridge error: the engine's own where it refused a request."""
+    if isinstance(err, EngineUnavailableError):
+        return 502, error_body(502, str(err), "esbridge_engine_unavailable_exception")
+    if isinstance(err, EngineError) and err.status is not None and isinstance(err.body, Mapping) \
+            and "error" in err.body:
+        return err.status, err.body
+    if isinstance(err, EngineError) and err.status is not None:
+        return err.status, error_body(err.status, str(err), err.error_type or "esbridge_exception")
+    if isinstance(err, ConfigurationError):
+        return 400, error_body(400, str(err), "illegal_argument_exception")
+    return 500, error_body(500, str(err), "esbridge_exception")
+
+
+# ---- what a search asks ---------------------------------------------------------------------
+
+@dataclass
+class SearchRequest:
+    """A search of a reranked index, as esbridge reads it."""
+
+    index: str
+    config: IndexConfig
+    body: dict[str, Any]            # without ext.esbridge
+    text: str | None
+    filter: list[Any]
+    size: int
+    from_: int
+    explain: bool
+    window: int
+    source: Any
+    params: dict[str, str] = field(default_factory=dict)   # the query string's, but size and from
+
+
+def _whole(value: Any, name: str, minimum: int = 0) -> int:
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _Refused(400, f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def query_text(query: Any) -> tuple[str | None, list[Any]]:
+    """The text a query searches and the clauses that only restrict it: a ``match``,
+    ``multi_match``, ``query_string`` or ``simple_query_string`` clause, alone or as the one
+    scoring clause (``must``/``should``) of a ``bool`` whose other clauses (``filter``,
+    ``must_not``) become the filter; ``match_all`` or no query: no text."""
+    if query is None:
+        return None, []
+    if not isinstance(query, Mapping) or len(query) != 1:
+        raise _Refused(400, "query must be an object with one clause")
+    (kind, clause), = query.items()
+    if kind == "match_all":
+        return None, []
+    if kind in TEXT_QUERIES:
+        if not isinstance(clause, Mapping):
+            raise _Refused(400, f"[{kind}] must be an object")
+        if kind == "match":
+            if len(clause) != 1:
+                raise _Refused(400, "[match] must name one field")
+            (_, spec), = clause.items()
+            text = spec.get("query") if isinstance(spec, Mapping) else spec
+        else:
+            text = clause.get("query")
+        if not isinstance(text, str):
+            raise _Refused(400, f"the text of [{kind}] must be a string, got {text!r}")
+        return text, []
+    if kind == "bool" and isinstance(clause, Mapping):
+        def listed(key: str) -> list[Any]:
+            value = clause.get(key, [])
+            return list(value) if isinstance(value, list) else [value]
+
+        unknown = [k for k in clause if k not in ("must", "should", "filter", "must_not")]
+        if unknown:
+            raise _Refused(400, f"esbridge reranks a [bool] of must, should, filter and must_not; "
+                                f"[{unknown[0]}] is not supported")
+        scoring = listed("must") + listed("should")
+        if len(scoring) != 1:
+            raise _Refused(400, f"esbridge reranks a [bool] with one scoring clause (must or should) holding the "
+                                f"query text; this one has {len(scoring)}")
+        text, inner = query_text(scoring[0])
+        filters = inner + listed("filter")
+        if clause.get("must_not"):
+            filters.append({"bool": {"must_not": listed("must_not")}})
+        return text, filters
+    raise _Refused(400, f"esbridge reranks the text of a {', '.join(TEXT_QUERIES)} or bool query; a [{kind}] "
+                        "query has none: give the text as ext.esbridge.query (the query then only filters), "
+                        "or set the index's mode to rescore")
+
+
+def read_search(index: str, config: IndexConfig, body: Any, params: Mapping[str, str]) -> SearchRequest | None:
+    """What a search of ``index`` asks; ``None`` when it asks not to be reranked
+    (``ext.esbridge.rerank`` false).  ``body`` keeps everything but ``ext.esbridge``."""
+    if body is None:
+        body = {}
+    if not isinstance(body, Mapping):
+        raise _Refused(400, "the search body must be a JSON object")
+    body = dict(body)
+    ext = body.get("ext")
+    opts: Mapping[str, Any] = {}
+    if isinstance(ext, Mapping) and "esbridge" in ext:
+        opts = ext["esbridge"]
+        rest = {k: v for k, v in ext.items() if k != "esbridge"}
+        if rest:
+            body["ext"] = rest
+        else:
+            del body["ext"]
+        if not isinstance(opts, Mapping):
+            raise _Refused(400, "ext.esbridge must be an object")
+        unknown = [k for k in opts if k not in EXT_KEYS]
+        if unknown:
+            raise _Refused(400, f"ext.esbridge.{unknown[0]} is not an option; the options are {', '.join(EXT_KEYS)}")
+    if opts.get("rerank", True) is False:
+        return None
+    for key in ("rerank", "explain"):
+        if not isinstance(opts.get(key, False), bool):
+            raise _Refused(400, f"ext.esbridge.{key} must be true or false, got {opts[key]!r}")
+    if "scorer" in opts:
+        from esbridge.scoring import get_scorer
+
+        try:
+            get_scorer(opts["scorer"]) if isinstance(opts["scorer"], str) else None
+        except ConfigurationError as err:
+            raise _Refused(400, f"ext.esbridge.scorer: {err}") from None
+        if not isinstance(opts["scorer"], str):
+            raise _Refused(400, f"ext.esbridge.scorer must be a scorer's name, got {opts['scorer']!r}")
+        config = replace(config, scorer=opts["scorer"], params=None)
+    if "mode" in opts:
+        if opts["mode"] not in MODES:
+            raise _Refused(400, f"ext.esbridge.mode must be one of {', '.join(MODES)}, got {opts['mode']!r}")
+        config = replace(config, mode=opts["mode"])
+    if "pipeline" in opts:
+        if not isinstance(opts["pipeline"], bool):
+            raise _Refused(400, f"ext.esbridge.pipeline must be true or false, got {opts['pipeline']!r}")
+        if opts["pipeline"] and config.pipeline is None:
+            config = replace(config, pipeline=_pipeline_params(config.scorer, config.window, {}), mode="search")
+        elif not opts["pipeline"]:
+            config = replace(config, pipeline=None)
+    if config.pipeline is not None:
+        fixed = [k for k in ("window", "scorer", "mode") if k in opts]
+        if fixed:
+            raise _Refused(400, f"ext.esbridge.{fixed[0]} cannot be given to the hybrid pipeline of [{index}]: "
+                                "set it in the configuration's pipeline_params")
+    window = _whole(opts.get("window", config.window), "ext.esbridge.window", 1)
+    unknown_params = [k for k in params if k not in SEARCH_PARAMS]
+    if config.mode == "search":
+        if unknown_params:
+            raise _Refused(400, f"esbridge reranks searches of [{index}] with the parameters "
+                                f"{', '.join(SEARCH_PARAMS)}; [{unknown_params[0]}] is not supported (set "
+                                "ext.esbridge.rerank to false to send the search to the engine as it is)")
+        unknown = [k for k in body if k not in SEARCH_BODY_KEYS]
+        if unknown:
+            raise _Refused(400, f"esbridge reranks searches of [{index}] with {', '.join(SEARCH_BODY_KEYS)}; "
+                                f"[{unknown[0]}] is not supported (set ext.esbridge.rerank to false to send the "
+                                "search to the engine as it is, or the index's mode to rescore)")
+    elif "sort" in body or "scroll" in params:
+        raise _Refused(400, f"a {'sorted' if 'sort' in body else 'scrolled'} search of [{index}] cannot be "
+                            "reranked (set ext.esbridge.rerank to false)")
+    size = _whole(params.get("size", body.get("size", 10)), "size")
+    from_ = _whole(params.get("from", body.get("from", 0)), "from")
+    explicit = opts.get("query")
+    if explicit is not None and not isinstance(explicit, str):
+        raise _Refused(400, f"ext.esbridge.query must be a string, got {explicit!r}")
+    text: str | None = explicit
+    if explicit is not None:
+        filters = [body["query"]] if config.mode == "search" and body.get("query") is not None else []
+    elif body.get("query") is None and "q" in params:  # a URI search
+        text, filters = params["q"], []
+    else:
+        text, filters = query_text(body.get("query"))
+    if text is None and config.mode == "search":
+        raise _Refused(400, f"a search of [{index}] needs a query text to rerank: a match, multi_match, "
+                            "query_string or simple_query_string query, the q parameter, or ext.esbridge.query")
+    return SearchRequest(index=index, config=config, body=body, text=text, filter=filters, size=size,
+                         from_=from_, explain=bool(opts.get("explain", False)), window=window,
+                         source=body.get("_source"),
+                         params={k: v for k, v in params.items() if k not in ("size", "from")})
+
+
+def _fields_of(source: Any) -> list[str] | None:
+    if source is None or source is True:
+        return None
+    if isinstance(source, str):
+        return [source]
+    if isinstance(source, list) and all(isinstance(f, str) for f in source):
+        return list(source)
+    if source is False:
+        return None
+    raise _Refused(400, "_source of a reranked search must be true, false, a field name or a list of them")
+
+
+def engine_shaped(response: dict[str, Any], req: SearchRequest, took: float) -> dict[str, Any]:
+    """esbridge's response as the engine's: hits ``from`` to ``from + size``, ``took`` the whole
+    request's milliseconds, esbridge's details (``_esbridge``) only with ``explain``."""
+    out = dict(response)
+    out["took"] = int(round(took * 1000))
+    hits = dict(out["hits"])
+    page = []
+    for h in hits["hits"][req.from_:req.from_ + req.size]:
+        h = dict(h)
+        if not req.explain:
+            h.pop("_esbridge", None)
+        if req.source is False:
+            h.pop("_source", None)
+        page.append(h)
+    hits["hits"] = page
+    out["hits"] = hits
+    if not req.explain:
+        out.pop("_esbridge", None)
+    return out
+
+
+# ---- bodies without ext.esbridge, and _msearch ----------------------------------------------
+
+def _strip_ext(body: Any) -> bytes | None:
+    """The search body without ``ext.esbridge`` (the engine knows no such extension)."""
+    if not isinstance(body, Mapping):
+        return None
+    body = dict(body)
+    ext = body.get("ext")
+    if isinstance(ext, Mapping) and "esbridge" in ext:
+        rest = {k: v for k, v in ext.items() if k != "esbridge"}
+        if rest:
+            body["ext"] = rest
+        else:
+            del body["ext"]
+    return json.dumps(body).encode()
+
+
+def _strip_ext_line(line: bytes) -> bytes:
+    return _strip_ext(json.loads(line)) or line
+
+
+def _strip_msearch_ext(raw: bytes) -> bytes:
+    lines = [ln for ln in raw.split(b"\n") if ln.strip()]
+    return b"".join((ln if i % 2 == 0 else _strip_ext_line(ln)) + b"\n" for i, ln in enumerate(lines))
+
+
+def _read_msearch(index: str, config: IndexConfig, raw: bytes,
+                  params: Mapping[str, str]) -> list[SearchRequest | None | _Refused]:
+    """Each search of an ``_msearch`` body: what it asks, ``None`` (pass it on), or why it is refused."""
+    if params:
+        raise _Refused(400, f"esbridge reranks _msearch of [{index}] without parameters; "
+                            f"[{next(iter(params))}] is not supported")
+    lines = [ln for ln in raw.split(b"\n") if ln.strip()]
+    if len(lines) % 2:
+        raise _Refused(400, "an _msearch body is pairs of lines (header, search); the last search is missing")
+    out: list[SearchRequest | None | _Refused] = []
+    for i in range(0, len(lines), 2):
+        header = json.loads(lines[i])
+        if not isinstance(header, Mapping):
+            raise _Refused(400, f"line {i + 1} of the _msearch body must be a JSON object")
+        if header.get("index", index) != index or any(k != "index" for k in header):
+            raise _Refused(400, f"line {i + 1} of the _msearch body: esbridge reranks an _msearch of [{index}] "
+                                "whose headers name no other index and no other option")
+        try:
+            out.append(read_search(index, config, json.loads(lines[i + 1]), {}))
+        except _Refused as err:
+            out.append(err)
+    return out

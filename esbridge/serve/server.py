@@ -1,0 +1,470 @@
+"""The server of ``esbridge serve``: an aiohttp application answering every request, the searches
+of the configured indices reranked (:class:`Server`, :func:`build_app`, :func:`serve`)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import signal
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from esbridge.engine.calls import forwarded_headers, path_segment
+from esbridge.errors import ConfigurationError, EngineError, EsbridgeError
+from esbridge.serve.config import IndexConfig, ServeConfig
+from esbridge.serve.metrics import Metrics
+from esbridge.serve.search import (
+    SearchRequest,
+    _engine_answer,
+    _fields_of,
+    _read_msearch,
+    _Refused,
+    _strip_ext,
+    _strip_ext_line,
+    _strip_msearch_ext,
+    engine_shaped,
+    error_body,
+    read_search,
+)
+
+if TYPE_CHECKING:
+    from aiohttp import ClientSession, web
+
+    from esbridge.aio import AsyncEngine, AsyncReranker
+    from esbridge.engine.client import Engine
+    from esbridge.engine.connection import ConnectionOptions
+    from esbridge.hybrid.pipeline import HybridSearcher
+
+__all__ = ["Server", "build_app", "serve"]
+
+#: The server's own lines (listening, the cluster it reranks on, stopping).
+log = logging.getLogger("esbridge.serve")
+#: One line per request answered: method, path (no query string), status, milliseconds, handling.
+access_log = logging.getLogger("esbridge.serve.access")
+
+#: Request headers that concern one connection only (RFC 9110 §7.6.1), not passed on; nor ``host``.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                        "trailers", "transfer-encoding", "upgrade", "host", "expect"})
+#: The engine clients' loggers: their records hold the URLs and bodies of the requests they send
+#: (query texts), so they are kept at WARNING while the server runs.
+CLIENT_LOGGERS = ("opensearch", "opensearchpy.trace", "elasticsearch", "elasticsearch.trace", "elastic_transport")
+
+
+def _tls_context(options: ConnectionOptions) -> ssl.SSLContext | None:
+    """The TLS settings of the connections to an ``https`` cluster, as the engine clients have them."""
+    if not any(u.startswith("https:") for u in options.urls):
+        return None
+    context = ssl.create_default_context(cafile=options.ca_certs)
+    if not options.verify_certs:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _without_credentials(options: ConnectionOptions) -> ConnectionOptions:
+    """``options`` holding no credentials (the server passes on each request's own)."""
+    for url in options.urls:
+        if urlsplit(url).username is not None:
+            raise ConfigurationError("esbridge serve passes on each request's own credentials and holds none: "
+                                     "give the cluster's URL without user:password in it")
+    return replace(options, username=None, password=None, api_key=None)
+
+
+class Server:
+    """The application's state: the cluster's URLs, one HTTP session for what passes through, one
+    :class:`AsyncEngine` (connected at start, or with the first request's credentials where the
+    cluster asks for them) and a reranker per index and setting."""
+
+    def __init__(self, options: ConnectionOptions, config: ServeConfig, *, max_concurrency: int = 64,
+                 request_timeout: float = 60.0, max_search_body: int = 16 * 1024 * 1024) -> None:
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ConfigurationError(f"--max-concurrency must be a whole number >= 1, got {max_concurrency!r}")
+        if not request_timeout > 0:
+            raise ConfigurationError(f"--request-timeout must be > 0 seconds, got {request_timeout}")
+        # a connection to the cluster for each request answered at once
+        self.options = replace(_without_credentials(options), connections=max(options.connections, max_concurrency))
+        self.config = config
+        self.max_concurrency = max_concurrency
+        self.request_timeout = request_timeout
+        #: the largest body of a search esbridge reranks (read whole); what passes through is streamed
+        self.max_search_body = max_search_body
+        self.metrics = Metrics()
+        self._urls = itertools.cycle(self.options.urls)
+        self._limit: asyncio.Semaphore | None = None
+        self._session: ClientSession | None = None
+        self._engine: AsyncEngine | None = None
+        self._connecting: asyncio.Lock | None = None
+        self._rerankers: dict[tuple[str, IndexConfig], AsyncReranker] = {}
+        self._client_log_levels: dict[str, int] = {}
+        #: the hybrid pipeline runs with blocking requests, on worker threads: its engine and searchers
+        self._sync_engine: Engine | None = None
+        self._searchers: dict[tuple[str, IndexConfig], tuple[HybridSearcher, threading.Lock]] = {}
+        self._sync_lock = threading.Lock()
+
+    # -- lifecycle
+
+    async def start(self, app: web.Application) -> None:
+        from aiohttp import ClientSession, ClientTimeout, TCPConnector
+
+        for name in CLIENT_LOGGERS:
+            logger = logging.getLogger(name)
+            self._client_log_levels[name] = logger.level
+            logger.setLevel(max(logger.level, logging.WARNING))
+        self._limit = asyncio.Semaphore(self.max_concurrency)
+        self._connecting = asyncio.Lock()
+        self._session = ClientSession(
+            connector=TCPConnector(ssl=_tls_context(self.options) or True, limit=self.max_concurrency),
+            timeout=ClientTimeout(total=None, sock_connect=self.options.timeout, sock_read=self.options.timeout),
+            auto_decompress=False, skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"))
+        if self.config.indices:
+            try:
+                await self._engine_for_request()
+            except EngineError as err:
+                if err.status not in (401, 403):
+                    await self.stop(app)  # the server does not start: nothing else closes them
+                    raise
+                log.info("the cluster at %s asks for credentials: it is identified with the first reranked "
+                         "request's", self.options.display_url)
+            except BaseException:
+                await self.stop(app)
+                raise
+
+    async def stop(self, app: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+        if self._engine is not None:
+            await self._engine.close()
+        for searcher, _ in self._searchers.values():
+            searcher.close()
+        if self._sync_engine is not None:
+            self._sync_engine.close()
+        for name, level in self._client_log_levels.items():
+            logging.getLogger(name).setLevel(level)
+
+    async def _engine_for_request(self) -> AsyncEngine:
+        from esbridge.aio import AsyncEngine
+
+        if self._engine is None:
+            assert self._connecting is not None
+            async with self._connecting:
+                if self._engine is None:
+                    self._engine = await AsyncEngine.connect(self.options)
+                    log.info("reranking %s on %s at %s", ", ".join(self.config.indices), self._engine.info.label,
+                             self.options.display_url)
+        return self._engine
+
+    def _searcher(self, index: str, config: IndexConfig) -> tuple[HybridSearcher, threading.Lock]:
+        """The hybrid pipeline of ``index`` (made with the calling request's credentials, on a worker
+        thread), with the lock its searches take one at a time."""
+        from esbridge.engine.client import Engine
+        from esbridge.hybrid.pipeline import HybridSearcher
+
+        with self._sync_lock:
+            if self._sync_engine is None:
+                self._sync_engine = Engine.connect(self.options)
+            key = (index, config)
+            if key not in self._searchers:
+                assert config.pipeline is not None
+                self._searchers[key] = (HybridSearcher(self._sync_engine, index, config.pipeline,
+                                                       fields=config.fields), threading.Lock())
+            return self._searchers[key]
+
+    async def _reranker(self, index: str, config: IndexConfig) -> AsyncReranker:
+        from esbridge.aio import AsyncReranker
+        from esbridge.scoring import get_scorer
+
+        key = (index, replace(config, window=1, mode="search"))
+        reranker = self._rerankers.get(key)
+        if reranker is None:
+            engine = await self._engine_for_request()
+            params = get_scorer(config.scorer).params_type(**dict(config.params)) if config.params else None
+            reranker = AsyncReranker(engine, index, scorer=config.scorer, params=params, window=config.window,
+                                     first_stage=config.first_stage, fields=config.fields,
+                                     field_weights=dict(config.field_weights) if config.field_weights else None)
+            self._rerankers[key] = reranker
+        return reranker
+
+    # -- requests
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Every request: esbridge's own endpoints, a reranked search, or the cluster's answer."""
+        start = time.perf_counter()
+        handling = "esbridge"
+        status = 500
+        try:
+            if request.path == "/_esbridge/health":
+                response: web.StreamResponse = await self._health()
+            elif request.path == "/_esbridge/metrics":
+                response = self._metrics()
+            else:
+                assert self._limit is not None
+                self.metrics.in_flight += 1
+                try:
+                    async with self._limit:
+                        handling, response = await self._answer(request)
+                finally:
+                    self.metrics.in_flight -= 1
+            status = response.status
+            return response
+        except asyncio.CancelledError:
+            status = 499  # the client went away
+            raise
+        finally:
+            took = time.perf_counter() - start
+            self.metrics.observe(handling, status, took)
+            access_log.info("%s %s %d %.1fms %s", request.method, request.path, status, took * 1000, handling)
+
+    async def _health(self) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response({"status": "ok", "reranked_indices": sorted(self.config.indices),
+                                  "in_flight": self.metrics.in_flight, "max_concurrency": self.max_concurrency})
+
+    def _metrics(self) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.Response(text=self.metrics.render(), content_type="text/plain",
+                            headers={"X-Content-Type-Options": "nosniff"}, charset="utf-8")
+
+    def _reranked_target(self, request: web.Request) -> tuple[str, str] | None:
+        """``(index, endpoint)`` of a search esbridge answers, else ``None``."""
+        if request.method not in ("GET", "POST"):
+            return None
+        parts = request.raw_path.split("?", 1)[0].strip("/").split("/")
+        if len(parts) != 2 or parts[1] not in ("_search", "_msearch"):
+            return None
+        index = unquote(parts[0])
+        return (index, parts[1]) if index in self.config.indices else None
+
+    async def _answer(self, request: web.Request) -> tuple[str, web.StreamResponse]:
+        from aiohttp import web
+
+        target = self._reranked_target(request)
+        if target is None:
+            return "passed_through", await self._forward(request)
+        index, endpoint = target
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return "reranked", _error_response(413, f"the body of a search esbridge reranks may hold at most "
+                                                    f"{self.max_search_body} bytes", "illegal_argument_exception")
+        auth = {k.lower(): v for k, v in request.headers.items() if k.lower() == "authorization"}
+        try:
+            if endpoint == "_search":
+                body = json.loads(raw) if raw.strip() else None
+                req = read_search(index, self.config.indices[index], body, request.query)
+                if req is None:
+                    return "passed_through", await self._forward(request, _strip_ext(body))
+                answer: Any = await asyncio.wait_for(self._search(req, auth), self.request_timeout)
+            else:
+                searches = _read_msearch(index, self.config.indices[index], raw, request.query)
+                if all(s is None for s in searches):
+                    return "passed_through", await self._forward(request, _strip_msearch_ext(raw))
+                answer = await asyncio.wait_for(self._msearch(request, searches, raw, auth), self.request_timeout)
+            return "reranked", web.json_response(answer, dumps=_dumps, headers=self._product_headers())
+        except json.JSONDecodeError as err:
+            return "reranked", _error_response(400, f"the search body is not valid JSON: {err}",
+                                               "parsing_exception")
+        except _Refused as err:
+            return "reranked", _error_response(err.status, err.reason, err.error_type)
+        except asyncio.TimeoutError:
+            return "reranked", _error_response(504, f"esbridge did not answer the search of [{index}] within "
+                                                    f"{self.request_timeout:g} s (--request-timeout)",
+                                               "timeout_exception")
+        except EsbridgeError as err:
+            status, body = _engine_answer(err)
+            return "reranked", web.json_response(body, status=status, dumps=_dumps)
+
+    def _product_headers(self) -> dict[str, str]:
+        """What the cluster's clients check a response by (the Elasticsearch clients 7.14+ refuse
+        an answer without ``X-Elastic-Product``)."""
+        if self._engine is not None and self._engine.info.distribution == "elasticsearch":
+            return {"X-Elastic-Product": "Elasticsearch"}
+        return {}
+
+    async def _search(self, req: SearchRequest, auth: Mapping[str, str]) -> dict[str, Any]:
+
+
+        start = time.perf_counter()
+        fields = _fields_of(req.source)
+        wanted = req.from_ + req.size
+        with forwarded_headers(auth):
+            if req.config.pipeline is not None:
+                assert req.text is not None
+                query = req.text
+
+                def hybrid() -> dict[str, Any]:
+                    searcher, lock = self._searcher(req.index, replace(req.config, window=1))
+                    with lock:
+                        return searcher.search(query, size=wanted, filter=req.filter or None, fields=fields,
+                                               explain=req.explain)
+
+                response = await asyncio.to_thread(hybrid)
+                return engine_shaped(response, req, time.perf_counter() - start)
+            reranker = await self._reranker(req.index, req.config)
+            if req.config.mode == "search":
+                assert req.text is not None
+                response = await reranker.search(req.text, size=wanted, filter=req.filter or None, fields=fields,
+                                                 explain=req.explain, window=max(req.window, wanted))
+            else:
+                body = dict(req.body)
+                body["size"] = max(req.window, wanted)
+                body["from"] = 0
+                first = await reranker.engine.search(req.index, body, params=req.params or None)
+                text = req.text
+                if text is None:  # nothing to rerank by: the engine's own order
+                    response = first
+                else:
+                    response = await reranker.rescore(first, text, window_size=max(req.window, wanted),
+                                                      explain=req.explain)
+        return engine_shaped(response, req, time.perf_counter() - start)
+
+    async def _msearch(self, request: web.Request, searches: list[SearchRequest | None | _Refused],
+                       raw: bytes, auth: Mapping[str, str]) -> dict[str, Any]:
+        """Each search of an ``_msearch`` answered as ``_search`` would be, concurrently; those that
+        ask not to be reranked go to the engine in one ``_msearch`` of their own."""
+
+
+        start = time.perf_counter()
+        lines = [ln for ln in raw.split(b"\n") if ln.strip()]
+
+        async def one(s: SearchRequest) -> dict[str, Any]:
+            try:
+                out = await self._search(s, auth)
+                out["status"] = 200
+                return out
+            except _Refused as err:
+                return error_body(err.status, err.reason, err.error_type)
+            except EsbridgeError as err:
+                status, body = _engine_answer(err)
+                return {**body, "status": status} if isinstance(body, Mapping) else error_body(status, str(err),
+                                                                                              "esbridge_exception")
+
+        plain = [i for i, s in enumerate(searches) if s is None]
+        answers: list[Any] = [None] * len(searches)
+        tasks = {i: asyncio.ensure_future(one(s)) for i, s in enumerate(searches) if isinstance(s, SearchRequest)}
+        for i, s in enumerate(searches):
+            if isinstance(s, _Refused):
+                answers[i] = error_body(s.status, s.reason, s.error_type)
+        try:
+            if plain:
+                body = b"".join(lines[2 * i] + b"\n" + _strip_ext_line(lines[2 * i + 1]) + b"\n" for i in plain)
+                with forwarded_headers(auth):
+                    engine = await self._engine_for_request()
+                    where = path_segment(unquote(_index_of(request)), patterns=True)
+                    resp = await engine.request("POST", f"/{where}/_msearch", body=body.decode(),
+                                                ndjson=True, context="passing on an _msearch")
+                for i, r in zip(plain, resp["responses"]):
+                    answers[i] = r
+            for i, task in tasks.items():
+                answers[i] = await task
+        finally:  # the engine refused the searches passed on, or the request timed out: stop the others
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+        return {"took": int(round((time.perf_counter() - start) * 1000)), "responses": answers}
+
+    async def _forward(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
+        """The cluster's answer to ``request`` (with ``body`` in place of its own, if given),
+        streamed both ways."""
+        from aiohttp import ClientConnectionError, ServerTimeoutError, web
+
+        assert self._session is not None
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        if body is not None:
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+        data: Any = body if body is not None else (request.content if request.body_exists else None)
+        for attempt in range(len(self.options.urls)):
+            base = next(self._urls).rstrip("/")
+            try:
+                upstream = await self._session.request(request.method, base + request.raw_path, headers=headers,
+                                                       data=data, allow_redirects=False)
+            except ClientConnectionError as err:
+                if isinstance(err, ServerTimeoutError):
+                    return _error_response(504, f"the cluster did not answer within {self.options.timeout:g} s "
+                                                "(--timeout)", "timeout_exception")
+                reached = data is None or isinstance(data, bytes)  # a streamed body cannot be sent again
+                if attempt + 1 < len(self.options.urls) and reached:
+                    continue
+                from esbridge.engine.connection import redact_url
+
+                return _error_response(502, f"the cluster at {redact_url(base)} could not be reached "
+                                            f"({type(err).__name__})", "esbridge_engine_unavailable_exception")
+            break
+        try:
+            response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+            for key, value in upstream.headers.items():
+                if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
+                    response.headers.add(key, value)
+            if upstream.content_length is not None:
+                response.content_length = upstream.content_length
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_chunked(64 * 1024):
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+        finally:
+            upstream.release()
+
+
+def _index_of(request: web.Request) -> str:
+    return request.raw_path.split("?", 1)[0].strip("/").split("/")[0]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _error_response(status: int, reason: str, error_type: str) -> web.Response:
+    from aiohttp import web
+
+    return web.json_response(error_body(status, reason, error_type), status=status, dumps=_dumps)
+
+
+def build_app(server: Server) -> web.Application:
+    """The aiohttp application of ``server``: one handler for every method and path."""
+    from aiohttp import web
+
+    app = web.Application(client_max_size=server.max_search_body)
+    app.router.add_route("*", "/{path:.*}", server.handle)
+    app.on_startup.append(server.start)
+    app.on_cleanup.append(server.stop)
+    return app
+
+
+async def serve(server: Server, host: str, port: int, *, ready: Callable[[str], None] | None = None,
+                stop: asyncio.Event | None = None, shutdown_timeout: float = 30.0) -> None:
+    """Serve until ``stop`` is set (by default: until SIGTERM or SIGINT), then stop taking
+    connections, let the requests being answered finish (at most ``shutdown_timeout`` seconds)
+    and close the cluster's connections.  ``ready`` is called with the server's URL once it listens."""
+    from aiohttp import web
+
+    runner = web.AppRunner(build_app(server), access_log=None, shutdown_timeout=shutdown_timeout,
+                           handle_signals=False)
+    await runner.setup()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT) if stop is None else ()
+    stopping = stop or asyncio.Event()
+    for sig in signals:
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        url = f"http://{host}:{runner.addresses[0][1]}"
+        log.info("listening on %s (forwarding to %s)", url, server.options.display_url)
+        if ready is not None:
+            ready(url)
+        await stopping.wait()
+        log.info("stopping: finishing the requests being answered")
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        await runner.cleanup()
+    log.info("stopped")
