@@ -12,7 +12,7 @@ from esbridge.hybrid import Fusion, KeywordParams, PipelineParams
 def test_shipped_defaults() -> None:
     p = PipelineParams()
     assert p.fusion is Fusion.ZSCORE and p.scorer == "evolved"
-    assert p.weights == {"semantic": 3.0, "lexical": 1.0, "keyword": 1.0}
+    assert p.weights == {"semantic": 4.0, "lexical": 1.0, "keyword": 1.0}
     assert (p.semantic_feedback, p.semantic_beta, p.semantic_feedback_weighting) == (3, 1.0, "score")
     assert p.keyword_source == "fusion"
     assert p.keyword == KeywordParams(fb_docs=10, fb_terms=30, min_docs=2, lam=0.3, depth=1000)
@@ -20,7 +20,7 @@ def test_shipped_defaults() -> None:
 
 def test_overrides_and_zero_weights() -> None:
     p = PipelineParams().with_overrides(w_keyword=0, fusion="rrf", keyword_fb_terms=5)
-    assert p.weights == {"semantic": 3.0, "lexical": 1.0}
+    assert p.weights == {"semantic": 4.0, "lexical": 1.0}
     assert p.fusion is Fusion.RRF and p.keyword.fb_terms == 5
     with pytest.raises(ConfigurationError, match="unknown pipeline parameter"):
         PipelineParams().with_overrides(w_semnatic=1)
@@ -125,3 +125,12 @@ def test_overrides_reach_keyword_source_and_name_unknown_keyword_parameters() ->
     assert (p.keyword_source, p.keyword.depth) == ("lexical", 50)
     with pytest.raises(ConfigurationError, match="unknown pipeline parameter.*keyword_dpeth"):
         PipelineParams().with_overrides(keyword_dpeth=5)
+
+
+def test_pipeline_parameters_are_hashable_and_compare_by_value() -> None:
+    """A server keys its searchers by configuration: parameters with scorer parameters hash."""
+    from esbridge.hybrid.pipeline import PipelineParams
+
+    a, b = PipelineParams.seed004(), PipelineParams.seed004()
+    assert a == b and hash(a) == hash(b) and len({a, b, PipelineParams()}) == 2
+    assert a != a.with_overrides(scorer_params={"k1": 1.2, "b": 0.75})
