@@ -427,6 +427,11 @@ def render(result: DemoResult, stop_hint: Sequence[str] = ()) -> str:
          f"({(esb - eng) * 100:+.1f} points)", indent="")
     para(f"{result.system} is better on {better} queries, worse on {worse}, equal on {n - better - worse} "
          f"(measured by {result.measured_by}).", indent="")
+    if "hybrid" not in result.system:
+        para("The lexical scorer alone is not where esbridge's gain is: reranking the engine's own candidates by "
+             "term statistics moves few of them (a difference of a point or two on a few dozen queries is "
+             "noise; the per-collection figures are in docs/evaluation.md). The gain is in the hybrid "
+             "pipeline: run `esbridge demo` without --lexical.", indent="")
     if stop_hint:
         lines.append("")
         for line in stop_hint:

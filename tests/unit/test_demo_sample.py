@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import importlib.util
@@ -150,6 +151,11 @@ def test_render_marks_judged_documents_and_fits_100_columns() -> None:
     assert "nDCG@10 over 2 judged queries: engine BM25 0.815, esbridge evolved 1.000 (+18.5 points)" in out
     assert "better on 1 queries, worse on 0, equal on 1" in out
     assert lines[-1] == "Stop it: esbridge engine stop --name opensearch"
+    # the lexical scorer alone: the demo says plainly that the gain is the hybrid pipeline's
+    flat = " ".join(out.split())
+    assert "The lexical scorer alone is not where esbridge's gain is" in flat and "without --lexical" in flat
+    hybrid = demo.render(dataclasses.replace(_result(), system="esbridge hybrid"))
+    assert "not where esbridge's gain is" not in " ".join(hybrid.split())
 
 
 def test_working_line_ticks_only_for_slow_steps(capsys: pytest.CaptureFixture[str]) -> None:
