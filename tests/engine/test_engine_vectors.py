@@ -11,7 +11,7 @@ import pytest
 
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
-from esbridge.hybrid import HybridSearcher
+from esbridge.hybrid import HybridSearcher, PipelineParams
 from esbridge.index import IndexLayout, VectorField, create_index
 from esbridge.ingest import ingest
 from esbridge.rerank import Reranker
@@ -26,7 +26,9 @@ N_DOCS = 150
 
 @pytest.fixture(scope="module")
 def encoder():  # type: ignore[no-untyped-def]
-    return load_encoder()
+    # fp32: its vectors do not depend on the batch a text is embedded in (int8 models quantize each
+    # batch's activations with that batch's own range), so the exact comparisons below hold
+    return load_encoder("all-minilm-l6-v2")
 
 
 def _docs() -> list[dict[str, str]]:
@@ -78,7 +80,7 @@ def test_reindexed_and_new_documents_get_vectors_of_their_text(knn_engine: Engin
 
 
 def test_hybrid_pipeline_uses_the_engine_vectors(knn_engine: Engine, knn_index: str, encoder) -> None:  # type: ignore[no-untyped-def]
-    with HybridSearcher(knn_engine, knn_index, progress=False) as hs:
+    with HybridSearcher(knn_engine, knn_index, PipelineParams(model=encoder.name), progress=False) as hs:
         assert isinstance(hs.vectors, EngineVectors)
         q = judged_queries(limit=1)[0]["text"]
         # the engine keeps one vector per document (its first window): exact cosine over the same
