@@ -61,12 +61,10 @@ NOISE = (0.0, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.12, 0.14, 0
 
 def settings() -> list[PipelineParams]:
     base = PipelineParams(weighting="fixed", w_semantic=1.0, w_lexical=1.0, w_keyword=1.0)
-    out = [replace(base, w_semantic=ws, w_keyword=wk) for ws, wk in itertools.product((0.5, 1.0, 1.5, 2.0, 3.0),
-                                                                                     (0.5, 1.0))]
+    out = [replace(base, w_semantic=ws, w_keyword=wk) for ws, wk in itertools.product((1.0, 1.5, 2.0, 3.0), (0.5, 1.0))]
     out.append(replace(base, fusion=Fusion.RRF, semantic_feedback=0))
     out.append(replace(base, fusion=Fusion.MINMAX, w_keyword=0.0, semantic_feedback=0, keyword_source="lexical"))
-    for (ws, wk), sharp in itertools.product(((1.0, 1.0), (1.5, 1.0), (2.0, 1.0), (1.0, 0.5), (1.5, 0.5)),
-                                             (1.0, 2.0, 3.0, 4.0, 6.0)):
+    for ws, wk, sharp in itertools.product((2.0, 3.0, 4.0), (0.5, 1.0), (0.5, 1.0, 2.0)):
         out.append(replace(base, weighting="calibrated", w_semantic=ws, w_keyword=wk,
                            calibration=replace(base.calibration, sharpness=sharp)))
     return out
@@ -205,9 +203,14 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
     noisy = orig + sigma * unit_noise
     noisy /= np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
     vi.vectors = noisy
-    weak = strategy_lists(hs, queries, clean)
-    cal_weak = measure(engine, index, hs.layout.fields, hs._known_item_rankings, base.calibration,
-                       model=model, scorer=base.scorer)
+    saved_weak = keep / f"{ds.name}-{model}-weakened-{weaken:g}-{sigma:g}.pickle"
+    if saved_weak.exists():
+        weak, cal_weak = pickle.loads(saved_weak.read_bytes())
+    else:
+        weak = strategy_lists(hs, queries, clean)
+        cal_weak = measure(engine, index, hs.layout.fields, hs._known_item_rankings, base.calibration,
+                           model=model, scorer=base.scorer)
+        saved_weak.write_bytes(pickle.dumps((weak, cal_weak)))
     result["weakened"] = {"sigma": sigma, **evaluate(hs, ds, parts, weak, cal_weak)}
     vi.vectors = orig
     hs.close()

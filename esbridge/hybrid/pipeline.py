@@ -133,9 +133,9 @@ class PipelineParams:
     fusion: Fusion = Fusion.ZSCORE
     weighting: str = "calibrated"
     calibration: CalibrationParams = field(default_factory=CalibrationParams)
-    w_semantic: float = 4.0
+    w_semantic: float = 3.0
     w_lexical: float = 1.0
-    w_keyword: float = 1.0
+    w_keyword: float = 0.5
     rrf_k: float = 60.0
     model: str = DEFAULT_MODEL
     scorer_params: Mapping[str, Any] = field(default_factory=dict, hash=False)  # compared, not hashed

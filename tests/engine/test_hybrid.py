@@ -263,7 +263,8 @@ def test_calibration_cuts_the_weight_of_a_useless_strategy(engine: Engine, hybri
     back by another searcher, and taken again once the index has grown."""
     vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
                           progress=False)
-    params = PipelineParams(model=MODEL, window=50, semantic_depth=50, calibration=CalibrationParams(queries=60, depth=20))
+    params = PipelineParams(model=MODEL, window=50, semantic_depth=50,
+                            calibration=CalibrationParams(queries=60, depth=20))
     with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
         cal = hs.calibration()
         assert cal.queries == 60 and cal.documents == N_DOCS

@@ -12,7 +12,8 @@ from esbridge.hybrid import Fusion, KeywordParams, PipelineParams
 def test_shipped_defaults() -> None:
     p = PipelineParams()
     assert p.fusion is Fusion.ZSCORE and p.scorer == "evolved"
-    assert p.weights == {"semantic": 4.0, "lexical": 1.0, "keyword": 1.0}
+    assert p.weights == {"semantic": 3.0, "lexical": 1.0, "keyword": 0.5}
+    assert p.weighting == "calibrated" and p.calibration.sharpness == 2.0
     assert (p.semantic_feedback, p.semantic_beta, p.semantic_feedback_weighting) == (3, 1.0, "score")
     assert p.keyword_source == "fusion"
     assert p.keyword == KeywordParams(fb_docs=10, fb_terms=30, min_docs=2, lam=0.3, depth=1000)
@@ -20,7 +21,7 @@ def test_shipped_defaults() -> None:
 
 def test_overrides_and_zero_weights() -> None:
     p = PipelineParams().with_overrides(w_keyword=0, fusion="rrf", keyword_fb_terms=5)
-    assert p.weights == {"semantic": 4.0, "lexical": 1.0}
+    assert p.weights == {"semantic": 3.0, "lexical": 1.0}
     assert p.fusion is Fusion.RRF and p.keyword.fb_terms == 5
     with pytest.raises(ConfigurationError, match="unknown pipeline parameter"):
         PipelineParams().with_overrides(w_semnatic=1)
