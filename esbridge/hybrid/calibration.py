@@ -53,6 +53,8 @@ __all__ = ["CalibrationParams", "Calibration", "pseudo_queries", "weights_from",
 CALIBRATION_VERSION = 1
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+#: The order strategies are listed in (the pipeline's).
+_ORDER = {"semantic": 0, "lexical": 1, "keyword": 2}
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,11 @@ class Calibration:
     params: CalibrationParams = field(default_factory=CalibrationParams)
     measured_at: str = ""
     seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        # one order wherever it comes from (the engine may hand a stored mapping's keys back in another)
+        ordered = dict(sorted(self.effectiveness.items(), key=lambda kv: (_ORDER.get(kv[0], len(_ORDER)), kv[0])))
+        object.__setattr__(self, "effectiveness", ordered)
 
     @property
     def weights(self) -> dict[str, float]:

@@ -62,6 +62,16 @@ def test_a_stored_calibration_reads_back_for_the_same_setting_only() -> None:
     assert Calibration.from_meta({k: v for k, v in meta.items() if k != "effectiveness"}, CalibrationParams()) is None
 
 
+def test_strategies_are_listed_in_one_order_whatever_order_they_were_stored_in() -> None:
+    """A stored mapping may come back from the engine with its keys in another order: what is
+    reported (eval's results.json, --explain) must not depend on it."""
+    meta = _cal().to_meta()
+    meta["effectiveness"] = {"keyword": 0.5, "lexical": 0.9, "semantic": 0.3}
+    again = Calibration.from_meta(meta, CalibrationParams())
+    assert again is not None and list(again.effectiveness) == ["semantic", "lexical", "keyword"]
+    assert list(Calibration.from_meta(again.to_meta(), CalibrationParams()).effectiveness) == list(again.effectiveness)
+
+
 def test_a_calibration_is_stale_once_the_index_has_changed_by_more_than_refresh() -> None:
     cal = _cal()
     assert not cal.stale(1000) and not cal.stale(1100) and not cal.stale(900)
