@@ -186,11 +186,15 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
     unit_noise = rng.standard_normal(orig.shape).astype(np.float32)
     tune_qrels = ds.qrels(parts["tune"])
     target = strongest["tune"] - weaken
+
+    def weakened(sigma: float) -> np.ndarray:
+        """The document vectors with noise of standard deviation ``sigma`` added, unit length again."""
+        noisy = orig + sigma * unit_noise
+        return noisy / np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
+
     best: tuple[float, float] | None = None
     for sigma in NOISE:
-        noisy = orig + sigma * unit_noise
-        noisy /= np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
-        vi.vectors = noisy
+        vi.vectors = weakened(sigma)
         runs = {q: list(hs.semantic(clean[q]["qvec"]).ids) for q in tune_qrels}
         nd = ndcg_of(ds, parts["tune"], runs)[0]
         print(f"  noise {sigma:g}: semantic alone {nd:.4f} (target {target:.4f})", file=sys.stderr, flush=True)
@@ -200,9 +204,7 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
             break
     assert best is not None
     sigma = best[0]
-    noisy = orig + sigma * unit_noise
-    noisy /= np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
-    vi.vectors = noisy
+    vi.vectors = weakened(sigma)
     saved_weak = keep / f"{ds.name}-{model}-weakened-{weaken:g}-{sigma:g}.pickle"
     if saved_weak.exists():
         weak, cal_weak = pickle.loads(saved_weak.read_bytes())
