@@ -43,9 +43,7 @@ import numpy as np
 
 from esbridge.engine.client import Engine
 from esbridge.evaluation.datasets import SplitSpec, load_dataset
-from esbridge.evaluation.indexing import PYSERINI_BM25, ensure_index, index_name
 from esbridge.evaluation.metrics import per_query_metrics
-from esbridge.evaluation.runner import BASELINE_DEFAULT, BASELINE_PYSERINI, EvalConfig, rank_by_score, run_evaluation
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid import HybridSearcher, PipelineParams
 from esbridge.hybrid.calibration import Calibration, measure
@@ -53,6 +51,9 @@ from esbridge.hybrid.fusion import Fusion
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from tune_hybrid import eval_index, strongest_bm25  # noqa: E402
+
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "med")
 #: semantic:lexical weight ratios of the first fusion that feeds the keyword strategy
 RATIOS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -144,7 +145,7 @@ def evaluate(hs: HybridSearcher, ds: Any, parts: dict[str, SplitSpec], lists: di
         for qid, g in lists.items():
             strat = {"semantic": g["semantic"], "lexical": g["lexical"], "keyword": g[kw_key]}
             fused = hs.aggregate(strat, g["qvec"], params=p)
-            runs[qid] = rank_by_score(fused.ids, fused.scores)[0]
+            runs[qid] = list(fused.ids)  # best first, as search returns them
         scores[label(p)] = {"weights": w, **{part: ndcg_of(ds, split, runs) for part, split in parts.items()}}
     out["settings"] = scores
     return out
@@ -153,12 +154,8 @@ def evaluate(hs: HybridSearcher, ds: Any, parts: dict[str, SplitSpec], lists: di
 def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path) -> dict[str, Any]:
     ds = load_dataset(folder, progress=False)
     parts = parts_of(ds)
-    strongest = {}
-    for part, split in parts.items():
-        res = run_evaluation(engine, ds, EvalConfig(scorers=(), split=split, progress=False))
-        strongest[part] = max(res.means[BASELINE_PYSERINI]["ndcg@10"], res.means[BASELINE_DEFAULT]["ndcg@10"])
-    index = ensure_index(engine, ds, index_name("esbridge-eval", ds, PYSERINI_BM25), bm25=PYSERINI_BM25,
-                         progress=True)
+    strongest = strongest_bm25(engine, ds, parts)
+    index = eval_index(engine, ds, progress=True)
     base = PipelineParams(model=model, weighting="fixed", w_semantic=1.0)
     cache = TermVectorCache(max_entries=max(50_000, 2 * ds.corpus_size()))
     hs = HybridSearcher(engine, index, base, progress=True,
@@ -168,15 +165,20 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
     for split in parts.values():
         for q in ds.queries(split):
             queries[q.id] = q.text
-    saved = keep / f"{ds.name}-{model}.pickle"
+
+    def lists_and_calibration(path: Path, lexical: dict[str, Any] | None) -> tuple[dict[str, Any], Calibration]:
+        """Every query's lists and the calibration with the vectors as they are now, kept in ``path``."""
+        if path.exists():
+            got: tuple[dict[str, Any], Calibration] = pickle.loads(path.read_bytes())
+            return got
+        lists = strategy_lists(hs, queries, lexical)
+        cal = measure(engine, index, hs.layout.fields, hs._known_item_rankings, base.calibration,
+                      model=model, scorer=base.scorer)
+        path.write_bytes(pickle.dumps((lists, cal)))
+        return lists, cal
+
     t0 = time.perf_counter()
-    if saved.exists():
-        clean, cal_clean = pickle.loads(saved.read_bytes())
-    else:
-        clean = strategy_lists(hs, queries, None)
-        cal_clean = measure(engine, index, hs.layout.fields, hs._known_item_rankings, base.calibration,
-                            model=model, scorer=base.scorer)
-        saved.write_bytes(pickle.dumps((clean, cal_clean)))
+    clean, cal_clean = lists_and_calibration(keep / f"{ds.name}-{model}.pickle", None)
     collect_s = time.perf_counter() - t0
     result = {"strongest_bm25": strongest, "queries": len(queries), "seconds": collect_s,
               "clean": evaluate(hs, ds, parts, clean, cal_clean)}
@@ -205,14 +207,7 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
     assert best is not None
     sigma = best[0]
     vi.vectors = weakened(sigma)
-    saved_weak = keep / f"{ds.name}-{model}-weakened-{weaken:g}-{sigma:g}.pickle"
-    if saved_weak.exists():
-        weak, cal_weak = pickle.loads(saved_weak.read_bytes())
-    else:
-        weak = strategy_lists(hs, queries, clean)
-        cal_weak = measure(engine, index, hs.layout.fields, hs._known_item_rankings, base.calibration,
-                           model=model, scorer=base.scorer)
-        saved_weak.write_bytes(pickle.dumps((weak, cal_weak)))
+    weak, cal_weak = lists_and_calibration(keep / f"{ds.name}-{model}-weakened-{weaken:g}-{sigma:g}.pickle", clean)
     result["weakened"] = {"sigma": sigma, **evaluate(hs, ds, parts, weak, cal_weak)}
     vi.vectors = orig
     hs.close()
@@ -288,9 +283,9 @@ def report(results: dict[str, Any], model: str, weaken: float, engine_label: str
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, help="folder holding the BEIR-layout collections")
+    ap.add_argument("--data", help="folder holding the BEIR-layout collections")
     ap.add_argument("--collections", default=",".join(COLLECTIONS))
-    ap.add_argument("--url", required=True, help="engine URL")
+    ap.add_argument("--url", help="engine URL")
     ap.add_argument("--model", default="bge-small-en-v1.5-q")
     ap.add_argument("--weaken", type=float, default=0.10, help="how far below BM25 the weakened semantic "
                     "strategy is made (nDCG@10, default 0.10)")
@@ -304,6 +299,8 @@ def main() -> int:
         saved = json.loads(json_path.read_text())
         Path(args.out).write_text(report(saved["collections"], saved["model"], saved["weaken"], saved["engine"]))
         return 0
+    if not args.data or not args.url:
+        ap.error("--data and --url are needed (except with --report-only)")
     engine = Engine.connect(args.url)
     keep = Path(args.cache)
     keep.mkdir(parents=True, exist_ok=True)

@@ -49,7 +49,7 @@ from esbridge.engine.provision import provision
 from esbridge.evaluation.datasets import SplitSpec, load_dataset
 from esbridge.evaluation.indexing import PYSERINI_BM25, ensure_index, index_name
 from esbridge.evaluation.metrics import per_query_metrics
-from esbridge.evaluation.runner import BASELINE_DEFAULT, BASELINE_PYSERINI, EvalConfig, rank_by_score, run_evaluation
+from esbridge.evaluation.runner import BASELINE_DEFAULT, BASELINE_PYSERINI, EvalConfig, run_evaluation
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid import HybridSearcher, PipelineParams, RankedList
 from esbridge.hybrid.fusion import Fusion
@@ -124,15 +124,26 @@ def parts_of(ds: Any) -> dict[str, SplitSpec]:
             "test": SplitSpec("test")}
 
 
-def collect(engine: Engine, folder: Path, settings: list[PipelineParams], keep: Path | None = None) -> dict[str, Any]:
-    ds = load_dataset(folder, progress=False)
-    parts = parts_of(ds)
+def strongest_bm25(engine: Engine, ds: Any, parts: dict[str, SplitSpec]) -> dict[str, float]:
+    """Part -> nDCG@10 of the stronger of the engine's two BM25 rows on it."""
     strongest = {}
     for part, split in parts.items():
         res = run_evaluation(engine, ds, EvalConfig(scorers=(), split=split, progress=False))
         strongest[part] = max(res.means[BASELINE_PYSERINI]["ndcg@10"], res.means[BASELINE_DEFAULT]["ndcg@10"])
-    index = ensure_index(engine, ds, index_name("esbridge-eval", ds, PYSERINI_BM25), bm25=PYSERINI_BM25,
-                         progress=False)
+    return strongest
+
+
+def eval_index(engine: Engine, ds: Any, *, progress: bool = False) -> str:
+    """The index ``esbridge eval`` uses for ``ds`` (built when needed)."""
+    return ensure_index(engine, ds, index_name("esbridge-eval", ds, PYSERINI_BM25), bm25=PYSERINI_BM25,
+                        progress=progress)
+
+
+def collect(engine: Engine, folder: Path, settings: list[PipelineParams], keep: Path | None = None) -> dict[str, Any]:
+    ds = load_dataset(folder, progress=False)
+    parts = parts_of(ds)
+    strongest = strongest_bm25(engine, ds, parts)
+    index = eval_index(engine, ds)
     base = PipelineParams()
     cache = TermVectorCache(max_entries=max(50_000, 2 * ds.corpus_size()))
     hs = HybridSearcher(engine, index, base, progress=True,
@@ -171,7 +182,7 @@ def collect(engine: Engine, folder: Path, settings: list[PipelineParams], keep: 
         for qid, got in lists.items():
             strat = {"lexical": got["lexical"], "semantic": got["semantic"], "keyword": got[keyword_key(p)]}
             fused = hs.aggregate(strat, qvecs[qid], params=p)
-            runs[qid] = rank_by_score(fused.ids, fused.scores)[0]
+            runs[qid] = list(fused.ids)  # best first, as search returns them
         scores[label(p)] = {}
         for part, split in parts.items():
             qrels = ds.qrels(split)

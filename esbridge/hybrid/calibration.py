@@ -53,8 +53,9 @@ __all__ = ["CalibrationParams", "Calibration", "pseudo_queries", "weights_from",
 CALIBRATION_VERSION = 1
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
-#: The order strategies are listed in (the pipeline's).
-_ORDER = {"semantic": 0, "lexical": 1, "keyword": 2}
+#: The hybrid pipeline's strategies, in the order their lists are fused and reported.
+STRATEGIES = ("semantic", "lexical", "keyword")
+_ORDER = {s: i for i, s in enumerate(STRATEGIES)}
 
 
 @dataclass(frozen=True)
@@ -204,10 +205,11 @@ def pseudo_queries(engine: Engine, index: str, fields: Sequence[str],
 
 
 def measure(engine: Engine, index: str, fields: Sequence[str], rank: Callable[[str], Mapping[str, Sequence[str]]],
-            params: CalibrationParams, *, model: str, scorer: str,
+            params: CalibrationParams, *, model: str, scorer: str, documents: int | None = None,
             progress: Callable[[int], None] | None = None) -> Calibration:
     """Rank the index's pseudo-queries with ``rank`` (query text → strategy → its ranked ids) and
-    measure every strategy it returns."""
+    measure every strategy it returns (``documents``: the index's document count, when the caller
+    has just read it)."""
     t0 = time.perf_counter()
     pairs = pseudo_queries(engine, index, fields, params)
     answers = [d for d, _ in pairs]
@@ -218,7 +220,8 @@ def measure(engine: Engine, index: str, fields: Sequence[str], rank: Callable[[s
         if progress is not None:
             progress(1)
     eff = {name: mean_reciprocal_rank(answers, got, params.depth) for name, got in rankings.items()}
-    documents = engine.count(index)
+    if documents is None:
+        documents = engine.count(index)
     return Calibration(effectiveness=eff, queries=len(pairs), documents=documents, model=model, scorer=scorer,
                        params=params, measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        seconds=time.perf_counter() - t0)

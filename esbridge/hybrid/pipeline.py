@@ -37,6 +37,7 @@ from esbridge.errors import ConfigurationError
 from esbridge.features.cache import DocVersion
 from esbridge.features.termvectors import FieldVector, QueryChannel, analyze_text
 from esbridge.hybrid.calibration import (
+    STRATEGIES,
     Calibration,
     CalibrationParams,
     measure,
@@ -69,8 +70,6 @@ __all__ = ["STRATEGIES", "WEIGHTINGS", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS"
            "PipelineParams",
            "PipelineResult", "HybridSearcher"]
 
-#: The strategies, in the order their lists are fused.
-STRATEGIES = ("semantic", "lexical", "keyword")
 #: How the semantic feedback averages its documents' vectors.
 FEEDBACK_WEIGHTINGS = ("mean", "score")
 #: Which window of a long document the semantic feedback averages.
@@ -486,7 +485,7 @@ class HybridSearcher:
             progress = bar.update
         try:
             cal = measure(self.engine, self.index, self.layout.fields, self._known_item_rankings, p.calibration,
-                          model=p.model, scorer=p.scorer, progress=progress)
+                          model=p.model, scorer=p.scorer, documents=documents, progress=progress)
         finally:
             if bar is not None:
                 bar.close()
