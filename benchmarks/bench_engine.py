@@ -2,14 +2,17 @@
 
 1. Indexing throughput on a BEIR corpus: esbridge's mapping (four channel sub-fields per
    text field plus the combined field, term vectors) vs a plain one-text-field mapping.
-2. ``_mtermvectors`` time for 100 and 1,000 candidates (all four channels).
+2. The candidates' features alone for 100 and 1,000 candidates (all four channels):
+   ``_mtermvectors``, and a search through esbridge's engine plugin.
 3. The feature store: ``esbridge features build`` of the collection, time and size.
 4. Per-query latency over the judged queries, p50 and p95: the engine's BM25 alone vs
-   esbridge's rerank at windows 100 and 1,000 with never-seen candidates (term vectors from
-   the engine), candidates in the on-disk feature store (none in memory) and candidates in
-   memory, and where a warm rerank's time goes.  The engine's BM25 is timed after an untimed
-   pass over the queries, each query side by side with its warm rerank (alternating which
-   goes first), so both run on equally warm caches.
+   esbridge's rerank at windows 100 and 1,000 with the candidates' features read inside the
+   engine by esbridge's plugin (where the engine runs it: nothing kept on the client), with
+   never-seen candidates (term vectors from the engine), candidates in the on-disk feature
+   store (none in memory) and candidates in memory, and where a rerank's time goes.  The
+   engine's BM25 is timed after an untimed pass over the queries, each query side by side with
+   the plugin's rerank and again with the warm rerank (alternating which goes first), so both
+   run on equally warm caches.
 
 Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
 folder that holds the BEIR-layout collections):
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -30,11 +34,13 @@ import time
 from pathlib import Path
 
 from esbridge.engine.client import Engine
+from esbridge.engine.plan import run
 from esbridge.engine.provision import provision
 from esbridge.features import fetch_raw
 from esbridge.features.build import build_store
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.diskstore import DiskVectorStore
+from esbridge.features.plugin import features_plugin_plan, fetch_with_plugin_plan
 from esbridge.ingest import ingest, read_jsonl
 from esbridge.rerank import Reranker
 
@@ -70,12 +76,16 @@ def bench_indexing(engine: Engine, corpus: Path, repeats: int) -> list[str]:
     return lines
 
 
-def bench_termvectors(engine: Engine, index: str, queries: list[str]) -> list[str]:
+def bench_termvectors(engine: Engine, index: str, queries: list[str], plugin: bool) -> list[str]:
+    """The candidates' features alone: ``_mtermvectors`` (with the statistics), and where the
+    engine runs esbridge's plugin, a search of the candidates' ids through it (with the same
+    statistics)."""
     rr = Reranker(engine, index, scorer="evolved", window=1000)
-    lines = ["| candidates | requests | ms per fetch (median) | p95 |", "|---:|---:|---:|---:|"]
+    lines = ["| candidates | read with | requests | ms per fetch (median) | p95 |", "|---:|---|---:|---:|---:|"]
     for n in (100, 1000):
         times = []
         reqs = 0
+        through: list[float] = []
         for q in queries[:20]:
             prepared = rr.analyze(q)
             hits = engine.search(index, {"size": n, "_source": False,
@@ -87,17 +97,85 @@ def bench_termvectors(engine: Engine, index: str, queries: list[str]) -> list[st
             res = fetch_raw(engine, index, layout, prepared.query, ids, fields=[layout.combined])
             times.append(time.perf_counter() - t0)
             reqs = res.requests
-        lines.append(f"| {n} | {reqs} | {ms(times, 50):.1f} | {ms(times, 95):.1f} |")
+            if plugin:
+                t0 = time.perf_counter()
+                got = run(fetch_with_plugin_plan(index, layout, prepared.query, ids, fields=[layout.combined],
+                                                 stats_query=prepared.query, stat_fields=[layout.combined],
+                                                 shards=1), engine)
+                through.append(time.perf_counter() - t0)
+                plugin_reqs = got.requests if got else 0
+        lines.append(f"| {n} | `_mtermvectors` | {reqs} | {ms(times, 50):.1f} | {ms(times, 95):.1f} |")
+        if plugin:
+            lines.append(f"| {n} | esbridge's engine plugin | {plugin_reqs} | {ms(through, 50):.1f} | "
+                         f"{ms(through, 95):.1f} |")
     rr.close()
     return lines
 
 
+def first_touch(engine: Engine, index: str, queries: list[str], scorer: str, window: int) -> list[float]:
+    """Reranks through the plugin on a clone of ``index`` (the same segment files, new segments to
+    the engine): each document's length and distinct terms are read from its term vector the
+    first time a query brings it, as on an index no search has read yet."""
+    clone = f"{index}-fresh-copy"
+    engine.delete_index(clone)
+    engine.request("PUT", f"/{index}/_settings", body={"index.blocks.write": True})
+    try:
+        engine.request("POST", f"/{index}/_clone/{clone}", body={"settings": {"index.number_of_replicas": 0}})
+    finally:
+        engine.request("PUT", f"/{index}/_settings", body={"index.blocks.write": None})
+    engine.request("PUT", f"/{clone}/_settings", body={"index.blocks.write": None})
+    engine.request("GET", f"/_cluster/health/{clone}", params={"wait_for_status": "green", "timeout": "60s"})
+    times = []
+    rc = Reranker(engine, clone, scorer=scorer, window=window)
+    for q in queries:
+        t0 = time.perf_counter()
+        rc.search(q, size=10)
+        times.append(time.perf_counter() - t0)
+    rc.close()
+    engine.delete_index(clone)
+    return times
+
+
 def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
-                  store: DiskVectorStore) -> list[str]:
+                  store: DiskVectorStore, plugin: bool) -> list[str]:
     lines = ["| run | window | p50 ms | p95 ms | p50 ratio to engine |", "|---|---:|---:|---:|---:|"]
     rows: list[tuple[str, int, list[float]]] = []
-    profile: dict[int, dict[str, float]] = {}
+    profile: dict[str, dict[str, float]] = {}
     for window in (100, 1000):
+        plugin_times: list[float] = []
+        if plugin:
+            # the candidates' features read inside the engine; no store, nothing kept between queries.
+            # Timed side by side with the engine's BM25, alternating which goes first.
+            os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "on"
+            rp = Reranker(engine, index, scorer=scorer, window=window)
+            field = rp.layout.subfield(rp.layout.combined, "base")  # type: ignore[union-attr]
+            paired: list[float] = []
+            parts = {"analyze": 0.0, "first_stage": 0.0, "features": 0.0, "scoring": 0.0, "fetch_source": 0.0}
+            for q in queries:  # untimed: both see every query once
+                engine.search(index, {"size": window, "query": {"match": {field: q}}})
+                rp.search(q, size=10)
+            rp.close()  # timed: a new client, which has analysed no query yet
+            rp = Reranker(engine, index, scorer=scorer, window=window)
+            for i, q in enumerate(queries):
+                for turn in ((0, 1) if i % 2 == 0 else (1, 0)):
+                    t0 = time.perf_counter()
+                    if turn == 0:
+                        engine.search(index, {"size": window, "query": {"match": {field: q}}})
+                        paired.append(time.perf_counter() - t0)
+                    else:
+                        rp.search(q, size=10)
+                        plugin_times.append(time.perf_counter() - t0)
+                        for k in parts:
+                            parts[k] += getattr(rp.last, k)
+            rp.close()
+            rows.append(("engine BM25 (match, same window), timed beside the plugin runs", window, paired))
+            rows.append((f"esbridge {scorer}, features from esbridge's engine plugin (no client-side store)",
+                         window, plugin_times))
+            rows.append((f"esbridge {scorer}, the plugin on a fresh copy of the index (no document read before)",
+                         window, first_touch(engine, index, queries, scorer, window)))
+            profile[f"{window}, engine plugin"] = {k: v / len(queries) * 1000 for k, v in parts.items()}
+        # the other modes read term vectors (_mtermvectors), as on a cluster without the plugin
+        os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "off"
         rr = Reranker(engine, index, scorer=scorer, window=window,
                       vector_cache=TermVectorCache(max_entries=max(50_000, 2 * window * len(queries))))
         field = rr.layout.subfield(rr.layout.combined, "base")  # type: ignore[union-attr]
@@ -126,8 +204,8 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
                     warm.append(time.perf_counter() - t0)
                     for k in parts:
                         parts[k] += getattr(rr.last, k)
-        rows.append(("engine BM25 (match, same window)", window, engine_times))
-        profile[window] = {k: v / len(queries) * 1000 for k, v in parts.items()}
+        rows.append(("engine BM25 (match, same window), timed beside the warm runs", window, engine_times))
+        profile[f"{window}, warm (memory)"] = {k: v / len(queries) * 1000 for k, v in parts.items()}
         # candidates in the on-disk store (built beforehand), none in memory: a new process, say
         disk = TermVectorCache(max_entries=window, disk=store)
         rs = Reranker(engine, index, scorer=scorer, window=window, vector_cache=disk)
@@ -141,13 +219,18 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
         rows.append((f"esbridge {scorer}, never-seen candidates (cold)", window, cold))
         rows.append((f"esbridge {scorer}, candidates in the disk store", window, stored))
         rows.append((f"esbridge {scorer}, candidates in memory (warm)", window, warm))
-    base = {w: ms(t, 50) for (label, w, t) in rows if label.startswith("engine")}
+        os.environ.pop("ESBRIDGE_FEATURES_PLUGIN", None)
+    # each esbridge row's ratio is to the engine row timed beside it (the plugin's), or to the
+    # engine row timed beside the warm runs (the term-vector modes)
+    base: dict[int, float] = {}
     for label, window, times in rows:
+        if label.startswith("engine"):
+            base[window] = ms(times, 50)
         lines.append(f"| {label} | {window} | {ms(times, 50):.1f} | {ms(times, 95):.1f} | "
                      f"{ms(times, 50) / base[window]:.2f}x |")
-    lines.append("\nWhere a warm rerank's time goes (mean ms per query):\n")
-    lines.append("| window | analyze | first stage | features | scoring | fetch _source |")
-    lines.append("|---:|---:|---:|---:|---:|---:|")
+    lines.append("\nWhere a rerank's time goes (mean ms per query):\n")
+    lines.append("| window, features from | analyze | first stage | features | scoring | fetch _source |")
+    lines.append("|---|---:|---:|---:|---:|---:|")
     for window, p in profile.items():
         lines.append(f"| {window} | {p['analyze']:.1f} | {p['first_stage']:.1f} | {p['features']:.1f} | "
                      f"{p['scoring']:.1f} | {p['fetch_source']:.1f} |")
@@ -171,6 +254,7 @@ def main() -> int:
     corpus = folder / "corpus.jsonl"
     queries = judged_queries(folder, args.queries)
     index, expected = bench_index(engine, corpus)
+    plugin = run(features_plugin_plan(engine), engine)
 
     out: list[str] = [f"# Engine benchmarks: {engine.info.label}", "",
                       f"Machine: {machine()}. Engine: {engine.info.label} (local node, 1 GiB heap, "
@@ -180,8 +264,8 @@ def main() -> int:
                       f"--distribution {args.distribution} --queries {args.queries}`", ""]
     if not args.skip_indexing:
         out += ["## Indexing throughput", ""] + bench_indexing(engine, corpus, args.repeats) + [""]
-    out += ["## `_mtermvectors` for the candidates (all four channels, combined field)", ""]
-    out += bench_termvectors(engine, index, queries) + [""]
+    out += ["## The candidates' features alone (all four channels, combined field, with their statistics)", ""]
+    out += bench_termvectors(engine, index, queries, plugin) + [""]
     with tempfile.TemporaryDirectory(prefix="esbridge-bench-store-") as store_dir:
         store = DiskVectorStore(store_dir)
         built = build_store(engine, index, store, progress=False)
@@ -191,7 +275,7 @@ def main() -> int:
                 f"{built.size.bytes / 1e6:.1f} MB "
                 f"on disk ({built.size.terms} distinct terms over every channel).", ""]
         out += [f"## Per-query latency ({len(queries)} queries, size 10)", ""]
-        out += bench_latency(engine, index, queries, args.scorer, store) + [""]
+        out += bench_latency(engine, index, queries, args.scorer, store, plugin) + [""]
         store.close()
     text = "\n".join(out)
     write_report(text, Path(args.out) if args.out else HERE / "results" / f"engine-{args.distribution}.md")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -44,10 +45,12 @@ from typing import Any
 import numpy as np
 
 from esbridge.engine.client import Engine
+from esbridge.engine.plan import run
 from esbridge.engine.provision import provision
 from esbridge.features.build import build_store
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.diskstore import DiskVectorStore
+from esbridge.features.plugin import features_plugin_plan
 from esbridge.ingest import ingest, read_jsonl
 from esbridge.rerank import Reranker
 
@@ -121,7 +124,7 @@ def index_esbridge(engine: Engine, name: str, corpus: Path) -> float:
 
 
 def latency(engine: Engine, index: str, plain: str, queries: list[str], window: int,
-            store: DiskVectorStore) -> tuple[dict[str, list[float]], dict[str, dict[str, int]]]:
+            store: DiskVectorStore, plugin: bool) -> tuple[dict[str, list[float]], dict[str, dict[str, int]]]:
     """Per-query seconds of each mode, and where each esbridge mode's candidates came from
     (the vector cache's memory hits, disk hits and misses, i.e. engine fetches), so a report shows
     that each mode measured what its column says."""
@@ -131,13 +134,12 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
         for q in queries:
             engine.search(plain, {"size": window, "query": {"match": {"text": q}}})
             warmup.search(q, size=10)
-    rr = Reranker(engine, index, scorer="evolved", window=window)
-    out: dict[str, list[float]] = {"engine": [], "cold": [], "store": [], "warm": []}
+    out: dict[str, list[float]] = {"engine": [], "plugin": [], "cold": [], "store": [], "warm": []}
     for q in queries:  # the engine's BM25 on the plain index, the same window
         t0 = time.perf_counter()
         engine.search(plain, {"size": window, "query": {"match": {"text": q}}})
         out["engine"].append(time.perf_counter() - t0)
-    served = {mode: {"memory": 0, "disk": 0, "engine": 0} for mode in ("cold", "store", "warm")}
+    served = {mode: {"memory": 0, "disk": 0, "engine": 0} for mode in ("plugin", "cold", "store", "warm")}
 
     def timed(r: Reranker, q: str, mode: str) -> None:
         before = r.store.vectors.counts()
@@ -150,6 +152,15 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
         served[mode]["memory"] += after.hits - before.hits - disk
         served[mode]["engine"] += after.misses - before.misses
 
+    if plugin:  # the candidates' features read inside the engine by esbridge's plugin
+        os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "on"
+        rp = Reranker(engine, index, scorer="evolved", window=window)
+        for q in queries:
+            timed(rp, q, "plugin")
+        rp.close()
+    # the other modes read term vectors (_mtermvectors), as on a cluster without the plugin
+    os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "off"
+    rr = Reranker(engine, index, scorer="evolved", window=window)
     for q in queries:  # cold: nothing in memory; warm: the same query again, its candidates now in memory
         rr.store.vectors.clear()
         timed(rr, q, "cold")
@@ -161,12 +172,18 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
         rs.store.vectors.clear()
         timed(rs, q, "store")
     rs.close()
+    os.environ.pop("ESBRIDGE_FEATURES_PLUGIN", None)
+    if not plugin:
+        del out["plugin"], served["plugin"]
     return out, served
 
 
 LATENCY_COLUMNS = (
     "Columns: *engine* is the engine's BM25 `match` on the plain index's `text` field (the standard"
-    " analyzer, which keeps stopwords); *cold* is esbridge's rerank with nothing in memory and no "
+    " analyzer, which keeps stopwords); *plugin* is esbridge's rerank with the candidates' features "
+    "read inside the engine by esbridge's engine plugin (no client-side store, nothing kept between "
+    "queries); the other columns read term vectors with `_mtermvectors`, as on a cluster without the "
+    "plugin: *cold* is esbridge's rerank with nothing in memory and no "
     "feature store (every candidate's term vectors fetched from the engine); *feature store* is a "
     "new process's view (candidates in the store, none in memory); *warm* is the same query again "
     "right after its cold run (every candidate in memory). esbridge's first stage queries its own "
@@ -227,6 +244,7 @@ def main() -> int:
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
     engine = Engine.connect(prov.url)
+    plugin = run(features_plugin_plan(engine), engine)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
@@ -237,7 +255,7 @@ def main() -> int:
             t_esb = index_esbridge(engine, esb, corpus)
             store = DiskVectorStore(Path(tmp) / "store")
             built = build_store(engine, esb, store, progress=True)
-            lat, served = latency(engine, esb, plain, queries, args.window, store)
+            lat, served = latency(engine, esb, plain, queries, args.window, store, plugin)
             store.close()
             rows.append({
                 "docs": n,
@@ -296,12 +314,14 @@ def main() -> int:
             f"{r['bytes']['esbridge'] / 1e6:.1f} | {fs_rate} | {fs_mb} |")
     out += ["", f"Per-query latency, window {args.window} (p50 / p95 ms; ratios of p50 to the engine's):", "",
             LATENCY_COLUMNS, "",
-            "| docs | engine | cold | feature store | warm | cold / engine | store / engine | warm / engine |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| docs | engine | plugin | cold | feature store | warm | plugin / engine | cold / engine | "
+            "store / engine | warm / engine |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         f = "{p50:.1f} / {p95:.1f}"
-        out.append(f"| {r['docs']} | {cell(r, 'engine', f)} | {cell(r, 'cold', f)} | {cell(r, 'store', f)} | "
-                   f"{cell(r, 'warm', f)} | {ratio(r, 'cold')} | {ratio(r, 'store')} | {ratio(r, 'warm')} |")
+        out.append(f"| {r['docs']} | {cell(r, 'engine', f)} | {cell(r, 'plugin', f)} | {cell(r, 'cold', f)} | "
+                   f"{cell(r, 'store', f)} | {cell(r, 'warm', f)} | {ratio(r, 'plugin')} | {ratio(r, 'cold')} | "
+                   f"{ratio(r, 'store')} | {ratio(r, 'warm')} |")
     if has_plot:
         out += ["", f"![cost against collection size]({stem.with_suffix('.svg').name})"]
     write_report("\n".join(out), stem.with_suffix(".md"))

@@ -2,8 +2,9 @@
 
 The same judged queries are sent by ``--threads`` client threads for ``--seconds`` each run,
 first as the engine's own BM25 query at the window, then through one :class:`Reranker`
-shared by the threads (evolved, window 100), its term vectors warm (every candidate fetched
-once before) and cold (the vector cache cleared before each query).  The aim:
+shared by the threads (evolved, window 100): with the candidates' features read inside the
+engine by esbridge's plugin (where the engine runs it), and with term vectors warm (every
+candidate fetched once before) and cold (the vector cache cleared before each query).  The aim:
 esbridge's warm rerank at least 0.8x the engine's queries per second.
 
 Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
@@ -17,6 +18,7 @@ Results go to ``benchmarks/results/throughput-<distribution>.md``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -24,7 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from esbridge.engine.client import Engine
+from esbridge.engine.plan import run
 from esbridge.engine.provision import provision
+from esbridge.features.plugin import features_plugin_plan
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
@@ -75,11 +79,16 @@ def main() -> int:
     folder = Path(args.dataset)
     queries = judged_queries(folder, args.queries)
     index, expected = bench_index(engine, folder / "corpus.jsonl")
+    plugin = run(features_plugin_plan(engine), engine)
+    rp = Reranker(engine, index, scorer="evolved", window=args.window)
     rr = Reranker(engine, index, scorer="evolved", window=args.window)
     field = rr.layout.subfield(rr.layout.combined, "base")  # type: ignore[union-attr]
 
     def engine_query(q: str) -> object:
         return engine.search(index, {"size": args.window, "query": {"match": {field: q}}})
+
+    def through_plugin(q: str) -> object:
+        return rp.search(q, size=10)
 
     def warm(q: str) -> object:
         return rr.search(q, size=10)
@@ -94,17 +103,27 @@ def main() -> int:
              f"{args.seconds:.0f} s a run.", "",
              f"Command: `python benchmarks/bench_throughput.py --dataset <path to {folder.resolve().name}> "
              f"--distribution {args.distribution}`", "",
-             "| client threads | engine BM25 q/s | esbridge warm q/s | warm / engine | esbridge cold q/s | "
-             "cold / engine |", "|---:|---:|---:|---:|---:|---:|"]
+             "*plugin*: the candidates' features read inside the engine by esbridge's plugin (nothing kept on "
+             "the client); *warm* and *cold*: read with `_mtermvectors` (as on a cluster without the plugin), "
+             "warm from the reranker's memory cache (every candidate fetched once before), cold with the cache "
+             "cleared before each query.", "",
+             "| client threads | engine BM25 q/s | esbridge plugin q/s | plugin / engine | esbridge warm q/s | "
+             "warm / engine | esbridge cold q/s | cold / engine |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n in (int(t) for t in args.threads.split(",")):
         e, _ = qps(n, args.seconds, queries, engine_query)
+        os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "on"
+        p = qps(n, args.seconds, queries, through_plugin)[0] if plugin else None
+        # the warm and cold runs read term vectors (_mtermvectors), as on a cluster without the plugin
+        os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "off"
         for q in queries:  # every candidate's vectors fetched once: the warm run reads them from memory
             warm(q)
         w, _ = qps(n, args.seconds, queries, warm)
         c, _ = qps(n, args.seconds, queries, cold)
-        lines.append(f"| {n} | {e:.1f} | {w:.1f} | {w / e:.2f}x | {c:.1f} | {c / e:.2f}x |")
+        cells = f"{p:.1f} | {p / e:.2f}x" if p is not None else "— | —"
+        lines.append(f"| {n} | {e:.1f} | {cells} | {w:.1f} | {w / e:.2f}x | {c:.1f} | {c / e:.2f}x |")
         print(lines[-1], file=sys.stderr)
     rr.close()
+    rp.close()
     write_report("\n".join(lines),
                  Path(args.out) if args.out else HERE / "results" / f"throughput-{args.distribution}.md")
     return 0

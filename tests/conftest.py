@@ -69,7 +69,7 @@ WITHOUT_REINDEX = frozenset({"elasticsearch8"})
 #: ``ESBRIDGE_TEST_ELASTICSEARCH8_MODULES`` (module names, or ``all``) replaces the list.
 ELASTICSEARCH8_MODULES = frozenset({
     "test_parity", "test_rerank", "test_ingest", "test_user_client", "test_security", "test_async",
-    "test_index_safety", "test_serve", "test_serve_hybrid",
+    "test_index_safety", "test_serve", "test_serve_hybrid", "test_features_plugin",
 })
 _ES8_MODULES_ENV = os.environ.get("ESBRIDGE_TEST_ELASTICSEARCH8_MODULES", "").strip()
 if _ES8_MODULES_ENV:
@@ -338,3 +338,10 @@ def sample_indices(engine: Engine) -> dict[int, str]:
             ingest(engine, name, docs, shards=shards, progress=False, strict=True)
         out[shards] = name
     return out
+
+
+@pytest.fixture
+def term_vectors_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Candidates' features read with ``_mtermvectors`` even where the engine runs esbridge's
+    plugin: for tests of that path and of the client-side stores it fills."""
+    monkeypatch.setenv("ESBRIDGE_FEATURES_PLUGIN", "off")

@@ -47,7 +47,8 @@ def _reranker(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     return Reranker(engine, args.index, scorer=args.scorer, params=params,
                     window=args.window, first_stage=getattr(args, "first_stage", "bm25"),
                     field_weights=weights or None, fields=fields_option(args.fields),
-                    feature_store=store_option(args), progress=not getattr(args, "quiet", False))
+                    feature_store=store_option(args), progress=not getattr(args, "quiet", False),
+                    features=getattr(args, "features", "auto"))
 
 
 def store_args(p: argparse.ArgumentParser) -> None:
@@ -57,6 +58,10 @@ def store_args(p: argparse.ArgumentParser) -> None:
                         "~/.cache/esbridge/features); term vectors read from the engine are kept there")
     p.add_argument("--no-store", action="store_true",
                    help="keep term vectors in memory only (nothing written to disk)")
+    p.add_argument("--features", choices=["auto", "plugin", "termvectors"], default="auto",
+                   help="where the candidates' features come from: auto (the default: inside the engine by "
+                        "esbridge's plugin where every node runs it, else _mtermvectors), plugin (an error "
+                        "where a node lacks it) or termvectors")
 
 
 def store_option(args: argparse.Namespace) -> Any:

@@ -55,6 +55,11 @@ class RunnerSpec:
     kind: str = "runner"
 
     @property
+    def family(self) -> str:
+        """``"opensearch"`` or ``"elasticsearch"``: the engine the runner runs."""
+        return "opensearch" if (self.engine or self.distribution).startswith("opensearch") else "elasticsearch"
+
+    @property
     def secured(self) -> bool:
         """Whether the node runs with TLS and authentication."""
         return self.kind == "distribution"

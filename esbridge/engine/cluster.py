@@ -30,6 +30,7 @@ from typing import Any
 from esbridge.engine import es_distribution
 from esbridge.engine.artifacts import RUNNERS, RunnerSpec, install, runner_spec
 from esbridge.engine.calls import path_segment
+from esbridge.engine.features_plugin import runner_plugin
 from esbridge.engine.java import find_java, find_javac
 from esbridge.engine.local import (
     HTTP_PORTS,
@@ -352,16 +353,17 @@ def _launch_member(spec: RunnerSpec, cluster: str, member: str, members: Sequenc
     # given to the runner's settings builder: they override its defaults ("Node 1", the first
     # free port, and for OpenSearch a single-node cluster)
     settings = {"node.name": member, "http.port": str(port), "discovery.type": "zen"}
+    jars, plugins = runner_plugin(spec.family, spec.version, lib, java)
     console = open(home / "console.log", "w")
     cmd = [
         *jvm_command(java, heap, *java_options),
         "-cp",
-        os.pathsep.join([str(lib / "*"), str(launcher)]),
+        os.pathsep.join([str(lib / "*"), str(launcher), *jars]),
         LAUNCHER_CLASS,
         spec.main_class,
         *(f"{k}={v}" for k, v in settings.items()),
         "--",
-        *runner_args(spec, home, port, f"esbridge-{cluster}"),
+        *runner_args(spec, home, port, f"esbridge-{cluster}", plugins),
     ]
     proc = spawn(cmd, console, home)
     return proc, NodeInfo(name=member, distribution=spec.distribution, version=spec.version, pid=proc.pid,

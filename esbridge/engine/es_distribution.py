@@ -49,6 +49,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from esbridge.engine import features_plugin
 from esbridge.errors import ProvisioningError
 
 #: The user the node runs as when esbridge runs as root.
@@ -277,11 +278,19 @@ def install_plugins(es_home: Path, es_version: str, java: str, cache: Path) -> d
     marker = es_home.parent / "plugins.json"
     installed: dict[str, str] = json.loads(marker.read_text()) if marker.exists() else {}
     tool = es_home / "bin" / "elasticsearch-plugin"
-    for name in PLUGINS:
-        digest = plugin_digest(name, es_version)
+    # esbridge-features: the candidates' features read in the engine (esbridge.engine.features_plugin)
+    features_jar = features_plugin.compile_jar("elasticsearch", es_version, es_home / "lib", java)
+    for name in (*PLUGINS, features_plugin.PLUGIN_NAME):
+        if name == features_plugin.PLUGIN_NAME:
+            digest = features_jar.stem.rsplit("-", 1)[-1]
+        else:
+            digest = plugin_digest(name, es_version)
         if installed.get(name) == digest and (es_home / "plugins" / name).is_dir():
             continue
-        archive = build_plugin(name, es_home, es_version, java, cache)
+        if name == features_plugin.PLUGIN_NAME:
+            archive = features_plugin.pack_zip("elasticsearch", es_version, features_jar, cache)
+        else:
+            archive = build_plugin(name, es_home, es_version, java, cache)
         if (es_home / "plugins" / name).exists():
             _run_tool([str(tool), "remove", "--purge", name], java, f"removing the old {name} plugin")
         _run_tool([str(tool), "install", "--batch", archive.resolve().as_uri()], java, f"installing the {name} plugin")

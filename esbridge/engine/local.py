@@ -63,6 +63,7 @@ from typing import IO, Any
 
 from esbridge.engine import es_distribution
 from esbridge.engine.artifacts import RunnerSpec, install, runner_spec
+from esbridge.engine.features_plugin import runner_plugin
 from esbridge.engine.java import find_java
 from esbridge.errors import ConfigurationError, ProvisioningError
 from esbridge.home import cache_dir
@@ -422,11 +423,14 @@ def jvm_command(java: str, heap: str, *options: str) -> list[str]:
             "-Dlog4j2.formatMsgNoLookups=true"]
 
 
-def runner_args(spec: RunnerSpec, home: Path, port: int, cluster_name: str) -> list[str]:
-    """The embedded-node runner's own arguments: one node under ``home`` answering HTTP on ``port``."""
+def runner_args(spec: RunnerSpec, home: Path, port: int, cluster_name: str,
+                plugins: Sequence[str] = ()) -> list[str]:
+    """The embedded-node runner's own arguments: one node under ``home`` answering HTTP on ``port``,
+    loading ``plugins`` (classes on the class path) besides the runner's own."""
     args = ["-basePath", str(home), "-numOfNode", "1", "-baseHttpPort", str(port - 1), "-clusterName", cluster_name]
-    if spec.plugin_types:
-        args += ["-pluginTypes", ",".join(spec.plugin_types)]
+    types = [*spec.plugin_types, *plugins]
+    if types:
+        args += ["-pluginTypes", ",".join(types)]
     return args
 
 
@@ -457,13 +461,14 @@ def _launch_runner(spec: RunnerSpec, name: str, lib: Path, java: str, port: int,
             ]
         )
     )
+    jars, plugins = runner_plugin(spec.family, spec.version, lib, java)
     console = open(home / "console.log", "w")
     cmd = [
         *jvm_command(java, heap),
         "-cp",
-        str(lib / "*"),
+        os.pathsep.join([str(lib / "*"), *jars]),
         spec.main_class,
-        *runner_args(spec, home, port, f"esbridge-{name}"),
+        *runner_args(spec, home, port, f"esbridge-{name}", plugins),
     ]
     proc = spawn(cmd, console, home)
     return proc, NodeInfo(name=name, distribution=spec.distribution, version=spec.version, pid=proc.pid,

@@ -35,6 +35,14 @@ from esbridge.engine.client import EngineBase, sync_engine
 from esbridge.engine.plan import Plan, run
 from esbridge.errors import ConfigurationError
 from esbridge.features.diskstore import DiskVectorStore, VersionedId
+from esbridge.features.plugin import (
+    Carried,
+    candidates_from,
+    check_feature_source,
+    features_plugin_plan,
+    features_tag,
+    fetch_with_plugin_plan,
+)
 from esbridge.features.termvectors import (
     EMPTY_VECTOR,
     CandidateVectors,
@@ -361,7 +369,10 @@ class FeatureStore:
 
     def __init__(self, engine: EngineBase, index: str, layout: IndexLayout, *,
                  vector_cache: TermVectorCache | None = None, stats_check_interval: float = 0.0,
-                 stats_refresh_interval: float | None = None, batch_size: int = 500) -> None:
+                 stats_refresh_interval: float | None = None, batch_size: int = 500,
+                 features: str = "auto") -> None:
+        #: how candidates' features are read (:data:`~esbridge.features.plugin.FEATURE_SOURCES`)
+        self.features = check_feature_source(features)
         self.engine = engine
         self.index = index
         self.layout = layout
@@ -432,8 +443,13 @@ class FeatureStore:
 
     def fetch_plan(self, query: Mapping[str, QueryChannel], ids: Sequence[str],
                    versions: Sequence[DocVersion | None], *, fields: Sequence[str],
-                   validate: bool = True, terms_only: bool = False) -> Plan[FetchResult]:
-        """:meth:`fetch` as a plan (:mod:`esbridge.engine.plan`)."""
+                   validate: bool = True, terms_only: bool = False,
+                   carried: Carried | None = None) -> Plan[FetchResult]:
+        """:meth:`fetch` as a plan (:mod:`esbridge.engine.plan`).
+
+        ``carried``: features the first stage's hits brought (the engine plugin's answer to
+        :func:`~esbridge.features.plugin.features_ext` for ``query`` and ``fields``, by id:
+        :func:`~esbridge.features.plugin.carried_features`), used with ``terms_only``."""
         gen = (yield from self.stats.validate_plan()) if validate else self.stats.current()
         # term vectors are keyed by the index's UUID: a recreated index restarts its sequence numbers
         uuid = gen.uuid or self.index
@@ -447,6 +463,7 @@ class FeatureStore:
         versioned = [(i, ver) for i, ver in enumerate(versions) if ver]
         keys = [_doc_key(uuid, ids[i], ver) for i, ver in versioned]
         matrices: dict[str, TermMatrix] = {}
+        missing: set[int] = set()
         if terms_only:
             wanted: dict[str, tuple[str, ...]] = {}
             for f in fields:
@@ -466,6 +483,36 @@ class FeatureStore:
         todo = [i for i in range(len(ids)) if i not in cached]
         need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         fetched: FetchResult | None = None
+        def take(cands: CandidateVectors, where: Sequence[int]) -> None:
+            """Candidates read inside the engine (matrices of the query's terms) into their places."""
+            for sf, m in cands.matrices.items():
+                moved = m.moved(np.asarray(where, dtype=np.int64))
+                matrices[sf] = _stacked([matrices[sf], moved]) if sf in matrices else moved
+            for j, i in enumerate(where):
+                cached[i] = {}
+                if not cands.found[j]:
+                    missing.add(i)
+
+        if terms_only and todo and carried and carried.tag == features_tag(self.layout, query, fields):
+            # the first stage brought these candidates' features (the plugin, in the same search)
+            have = [i for i in todo if ids[i] in carried]
+            if have:
+                take(candidates_from(self.index, self.layout, query, fields, [ids[i] for i in have], carried), have)
+                todo = [i for i in todo if ids[i] not in carried]
+        if terms_only and todo and not self.layout.plain and (
+                yield from features_plugin_plan(self.engine, self.features)):
+            # read inside the engine, the query's terms only: nothing to keep for another query
+            shards = len((yield from self.routing.routings_plan()))
+            through = yield from fetch_with_plugin_plan(
+                self.index, self.layout, query, [ids[i] for i in todo], fields=fields,
+                stats_query=need_stats, stat_fields=stat_fields, shards=shards)
+            if through is not None:
+                self.requests += through.requests
+                if need_stats:
+                    self.stats.store(through.stats, need_stats, self.layout, stat_fields, gen)
+                    need_stats = {}
+                take(through.candidates, todo)
+                todo = []
         if todo or need_stats:
             fetched = yield from fetch_raw_plan(
                 self.index, self.layout, query, [ids[i] for i in todo],
@@ -477,7 +524,7 @@ class FeatureStore:
             if need_stats:
                 self.stats.store(fetched.stats, need_stats, self.layout, stat_fields, gen)
         vectors: list[dict[str, FieldVector]] = [{} for _ in ids]
-        found = [True] * len(ids)
+        found = [i not in missing for i in range(len(ids))]
         for i, entry in cached.items():
             vectors[i] = entry
         if fetched is not None:

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -320,6 +322,8 @@ class HybridSearcher:
         self._calibration_checked = -float("inf")
         #: seconds between two checks of the index's document count for a stale calibration
         self.calibration_check_interval = 60.0
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     @property
     def vectors(self) -> VectorIndex | EngineVectors:
@@ -333,10 +337,25 @@ class HybridSearcher:
         return self._vectors
 
     def close(self) -> None:
-        """Release the reranker's threads."""
+        """Release the reranker's threads and the semantic strategy's."""
         close = getattr(self.reranker, "close", None)
         if close is not None:
             close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def _semantic_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="esbridge-semantic")
+            return self._pool
+
+    def _semantic_run(self, vectors: VectorIndex | EngineVectors, text: str,
+                      filter: Any) -> tuple[np.ndarray, RankedList, float]:
+        t0 = time.perf_counter()
+        qvec = vectors.embed_query(text)
+        return qvec, self.semantic(qvec, filter=filter), time.perf_counter() - t0
 
     def __enter__(self) -> HybridSearcher:
         return self
@@ -550,16 +569,19 @@ class HybridSearcher:
         t0 = time.perf_counter()
         prepared: AnalyzedQuery | None = None
         versions: list[DocVersion | None] = []
+        semantic: Future[tuple[np.ndarray, RankedList, float]] | None = None
+        if "semantic" in wanted or ("keyword" in wanted and p.keyword_source == "fusion"):
+            # the query's embedding and the vector search (mostly outside the interpreter lock:
+            # onnxruntime, numpy, the engine) run in a thread while the lexical strategy waits on the engine
+            vectors = self.vectors
+            semantic = self._semantic_pool().submit(self._semantic_run, vectors, text, filter)
         if "lexical" in wanted or "keyword" in wanted:
             prepared = self.reranker.analyze(text)
             lists["lexical"], versions = self.lexical(text, filter=filter, prepared=prepared)
             seconds["lexical"] = time.perf_counter() - t0
         qvec = None
-        if "semantic" in wanted or ("keyword" in wanted and p.keyword_source == "fusion"):
-            t2 = time.perf_counter()
-            qvec = self.vectors.embed_query(text)
-            lists["semantic"] = self.semantic(qvec, filter=filter)
-            seconds["semantic"] = time.perf_counter() - t2
+        if semantic is not None:
+            qvec, lists["semantic"], seconds["semantic"] = semantic.result()
         if "keyword" in wanted and p.keyword.extractor == "topicrank":
             # the source's keyword query: the narrative's keyphrases, ranked like the query by the lexical strategy
             t1 = time.perf_counter()

@@ -35,6 +35,13 @@ from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.cache import DocVersion, FeatureStore, TermVectorCache
 from esbridge.features.diskstore import DiskVectorStore
 from esbridge.features.entropy import CollectionEntropy
+from esbridge.features.plugin import (
+    Carried,
+    carried_features,
+    check_feature_source,
+    features_ext,
+    features_plugin_plan,
+)
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
 from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
 from esbridge.index.facts import max_result_window_plan, uuids_plan
@@ -104,6 +111,7 @@ class RerankerCore:
     feature_store: DiskVectorStore | str | Path | None = None
     stats_refresh_interval: float | None = None
     progress: bool = False
+    features: str = "auto"
     last: RerankStats = field(default_factory=RerankStats)
 
     def __post_init__(self) -> None:
@@ -117,6 +125,7 @@ class RerankerCore:
                 f"got {type(self.params).__name__}"
             )
         check_count("window", self.window)
+        check_feature_source(self.features)
         self._similarity_field: str | None = None
         self.first_stage = parse_first_stage(self.first_stage)
         self._entropy: CollectionEntropy | None = None
@@ -171,7 +180,7 @@ class RerankerCore:
         if self.vector_cache is None and self.feature_store is not None:
             self.vector_cache = TermVectorCache(disk=self.feature_store)
         self.store = FeatureStore(self.engine, self.index, self.layout, vector_cache=self.vector_cache,
-                                  stats_refresh_interval=self.stats_refresh_interval)
+                                  stats_refresh_interval=self.stats_refresh_interval, features=self.features)
 
     # ---- the pieces ------------------------------------------------------------------
 
@@ -283,15 +292,16 @@ class RerankerCore:
         return inputs, found
 
     def _features_found_plan(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                             versions: Sequence[DocVersion | None],
-                             stats_validated: bool) -> Plan[tuple[Callable[[], ScoringInput], list[bool]]]:
+                             versions: Sequence[DocVersion | None], stats_validated: bool,
+                             carried: Carried | None = None,
+                             ) -> Plan[tuple[Callable[[], ScoringInput], list[bool]]]:
         query = {ch: prepared.query[ch] for ch in self.channels}
         fields = self._fields()
         layout = self._layout
         # one field: the scorer reads only the query's terms (and each field's length and
         # distinct terms), so the disk store need not build every term of every candidate
         fetched = yield from self.store.fetch_plan(query, ids, versions, fields=fields, validate=not stats_validated,
-                                                   terms_only=len(fields) == 1)
+                                                   terms_only=len(fields) == 1, carried=carried)
         entropy: dict[str, dict[str, float]] | None = None
         if self._scorer.needs_entropy:
             if self._entropy is None:
@@ -309,9 +319,10 @@ class RerankerCore:
         return build, list(fetched.candidates.found)
 
     def _score_hits_plan(self, prepared: AnalyzedQuery, ids: Sequence[str],
-                         versions: Sequence[DocVersion | None], *,
-                         stats_validated: bool = False) -> Plan[tuple[ScoreResult, list[bool]]]:
-        build, found = yield from self._features_found_plan(prepared, ids, versions, stats_validated)
+                         versions: Sequence[DocVersion | None], *, stats_validated: bool = False,
+                         carried: Carried | None = None,
+                         ) -> Plan[tuple[ScoreResult, list[bool]]]:
+        build, found = yield from self._features_found_plan(prepared, ids, versions, stats_validated, carried)
         scorer, params = self._scorer, self.params
         result: ScoreResult = yield Offload(lambda: scorer.score(build(), params))
         return result, found
@@ -344,10 +355,22 @@ class RerankerCore:
                 "version": True}
         # index state and missing statistics depend only on the query: fetch them meanwhile
         scored_query = {ch: prepared.query[ch] for ch in self.channels}
+        if (yield from self._carries_features_plan()):
+            # the engine plugin adds each hit's features to it (taken out again by _rank_plan)
+            body["ext"] = features_ext(self._layout, scored_query, self._fields())
         _, response = yield gather(self.store.prefetch_stats_plan(scored_query, fields=self._fields()),
                                    self._first_stage_search_plan(body))
         result: dict[str, Any] = response
         return result
+
+    def _carries_features_plan(self) -> Plan[bool]:
+        """Whether the first stage asks the engine plugin for its hits' features: where every
+        node runs it (:func:`~esbridge.features.plugin.features_plugin_plan`), for an esbridge
+        index (whose sub-fields store term vectors) read in one field."""
+        if self._layout.plain or len(self._fields()) != 1:
+            return False
+        has: bool = yield from features_plugin_plan(self.engine, self.features)
+        return has
 
     def _first_stage_search_plan(self, body: Mapping[str, Any]) -> Plan[dict[str, Any]]:
         params = yield from self._search_params_plan()
@@ -542,7 +565,9 @@ class RerankerCore:
         if not ids:
             return Ranking.of([], [])
         if variants is None:
-            result, found = yield from self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated)
+            carried = carried_features([c for c in candidates if isinstance(c, dict)])
+            result, found = yield from self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated,
+                                                             carried=carried)
         else:
             analysed = []
             for v, w in variants:

@@ -75,6 +75,11 @@ class Reranker(RerankerCore):
             moved alias is noticed at once whatever this is.
         progress: a progress bar on stderr while a scorer's index-wide table is computed (bmx's
             collection entropy, once per index state); off by default.
+        features: how the candidates' term frequencies and statistics are read: ``"auto"`` (the
+            default) inside the engine by esbridge's plugin where every node runs it (an
+            esbridge index read in one field; the first stage's hits then bring their features),
+            else with ``_mtermvectors``; ``"plugin"`` always through the plugin (an error where
+            it is missing); ``"termvectors"`` never (:mod:`esbridge.features.plugin`).
 
     :class:`esbridge.aio.AsyncReranker` is the same over an asynchronous engine.
     """
@@ -218,7 +223,10 @@ class Reranker(RerankerCore):
         """The engine's first-stage response for an analysed query: the top ``window`` hits
         with ``_seq_no``/``_primary_term``.  The index state and the statistics the scorer
         will need are fetched meanwhile, so :meth:`score_hits` can follow with
-        ``stats_validated=True``."""
+        ``stats_validated=True``.  Where the engine runs esbridge's plugin
+        (:mod:`esbridge.features.plugin`), each hit also carries its features in
+        ``fields._esbridge_features``, which :meth:`rank` reads (and takes out of the hits)
+        instead of asking the engine for them again."""
         return self._run(self._fetch_candidates_plan(prepared, query_text, window=window, filter=filter,
                                                      source=source))
 

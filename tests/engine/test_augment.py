@@ -16,6 +16,7 @@ from esbridge.engine.client import Engine
 from esbridge.evaluation.datasets import SplitSpec, load_dataset
 from esbridge.evaluation.tune import collect_features, evaluate
 from esbridge.features import analyze_query, build_input, fetch_raw
+from esbridge.features.plugin import EXTENSION
 from esbridge.index import read_layout
 from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
@@ -50,7 +51,28 @@ class Recorder:
         monkeypatch.setattr(engine, "request", request)
 
     def paths(self, suffix: str) -> list[tuple[str, str, Any]]:
-        return [c for c in self.calls if c[1].split("?")[0].endswith(suffix)]
+        """The requests to paths ending in ``suffix`` (searches that read features: see
+        :meth:`feature_calls`, not among them)."""
+        return [c for c in self.calls if c[1].split("?")[0].endswith(suffix) and not _reads_features(c)]
+
+    def feature_calls(self) -> list[tuple[str, str, Any]]:
+        """The requests that read candidates' features: ``_mtermvectors``, or searches through
+        the esbridge-features engine plugin."""
+        return [c for c in self.calls if c[1].split("?")[0].endswith("/_mtermvectors") or _reads_features(c)]
+
+    def asked(self) -> list[str]:
+        """The candidates whose features were asked for, once per time asked."""
+        out = []
+        for _, path, body in self.feature_calls():
+            if path.split("?")[0].endswith("/_mtermvectors"):
+                out += [d["_id"] for d in body["docs"] if "_id" in d]
+            else:
+                out += body["query"]["bool"]["filter"][0]["ids"]["values"]
+        return out
+
+
+def _reads_features(call: tuple[str, str, Any]) -> bool:
+    return isinstance(call[2], dict) and EXTENSION in (call[2].get("ext") or {})
 
 
 @pytest.fixture
@@ -74,7 +96,7 @@ def test_the_union_is_found_with_one_request_and_its_features_fetched_once(
     plain.analyze("insulin"), plain.max_result_window()  # warm what both searches need alike
     recorder.on = True
     plain.search("insulin", size=10)
-    plain_vectors = len(recorder.paths("/_mtermvectors"))
+    plain_vectors = len(recorder.feature_calls())
     recorder.calls.clear()
 
     rr = Reranker(engine, small_index, scorer="evolved", window=3)
@@ -88,9 +110,8 @@ def test_the_union_is_found_with_one_request_and_its_features_fetched_once(
     # one _msearch line pair per query: the original and the two variants
     assert len(searches[0][2].strip().splitlines()) == 6
     # term vectors: as many requests as the plain search made, and every candidate asked for once
-    vector_calls = recorder.paths("/_mtermvectors")
-    assert len(vector_calls) == plain_vectors
-    asked = [d["_id"] for _, _, body in vector_calls for d in body["docs"] if "_id" in d]
+    assert len(recorder.feature_calls()) == plain_vectors
+    asked = recorder.asked()
     ids = [h["_id"] for h in resp["hits"]["hits"]]
     assert sorted(asked) == sorted(ids) and len(set(asked)) == len(asked)
     # the union: insulin finds b and f, the variants c, d and e

@@ -46,8 +46,10 @@ from esbridge.cli.main import main
 from esbridge.engine import cluster as cluster_nodes
 from esbridge.engine import local
 from esbridge.engine.client import ConnectionOptions, Engine
+from esbridge.engine.plan import run as run_plan
 from esbridge.errors import EngineUnavailableError, EsbridgeError
 from esbridge.features import analyze_query, build_input, fetch_raw
+from esbridge.features.plugin import features_plugin_plan, fetch_with_plugin_plan
 from esbridge.features.termvectors import ShardRouting
 from esbridge.index import read_layout
 from esbridge.ingest import ingest, read_jsonl
@@ -187,12 +189,43 @@ def test_bm25_equals_the_engine_score(eng: Engine, indexed: tuple[int, str, str]
 
 
 @pytest.mark.parametrize("scorer", ["evolved", "bmx"])
-def test_rerank_equals_the_one_shard_copy(eng: Engine, indexed: tuple[int, str, str], scorer: str) -> None:
+@pytest.mark.parametrize("features", ["plugin", "term vectors"])
+def test_rerank_equals_the_one_shard_copy(eng: Engine, indexed: tuple[int, str, str], scorer: str, features: str,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """On every node of the cluster runs esbridge's engine plugin; the rankings are the same read
+    through it (the statistics of the replicated index gathered by the DFS phase) or with
+    ``_mtermvectors``."""
+    assert run_plan(features_plugin_plan(eng), eng), "every node of esbridge's cluster loads its plugin"
+    monkeypatch.setenv("ESBRIDGE_FEATURES_PLUGIN", "on" if features == "plugin" else "off")
     replicated = Reranker(eng, REPLICATED, scorer=scorer, window=50)
     single = Reranker(eng, SINGLE, scorer=scorer, window=50)
     for text in _queries(10):
         a, b = _ranking(replicated.search(text, size=10)), _ranking(single.search(text, size=10))
         assert a and _same(a, b), f"{scorer} {text!r}:\n{a}\n{b}"
+        # statistics read by the plugin in a search of the candidates (a rescore): the same ranking
+        ids = [doc for doc, _ in b]
+        assert replicated.rank(text, ids).ids == single.rank(text, ids).ids, f"{scorer} {text!r}"
+
+
+def test_the_plugin_reads_index_wide_statistics_of_a_replicated_index(eng: Engine,
+                                                                      indexed: tuple[int, str, str]) -> None:
+    """Gathered by the DFS phase over the shards of the replicated index: equal to the sums of
+    the shards' term-vector statistics."""
+    layout = read_layout(eng, REPLICATED)
+    shards = len(eng.request("GET", f"/_cat/shards/{REPLICATED}", params={"format": "json", "h": "shard"}))
+    for text in _queries(5):
+        query = analyze_query(eng, REPLICATED, layout, text, layout.channels)
+        ids = [h["_id"] for h in eng.search(REPLICATED, {"size": 30, "_source": False,
+                                                          "query": {"match": {layout.combined: text}}})["hits"]["hits"]]
+        old = fetch_raw(eng, REPLICATED, layout, query, ids, fields=[layout.combined])
+        new = run_plan(fetch_with_plugin_plan(REPLICATED, layout, query, ids, fields=[layout.combined],
+                                              stats_query=query, stat_fields=[layout.combined],
+                                              shards=max(2, shards // 2)), eng)
+        assert new is not None
+        for key, st in new.stats.items():
+            ref = old.stats[key]
+            assert (st.doc_count, st.sum_ttf) == (ref.doc_count, ref.sum_ttf), (text, key)
+            assert all(ref.df.get(t, 0) == n for t, n in st.df.items()), (text, key)
 
 
 def test_a_node_killed_mid_query_gives_the_same_answer_or_one_line(

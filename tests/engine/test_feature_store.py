@@ -18,6 +18,9 @@ from esbridge.rerank import Reranker
 from tests.cli import run
 from tests.engine.concurrency import race
 
+# the client-side stores are filled only where features are read with _mtermvectors
+pytestmark = pytest.mark.usefixtures("term_vectors_only")
+
 DOCS = {f"d{i}": {"title": f"glucose {i}", "text": f"insulin glucose control number {i} " + "word " * (i % 7)}
         for i in range(30)}
 QUERIES = ["insulin glucose", "glucose control", "number word"]

@@ -72,6 +72,7 @@ def test_filter_passes_through_and_source_fields(engine: Engine, small_index: st
     assert set(resp["hits"]["hits"][0]["_source"]) == {"title"}
 
 
+@pytest.mark.usefixtures("term_vectors_only")  # (the engine plugin keeps no vectors to go stale)
 def test_updated_document_is_never_scored_from_stale_vectors(engine: Engine, small_index: str) -> None:
     # statistics refetched after every write (the default keeps them for the index's refresh interval)
     rr = Reranker(engine, small_index, scorer="bm25", window=10, stats_refresh_interval=0)

@@ -1,0 +1,152 @@
+"""esbridge's engine plugin ``esbridge-features``, built from the Java sources in the package.
+
+The plugin (``esbridge/engine/plugins/esbridge-features/``) adds the search extension
+``esbridge_features`` and a fetch sub-phase that returns each hit's term frequencies, lengths and
+the terms' index-wide statistics (:mod:`esbridge.features.plugin` reads them).  One set of
+sources serves OpenSearch and Elasticsearch: a line that ends in ``//@opensearch`` or
+``//@elasticsearch`` (an import, mostly) is kept only for that engine.  The plugin is compiled
+with the JDK's ``javac`` against the jars of the engine it runs in (nothing else is downloaded),
+and cached under ``$ESBRIDGE_HOME/engines/plugins/`` by a hash of its sources and the engine:
+
+* esbridge's local OpenSearch nodes load it from the class path (:func:`runner_plugin`);
+* its local Elasticsearch 8 node installs its zip (:mod:`esbridge.engine.es_distribution`);
+* :func:`pack_zip` writes the zip that ``bin/opensearch-plugin install`` (or
+  ``bin/elasticsearch-plugin install``) takes, for a user's own cluster of the same engine
+  version (``esbridge plugin build``).
+
+Elasticsearch 7.10 (Lucene 8) lacks the Lucene API the plugin reads term vectors with; its
+nodes read features with ``_mtermvectors``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import tempfile
+import zipfile
+from importlib import resources
+from pathlib import Path
+
+from esbridge.errors import ProvisioningError
+from esbridge.home import cache_dir
+
+__all__ = ["CLASSNAME", "FAMILIES", "PLUGIN_NAME", "compile_jar", "pack_zip", "runner_plugin"]
+
+log = logging.getLogger(__name__)
+
+PLUGIN_NAME = "esbridge-features"
+CLASSNAME = "org.esbridge.features.FeaturesPlugin"
+PLUGIN_VERSION = "1.0.0"
+#: ``--release`` of the class files (the engines' own jars need Java 21).
+JAVA_RELEASE = 21
+#: The engines the sources compile for (by the major version of their Lucene: 9.5 and later).
+FAMILIES = ("opensearch", "elasticsearch")
+_FOLDER = "esbridge-features"
+
+
+def _sources(family: str) -> list[tuple[str, bytes]]:
+    """The plugin's files as ``family`` compiles them (the other engine's lines left out)."""
+    other = [f for f in FAMILIES if f != family]
+    base = resources.files("esbridge.engine").joinpath("plugins", _FOLDER)
+    out = []
+    for p in sorted(base.iterdir(), key=lambda p: p.name):
+        if p.name.endswith(".java"):
+            lines = p.read_text("utf-8").splitlines(keepends=True)
+            kept = [ln for ln in lines if not any(ln.rstrip().endswith(f"//@{o}") for o in other)]
+            out.append((p.name, "".join(kept).encode("utf-8")))
+        elif p.name.endswith(".properties"):
+            out.append((p.name, p.read_bytes()))
+    if not any(n.endswith(".java") for n, _ in out):
+        raise ProvisioningError(f"the package has no sources of the {PLUGIN_NAME} plugin; reinstall esbridge")
+    return out
+
+
+def _javac(java: str) -> Path | None:
+    javac = Path(os.path.realpath(java)).parent / "javac"
+    return javac if javac.exists() else None
+
+
+def compile_jar(family: str, version: str, lib: Path, java: str) -> Path:
+    """The plugin's jar for ``family`` ``version``, compiled against the jars in ``lib`` (cached).
+
+    Raises:
+        ProvisioningError: ``java`` has no ``javac`` beside it, or the sources do not compile.
+    """
+    files = _sources(family)
+    h = hashlib.sha256(f"{family}\0{version}\0{JAVA_RELEASE}\0{PLUGIN_VERSION}\0".encode())
+    for name, data in files:
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    out = cache_dir() / "engines" / "plugins" / f"{PLUGIN_NAME}-{family}-{version}-{h.hexdigest()[:16]}.jar"
+    if out.exists():
+        return out
+    javac = _javac(java)
+    if javac is None:
+        raise ProvisioningError(
+            f"building esbridge's {PLUGIN_NAME} plugin needs a JDK {JAVA_RELEASE}+ with javac, but {java} is a "
+            f"runtime without it; install a full JDK (e.g. Eclipse Temurin {JAVA_RELEASE}) and point "
+            "ESBRIDGE_JAVA or JAVA_HOME at its bin/java"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{PLUGIN_NAME}-build-") as tmp_name:
+        tmp = Path(tmp_name)
+        src, classes = tmp / "src", tmp / "classes"
+        src.mkdir()
+        classes.mkdir()
+        paths = []
+        for name, data in files:
+            if name.endswith(".java"):
+                (src / name).write_bytes(data)
+                paths.append(str(src / name))
+        cmd = [str(javac), "--release", str(JAVA_RELEASE), "-encoding", "UTF-8", "-proc:none", "-nowarn",
+               "-cp", str(lib / "*"), "-d", str(classes), *paths]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ProvisioningError(f"compiling the {PLUGIN_NAME} plugin against {family} {version} failed:\n"
+                                    f"{(done.stderr or done.stdout)[-3000:]}")
+        part = out.with_name(out.name + ".part")
+        write_jar(part, classes)
+        os.replace(part, out)
+    return out
+
+
+def write_jar(jar: Path, classes: Path) -> None:
+    """A jar of the class files under ``classes`` (entries sorted, fixed timestamps)."""
+    stamp = (1980, 1, 1, 0, 0, 0)
+    with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(zipfile.ZipInfo("META-INF/MANIFEST.MF", stamp),
+                    "Manifest-Version: 1.0\r\nCreated-By: esbridge\r\n\r\n")
+        for path in sorted(classes.rglob("*.class")):
+            info = zipfile.ZipInfo(path.relative_to(classes).as_posix(), stamp)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, path.read_bytes())
+
+
+def pack_zip(family: str, version: str, jar: Path, out_dir: Path) -> Path:
+    """The plugin as the zip the engine's ``bin/*-plugin install`` takes, in ``out_dir``."""
+    descriptor = next(data for name, data in _sources(family) if name.endswith(".properties")).decode("utf-8")
+    text = descriptor.format(plugin_version=PLUGIN_VERSION, java_version=JAVA_RELEASE, engine=family,
+                             engine_version=version)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{PLUGIN_NAME}-{PLUGIN_VERSION}-{family}-{version}.zip"
+    part = out.with_name(out.name + ".part")
+    with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.write(jar, f"{PLUGIN_NAME}-{PLUGIN_VERSION}.jar")
+        zf.writestr("plugin-descriptor.properties", "\n".join(
+            ln for ln in text.splitlines() if not ln.startswith("#")) + "\n")
+    os.replace(part, out)
+    return out
+
+
+def runner_plugin(family: str, version: str, lib: Path, java: str) -> tuple[list[str], list[str]]:
+    """``(class path entries, plugin classes)`` that load the plugin into an embedded-runner node
+    of ``family`` ``version`` whose jars are in ``lib``; nothing for an engine the plugin does not
+    compile for (Elasticsearch 7), or when ``java`` has no ``javac`` (a warning says so)."""
+    if family != "opensearch":
+        return [], []
+    if _javac(java) is None:
+        log.warning("%s is a Java runtime without javac: the node starts without esbridge's %s plugin, "
+                    "and candidates' features are read with _mtermvectors", java, PLUGIN_NAME)
+        return [], []
+    return [str(compile_jar(family, version, lib, java))], [CLASSNAME]

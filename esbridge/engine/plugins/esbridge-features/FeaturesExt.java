@@ -1,0 +1,207 @@
+package org.esbridge.features;
+
+import org.opensearch.core.common.io.stream.StreamInput; //@opensearch
+import org.elasticsearch.common.io.stream.StreamInput; //@elasticsearch
+import org.opensearch.core.common.io.stream.StreamOutput; //@opensearch
+import org.elasticsearch.common.io.stream.StreamOutput; //@elasticsearch
+import org.opensearch.core.xcontent.XContentBuilder; //@opensearch
+import org.elasticsearch.xcontent.XContentBuilder; //@elasticsearch
+import org.opensearch.core.xcontent.XContentParser; //@opensearch
+import org.elasticsearch.xcontent.XContentParser; //@elasticsearch
+import org.opensearch.search.SearchExtBuilder; //@opensearch
+import org.elasticsearch.search.SearchExtBuilder; //@elasticsearch
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * {@code "ext": {"esbridge_features": {"groups": [{"fields": [F, ...], "terms": [T, ...]}, ...],
+ * "stats": [{"field": F, "terms": [T, ...]}, ...], "tag": S}}}.
+ *
+ * The tag, any string, is returned with each hit's features, so that a caller holding hits can
+ * tell which request they answer.
+ *
+ * A group names one field (a list, so that a later version may add fields up).
+ */
+public final class FeaturesExt extends SearchExtBuilder {
+    public static final String NAME = "esbridge_features";
+
+    /** One group: the fields added up and the terms to count in them. */
+    public record Group(List<String> fields, List<String> terms) {
+    }
+
+    /** The terms whose statistics are wanted in one field. */
+    public record Stats(String field, List<String> terms) {
+    }
+
+    private final List<Group> groups;
+    private final List<Stats> stats;
+    private final String tag;
+
+    public FeaturesExt(List<Group> groups, List<Stats> stats, String tag) {
+        this.groups = List.copyOf(groups);
+        this.stats = List.copyOf(stats);
+        this.tag = tag;
+    }
+
+    public FeaturesExt(StreamInput in) throws IOException {
+        int n = in.readVInt();
+        List<Group> gs = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            gs.add(new Group(readStrings(in), readStrings(in)));
+        }
+        n = in.readVInt();
+        List<Stats> ss = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            ss.add(new Stats(in.readString(), readStrings(in)));
+        }
+        this.groups = List.copyOf(gs);
+        this.stats = List.copyOf(ss);
+        this.tag = in.readString();
+    }
+
+    public String tag() {
+        return tag;
+    }
+
+    private static List<String> readStrings(StreamInput in) throws IOException {
+        int n = in.readVInt();
+        List<String> out = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            out.add(in.readString());
+        }
+        return out;
+    }
+
+    private static void writeStrings(StreamOutput out, List<String> strings) throws IOException {
+        out.writeVInt(strings.size());
+        for (String s : strings) {
+            out.writeString(s);
+        }
+    }
+
+    public List<Group> groups() {
+        return groups;
+    }
+
+    public List<Stats> stats() {
+        return stats;
+    }
+
+    @Override
+    public void writeTo(StreamOutput out) throws IOException {
+        out.writeVInt(groups.size());
+        for (Group g : groups) {
+            writeStrings(out, g.fields());
+            writeStrings(out, g.terms());
+        }
+        out.writeVInt(stats.size());
+        for (Stats s : stats) {
+            out.writeString(s.field());
+            writeStrings(out, s.terms());
+        }
+        out.writeString(tag);
+    }
+
+    @Override
+    public String getWriteableName() {
+        return NAME;
+    }
+
+    @Override
+    public XContentBuilder toXContent(XContentBuilder builder, Params params) throws IOException {
+        builder.startObject(NAME);
+        builder.startArray("groups");
+        for (Group g : groups) {
+            builder.startObject().field("fields", g.fields()).field("terms", g.terms()).endObject();
+        }
+        builder.endArray();
+        builder.startArray("stats");
+        for (Stats s : stats) {
+            builder.startObject().field("field", s.field()).field("terms", s.terms()).endObject();
+        }
+        builder.endArray();
+        builder.field("tag", tag);
+        return builder.endObject();
+    }
+
+    public static FeaturesExt parse(XContentParser parser) throws IOException {
+        Map<String, Object> body = parser.map();
+        for (String key : body.keySet()) {
+            if (!key.equals("groups") && !key.equals("stats") && !key.equals("tag")) {
+                throw new IllegalArgumentException("[" + NAME + "] has no parameter [" + key
+                    + "]; it takes [groups], [stats] and [tag]");
+            }
+        }
+        List<Group> groups = new ArrayList<>();
+        for (Map<String, Object> g : objects(body.get("groups"), "groups")) {
+            List<String> fields = strings(g.get("fields"), "groups.fields");
+            if (fields.size() != 1) {
+                throw new IllegalArgumentException("[" + NAME + "] a group names exactly one field, got " + fields);
+            }
+            groups.add(new Group(fields, strings(g.get("terms"), "groups.terms")));
+        }
+        List<Stats> stats = new ArrayList<>();
+        for (Map<String, Object> s : objects(body.get("stats"), "stats")) {
+            Object field = s.get("field");
+            if (!(field instanceof String f) || f.isEmpty()) {
+                throw new IllegalArgumentException("[" + NAME + "] stats.field must be a field name");
+            }
+            stats.add(new Stats(f, strings(s.get("terms"), "stats.terms")));
+        }
+        Object tag = body.getOrDefault("tag", "");
+        if (!(tag instanceof String t)) {
+            throw new IllegalArgumentException("[" + NAME + "] tag must be a string");
+        }
+        return new FeaturesExt(groups, stats, t);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static List<Map<String, Object>> objects(Object value, String what) {
+        List<Map<String, Object>> out = new ArrayList<>();
+        if (value == null) {
+            return out;
+        }
+        if (!(value instanceof List<?> list)) {
+            throw new IllegalArgumentException("[" + NAME + "] " + what + " must be a list of objects");
+        }
+        for (Object item : list) {
+            if (!(item instanceof Map<?, ?>)) {
+                throw new IllegalArgumentException("[" + NAME + "] " + what + " must be a list of objects");
+            }
+            out.add((Map<String, Object>) item);
+        }
+        return out;
+    }
+
+    private static List<String> strings(Object value, String what) {
+        List<String> out = new ArrayList<>();
+        if (value == null) {
+            return out;
+        }
+        if (!(value instanceof List<?> list)) {
+            throw new IllegalArgumentException("[" + NAME + "] " + what + " must be a list of strings");
+        }
+        for (Object item : list) {
+            if (!(item instanceof String s)) {
+                throw new IllegalArgumentException("[" + NAME + "] " + what + " must be a list of strings");
+            }
+            out.add(s);
+        }
+        return out;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof FeaturesExt other && groups.equals(other.groups) && stats.equals(other.stats)
+            && tag.equals(other.tag);
+    }
+
+    @Override
+    public int hashCode() {
+        return Objects.hash(groups, stats, tag);
+    }
+}

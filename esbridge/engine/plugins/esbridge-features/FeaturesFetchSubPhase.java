@@ -1,0 +1,213 @@
+package org.esbridge.features;
+
+import org.apache.lucene.index.FieldInfo;
+import org.apache.lucene.index.FieldInfos;
+import org.apache.lucene.index.IndexOptions;
+import org.apache.lucene.index.LeafReader;
+import org.apache.lucene.index.LeafReaderContext;
+import org.apache.lucene.index.PostingsEnum;
+import org.apache.lucene.index.Term;
+import org.apache.lucene.index.TermStates;
+import org.apache.lucene.index.Terms;
+import org.apache.lucene.index.TermsEnum;
+import org.apache.lucene.index.TermVectors;
+import org.apache.lucene.search.CollectionStatistics;
+import org.apache.lucene.search.IndexSearcher;
+import org.apache.lucene.search.TermStatistics;
+import org.apache.lucene.util.BytesRef;
+import org.opensearch.common.document.DocumentField; //@opensearch
+import org.elasticsearch.common.document.DocumentField; //@elasticsearch
+import org.opensearch.search.fetch.FetchContext; //@opensearch
+import org.elasticsearch.search.fetch.FetchContext; //@elasticsearch
+import org.opensearch.search.fetch.FetchSubPhase; //@opensearch
+import org.elasticsearch.search.fetch.FetchSubPhase; //@elasticsearch
+import org.opensearch.search.fetch.FetchSubPhaseProcessor; //@opensearch
+import org.elasticsearch.search.fetch.FetchSubPhaseProcessor; //@elasticsearch
+import org.elasticsearch.search.fetch.StoredFieldsSpec; //@elasticsearch
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Adds {@code _esbridge_features} to each hit, one flat list: the request's tag, then per group of
+ * its {@link FeaturesExt} {@code length, distinct terms, tf of each term...} (length and distinct
+ * -1 where the group's field is indexed without term frequencies or term vectors); and {@code _esbridge_stats} to the
+ * first hit of each shard: per requested field, {@code [doc_count, sum_ttf, df of each term...]}
+ * as the shard's searcher reports them (the aggregated statistics of the DFS phase where it ran).
+ *
+ * Term frequencies come from the postings (one enumerator per term and segment, advanced through
+ * the segment's hits in document order); lengths and distinct-term counts from
+ * {@link SegmentLengths}, which reads a document's term vector once for the life of its segment.
+ */
+final class FeaturesFetchSubPhase implements FetchSubPhase {
+    static final String FEATURES = "_esbridge_features";
+    static final String STATS = "_esbridge_stats";
+
+    @Override
+    public FetchSubPhaseProcessor getProcessor(FetchContext context) throws IOException {
+        if (!(context.getSearchExt(FeaturesExt.NAME) instanceof FeaturesExt ext)) {
+            return null;
+        }
+        final IndexSearcher searcher = context.searcher();
+        final List<FeaturesExt.Group> groups = ext.groups();
+        final List<BytesRef[]> groupTerms = new ArrayList<>();
+        int columns = 0;
+        for (FeaturesExt.Group g : groups) {
+            groupTerms.add(bytes(g.terms()));
+            columns += g.terms().size() + 2;
+        }
+        final int width = columns;
+        return new FetchSubPhaseProcessor() {
+            private LeafReader reader;
+            private TermVectors vectors;
+            /** per group: whether its field lacks frequencies or term vectors, its lengths, its postings per term */
+            private boolean[] lacking;
+            private String[] groupField;
+            private SegmentLengths[] lengths;
+            private PostingsEnum[][] postings;
+            private int lastDoc;
+            private boolean statsSent;
+
+            @Override
+            public void setNextReader(LeafReaderContext readerContext) throws IOException {
+                reader = readerContext.reader();
+                vectors = reader.termVectors();
+                FieldInfos infos = reader.getFieldInfos();
+                lacking = new boolean[groups.size()];
+                groupField = new String[groups.size()];
+                lengths = new SegmentLengths[groups.size()];
+                for (int i = 0; i < groups.size(); i++) {
+                    groupField[i] = groups.get(i).fields().get(0);
+                    FieldInfo info = infos.fieldInfo(groupField[i]);
+                    if (info == null) {
+                        continue;  // no document of this segment has the field
+                    }
+                    if (info.getIndexOptions().compareTo(IndexOptions.DOCS_AND_FREQS) < 0
+                            || !info.hasTermVectors()) { //@opensearch
+                            || !info.hasVectors()) { //@elasticsearch
+                        lacking[i] = true;
+                    } else {
+                        lengths[i] = SegmentLengths.of(reader, groupField[i]);
+                    }
+                }
+                resetPostings();
+            }
+
+            private void resetPostings() throws IOException {
+                postings = new PostingsEnum[groups.size()][];
+                for (int i = 0; i < groups.size(); i++) {
+                    BytesRef[] terms = groupTerms.get(i);
+                    postings[i] = new PostingsEnum[terms.length];
+                    Terms inField = lengths[i] == null ? null : reader.terms(groupField[i]);
+                    if (inField == null) {
+                        continue;
+                    }
+                    TermsEnum it = inField.iterator();
+                    for (int j = 0; j < terms.length; j++) {
+                        if (it.seekExact(terms[j])) {
+                            postings[i][j] = it.postings(null, PostingsEnum.FREQS);
+                        }
+                    }
+                }
+                lastDoc = -1;
+            }
+
+            @Override //@elasticsearch
+            public StoredFieldsSpec storedFieldsSpec() { //@elasticsearch
+                return StoredFieldsSpec.NO_REQUIREMENTS; //@elasticsearch
+            } //@elasticsearch
+
+            @Override
+            public void process(HitContext hit) throws IOException {
+                int doc = hit.docId();
+                if (doc < lastDoc) {
+                    resetPostings();  // hits come in document order; should one not, start over
+                }
+                lastDoc = doc;
+                SegmentLengths.load(vectors, doc, groupField, lengths);
+                List<Object> out = new ArrayList<>(width + 1);
+                out.add(ext.tag());
+                for (int i = 0; i < groups.size(); i++) {
+                    group(i, doc, out);
+                }
+                hit.hit().setDocumentField(FEATURES, new DocumentField(FEATURES, List.of(out)));
+                if (!statsSent && !ext.stats().isEmpty()) {
+                    statsSent = true;
+                    List<Object> stats = new ArrayList<>(ext.stats().size());
+                    for (FeaturesExt.Stats s : ext.stats()) {
+                        stats.add(statistics(searcher, s));
+                    }
+                    hit.hit().setDocumentField(STATS, new DocumentField(STATS, List.of(stats)));
+                }
+            }
+
+            /** Appends [length, distinct, tf...] of group i's field for one document to out
+             * (length and distinct -1 where the field is indexed without frequencies). */
+            private void group(int i, int doc, List<Object> out) throws IOException {
+                int nTerms = groupTerms.get(i).length;
+                if (lacking[i]) {
+                    out.add(-1L);
+                    out.add(-1L);
+                    for (int j = 0; j < nTerms; j++) {
+                        out.add(0L);
+                    }
+                    return;
+                }
+                long[] tf = new long[nTerms];
+                long length = 0;
+                long distinct = 0;
+                if (lengths[i] != null) {
+                    length = lengths[i].length[doc];
+                    distinct = lengths[i].distinct[doc];
+                    for (int j = 0; j < nTerms; j++) {
+                        PostingsEnum pe = postings[i][j];
+                        if (pe == null) {
+                            continue;
+                        }
+                        if (pe.docID() < doc) {
+                            pe.advance(doc);
+                        }
+                        if (pe.docID() == doc) {
+                            tf[j] = pe.freq();
+                        }
+                    }
+                }
+                out.add(length);
+                out.add(distinct);
+                for (long f : tf) {
+                    out.add(f);
+                }
+            }
+        };
+    }
+
+    private static BytesRef[] bytes(List<String> terms) {
+        BytesRef[] out = new BytesRef[terms.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = new BytesRef(terms.get(i));
+        }
+        return out;
+    }
+
+    /** [doc_count, sum_ttf, df...] of one field as the searcher reports them. */
+    private static List<Long> statistics(IndexSearcher searcher, FeaturesExt.Stats s) throws IOException {
+        List<Long> out = new ArrayList<>(s.terms().size() + 2);
+        CollectionStatistics cs = searcher.collectionStatistics(s.field());
+        out.add(cs == null ? 0L : cs.docCount());
+        out.add(cs == null ? 0L : cs.sumTotalTermFreq());
+        for (String term : s.terms()) {
+            Term t = new Term(s.field(), term);
+            TermStates local = TermStates.build(searcher, t, true);
+            long df = 0;
+            try {
+                TermStatistics ts = searcher.termStatistics(t, local.docFreq(), local.totalTermFreq());
+                df = ts == null ? 0L : ts.docFreq();
+            } catch (IllegalArgumentException absent) {
+                df = 0L;  // no statistics: the term occurs in no document the searcher knows of
+            }
+            out.add(df);
+        }
+        return out;
+    }
+}

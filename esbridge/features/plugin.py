@@ -1,0 +1,289 @@
+"""Candidates' features read inside the engine, by esbridge's engine plugin.
+
+Where every node of the cluster runs the ``esbridge-features`` plugin (built from the Java
+sources in ``esbridge/engine/plugins/``: :mod:`esbridge.engine.features_plugin`), a candidate's
+features come back with a search instead of ``_mtermvectors``: the search (the first stage
+itself, or one that names the candidates with an ``ids`` filter) carries the query's terms per
+sub-field in its ``esbridge_features`` extension; the plugin's fetch sub-phase adds to each hit,
+per sub-field, its length, its number of distinct terms and the frequency of each term: the
+frequencies from the postings, the length and distinct terms from the document's stored term
+vector, read once and kept while its segment is open.  Only those numbers cross the network, not
+each candidate's whole vector.
+
+The same search brings the terms' index-wide statistics: the plugin adds to the first hit of each
+shard the statistics its searcher holds for them.  With one shard they are the shard's own; with
+several, the search runs as ``dfs_query_then_fetch`` and carries one optional ``term`` clause per
+term, so that the engine's DFS phase gathers each term's statistics from every shard and hands
+each shard the sums.  esbridge checks that every shard reported the same numbers.
+
+Nothing about scoring runs in the engine: the numbers are those the ``_mtermvectors`` path reads
+(:func:`esbridge.features.termvectors.fetch_raw`), and both feed the same Python scorers.  The
+plugin serves esbridge's own indices, each of whose sub-fields is one field of the index; a plain
+index (whose combined field adds several up) is read as before.  It is found once per connection
+(``GET /_nodes/plugins``); a cluster without it (a managed service that installs no plugins) is
+read as before, as is every cluster when the environment sets ``ESBRIDGE_FEATURES_PLUGIN=off``
+(or a reranker is given ``features="termvectors"``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.calls import path_segment
+from esbridge.engine.client import EngineBase
+from esbridge.engine.features_plugin import CLASSNAME, PLUGIN_NAME
+from esbridge.engine.plan import Call, Plan, gather
+from esbridge.errors import ConfigurationError, EngineError
+from esbridge.features.termvectors import (
+    CandidateVectors,
+    FetchResult,
+    FieldStats,
+    QueryChannel,
+    TermMatrix,
+    merge_stats,
+)
+from esbridge.index.definitions import IndexLayout
+
+__all__ = ["EXTENSION", "FEATURE_SOURCES", "Carried", "candidates_from", "carried_features", "check_feature_source",
+           "features_ext", "features_plugin_plan", "features_tag", "fetch_with_plugin_plan"]
+
+#: The search extension the plugin answers.
+EXTENSION = "esbridge_features"
+_FEATURES = "_esbridge_features"
+_STATS = "_esbridge_stats"
+#: Candidates per search through the plugin (the searches of one fetch are sent together).
+BATCH_SIZE = 500
+
+
+#: How candidates' features are read: ``"auto"`` (through the plugin where every node runs it),
+#: ``"plugin"`` (through it, an error where a node lacks it) or ``"termvectors"`` (never through it).
+FEATURE_SOURCES = ("auto", "plugin", "termvectors")
+
+
+def check_feature_source(value: str) -> str:
+    """``value`` if it is one of :data:`FEATURE_SOURCES`, else a :class:`ConfigurationError`."""
+    if value not in FEATURE_SOURCES:
+        raise ConfigurationError(f"features must be one of {', '.join(FEATURE_SOURCES)}, got {value!r}")
+    return value
+
+
+def features_plugin_plan(engine: EngineBase, source: str = "auto") -> Plan[bool]:
+    """Whether candidates' features are read through the plugin: never with ``source``
+    ``"termvectors"``; with ``"auto"``, where every node of ``engine``'s cluster runs it (asked
+    once per connection; not where listing the plugins is not allowed) unless the environment
+    sets ``ESBRIDGE_FEATURES_PLUGIN=off``; with ``"plugin"`` (or ``ESBRIDGE_FEATURES_PLUGIN=on``)
+    always, a node without it being an error.
+
+    Raises:
+        ConfigurationError: ``"plugin"`` asked for and some node lacks it.
+    """
+    env = os.environ.get("ESBRIDGE_FEATURES_PLUGIN", "").lower()
+    if source == "termvectors" or (source == "auto" and env in ("off", "0", "false", "no")):
+        return False
+    cached: bool | None = getattr(engine, "_features_plugin", None)
+    if cached is None:
+        try:
+            resp = yield Call("GET", "/_nodes/plugins", params={"filter_path": "nodes.*.plugins"},
+                              context="listing the cluster's plugins")
+        except EngineError as err:
+            if err.status not in (401, 403):
+                raise
+            resp = {}
+        nodes = list((resp.get("nodes") or {}).values()) if isinstance(resp, Mapping) else []
+        cached = bool(nodes) and all(
+            any(p.get("name") == PLUGIN_NAME or p.get("classname") == CLASSNAME for p in (n.get("plugins") or []))
+            for n in nodes)
+        engine._features_plugin = cached  # type: ignore[attr-defined]
+    if not cached and (source == "plugin" or env == "on"):
+        asked = "features='plugin'" if source == "plugin" else "ESBRIDGE_FEATURES_PLUGIN=on"
+        raise ConfigurationError(
+            f"features read through esbridge's engine plugin were asked for ({asked}), but not every node "
+            f"of the cluster runs {PLUGIN_NAME} (GET _nodes/plugins); install it (esbridge plugin build) "
+            "or read them with _mtermvectors (features='auto' or 'termvectors')")
+    return cached
+
+
+def _groups(layout: IndexLayout, query: Mapping[str, QueryChannel],
+            fields: Sequence[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """``{key sub-field: (the index's field it is, the terms to count)}``.
+
+    Raises:
+        ConfigurationError: a key made of several fields of the index (a plain index's combined
+            field), which the plugin does not add up.
+    """
+    out: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for f in fields:
+        for ch, qc in query.items():
+            key = layout.subfield(f, ch)
+            members, terms = out.get(key, (layout.indexed(f, ch), ()))
+            if len(members) != 1:
+                raise ConfigurationError(f"{key!r} adds up the fields {list(members)}; the esbridge-features "
+                                         "plugin reads one field a group (read it with _mtermvectors)")
+            out[key] = (members, tuple(dict.fromkeys((*terms, *qc.terms))))
+    return out
+
+
+def _stats_fields(layout: IndexLayout, query: Mapping[str, QueryChannel],
+                  fields: Sequence[str]) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """``({index field: terms}, {key sub-field: index fields})`` of the statistics to read."""
+    terms: dict[str, tuple[str, ...]] = {}
+    keys: dict[str, tuple[str, ...]] = {}
+    for f in fields:
+        for ch, qc in query.items():
+            members = layout.indexed(f, ch)
+            keys[layout.subfield(f, ch)] = members
+            for sf in members:
+                terms[sf] = tuple(dict.fromkeys((*terms.get(sf, ()), *qc.terms)))
+    return terms, keys
+
+
+def features_ext(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: Sequence[str],
+                 stats: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The search extension that asks for the features of ``query`` in ``fields`` (and for the
+    statistics ``stats``, ``[{"field": ..., "terms": [...]}, ...]``)."""
+    groups = [{"fields": list(members), "terms": list(terms)}
+              for members, terms in _groups(layout, query, fields).values()]
+    return {EXTENSION: {"groups": groups, "stats": list(stats), "tag": features_tag(layout, query, fields)}}
+
+
+def features_tag(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: Sequence[str]) -> str:
+    """What the plugin returns with each hit's features to say which terms and fields they are of."""
+    groups = [[list(members), list(terms)] for members, terms in _groups(layout, query, fields).values()]
+    return hashlib.sha256(json.dumps(groups, ensure_ascii=False).encode()).hexdigest()[:20]
+
+
+class Carried(dict[str, list[Any]]):
+    """Features the plugin added to some hits: ``{_id: per group [length, distinct, tf...]}``,
+    with the tag of the request they answer (:func:`features_tag`)."""
+
+    __slots__ = ("tag",)
+
+    def __init__(self, tag: str | None) -> None:
+        super().__init__()
+        self.tag = tag
+
+
+def carried_features(hits: Sequence[dict[str, Any]]) -> Carried:
+    """The features the plugin added to ``hits``, taken out of the hits, which are then as the
+    search would have returned them without it."""
+    out = Carried(None)
+    for hit in hits:
+        fields = hit.get("fields")
+        if isinstance(fields, dict) and _FEATURES in fields:
+            got = fields.pop(_FEATURES)
+            fields.pop(_STATS, None)
+            if not fields:
+                del hit["fields"]
+            if got and got[0]:
+                tag, *values = got[0]
+                if out.tag not in (None, tag):
+                    return Carried(None)  # hits of several searches: none is used
+                out.tag = tag
+                out[str(hit["_id"])] = values
+    return out
+
+
+def candidates_from(index: str, layout: IndexLayout, query: Mapping[str, QueryChannel], fields: Sequence[str],
+                    ids: Sequence[str], by_id: Mapping[str, Sequence[Any]]) -> CandidateVectors:
+    """``ids`` as :class:`CandidateVectors` of :class:`TermMatrix` rows, from what the plugin
+    returned for them (``by_id``: :func:`carried_features`, per document one flat list: per group
+    its length, distinct terms and each term's frequency); an id it did not return is not found.
+
+    Raises:
+        EngineError: the plugin's answer does not have the shape asked for (another plugin
+            version), or a field is indexed without term frequencies or term vectors.
+    """
+    groups = _groups(layout, query, fields)
+    width = sum(len(terms) + 2 for _, terms in groups.values())
+    found = [i in by_id for i in ids]
+    values = [by_id[i] for i, ok in zip(ids, found, strict=True) if ok]
+    wrong = next((i for i in ids if i in by_id and len(by_id[i]) != width), None)
+    if wrong is not None:
+        raise EngineError(f"the esbridge-features plugin answered features of another shape for document "
+                          f"{wrong!r} of {index!r}; is it the version this esbridge builds?", index=index)
+    arr = np.array(values, dtype=np.float64).reshape(len(values), width)
+    rows = np.flatnonzero(found)
+    matrices: dict[str, TermMatrix] = {}
+    at = 0
+    for key, (_, terms) in groups.items():
+        length = arr[:, at]
+        if (length < 0).any():
+            raise EngineError(f"{key!r} in {index!r} is indexed without term frequencies or stores no term "
+                              "vectors, which the esbridge-features plugin reads", index=index)
+        matrices[key] = TermMatrix(rows=rows, terms=terms, tf=arr[:, at + 2:at + 2 + len(terms)], length=length,
+                                   distinct=arr[:, at + 1])
+        at += len(terms) + 2
+    return CandidateVectors(ids=tuple(ids), vectors=tuple({} for _ in ids), found=tuple(found), matrices=matrices)
+
+
+def fetch_with_plugin_plan(
+    index: str,
+    layout: IndexLayout,
+    query: Mapping[str, QueryChannel],
+    ids: Sequence[str],
+    *,
+    fields: Sequence[str],
+    stats_query: Mapping[str, QueryChannel],
+    stat_fields: Sequence[str],
+    shards: int,
+    batch_size: int = BATCH_SIZE,
+) -> Plan[FetchResult | None]:
+    """The features of ``ids`` as :func:`~esbridge.features.termvectors.fetch_raw` reads them,
+    through the plugin: the candidates as :class:`TermMatrix` rows of the query's terms (their
+    ``vectors[i]`` empty), the statistics of ``stats_query``'s terms in ``stat_fields``.
+
+    Returns ``None`` when the statistics were asked for and no search returned a hit to carry
+    them (no candidate was found): the caller reads them the other way.
+
+    Args:
+        shards: the index's shard count; with more than one the statistics are gathered by the
+            engine's DFS phase.
+    """
+    stat_terms, stat_keys = _stats_fields(layout, stats_query, stat_fields) if stats_query else ({}, {})
+    ext_stats = [{"field": sf, "terms": list(terms)} for sf, terms in stat_terms.items()]
+    dfs = shards > 1 and bool(ext_stats)
+    chunks = [list(ids[i:i + batch_size]) for i in range(0, len(ids), batch_size)] or [[]]
+
+    def one(chunk: list[str], with_stats: bool) -> Plan[Any]:
+        query_clause: dict[str, Any] = {"filter": [{"ids": {"values": chunk}}]}
+        if with_stats and dfs:
+            # optional clauses: they change no hit, and make the DFS phase gather these terms' statistics
+            query_clause["should"] = [{"term": {sf: {"value": t}}} for sf, terms in stat_terms.items() for t in terms]
+        body = {"size": len(chunk), "query": {"bool": query_clause}, "_source": False, "track_total_hits": False,
+                "ext": features_ext(layout, query, fields, ext_stats if with_stats else ())}
+        params = {"search_type": "dfs_query_then_fetch"} if with_stats and dfs else None
+        return (yield Call("POST", f"/{path_segment(index, patterns=True)}/_search", params=params, body=body,
+                           context=f"reading candidates' features from {index!r}"))
+
+    answers = yield gather(*(one(chunk, n == 0 and bool(ext_stats)) for n, chunk in enumerate(chunks)))
+    shard_stats: list[list[Any]] = []
+    by_id: dict[str, list[Any]] = {}
+    for resp in answers:
+        hits = resp["hits"]["hits"]
+        shard_stats += [h["fields"][_STATS][0] for h in hits if _STATS in (h.get("fields") or {})]
+        got = carried_features(hits)
+        if len(got) != len(hits):
+            raise EngineError(f"the esbridge-features plugin answered no features for some documents of {index!r}; "
+                              "is it installed on every node?", index=index)
+        by_id.update(got)
+    if ext_stats and not shard_stats:
+        return None
+    if any(s != shard_stats[0] for s in shard_stats[1:]):
+        raise EngineError(f"the shards of {index!r} reported different statistics for the same terms: the "
+                          "DFS phase did not gather them; read them without the plugin "
+                          "(ESBRIDGE_FEATURES_PLUGIN=off)", index=index)
+    stats: dict[str, FieldStats] = {}
+    if ext_stats:
+        per_field = {}
+        for (sf, terms), values in zip(stat_terms.items(), shard_stats[0], strict=True):
+            per_field[sf] = FieldStats(doc_count=int(values[0]), sum_ttf=int(values[1]),
+                                       df={t: int(v) for t, v in zip(terms, values[2:], strict=True)})
+        stats = {key: merge_stats([per_field[sf] for sf in members]) for key, members in stat_keys.items()}
+    cands = candidates_from(index, layout, query, fields, ids, by_id)
+    return FetchResult(candidates=cands, stats=stats, requests=len(chunks))

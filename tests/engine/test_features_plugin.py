@@ -1,0 +1,203 @@
+"""The esbridge-features engine plugin gives the features ``_mtermvectors`` gives.
+
+On engines whose nodes run the plugin (esbridge's local OpenSearch and Elasticsearch 8 nodes),
+every scorer ranks the judged queries of the shipped sample identically, with identical scores,
+whether the candidates' features are read inside the engine or with ``_mtermvectors`` (the plugin
+turned off with ``ESBRIDGE_FEATURES_PLUGIN=off``), on a 1-shard and a 3-shard index, and for a
+document written after the first query.  The requests sent show which path ran.  On the other engines the
+plugin is not found and the features are read as before.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from esbridge import Reranker
+from esbridge.engine.client import Engine
+from esbridge.engine.plan import run
+from esbridge.errors import ConfigurationError
+from esbridge.features import analyze_query, fetch_raw
+from esbridge.features.plugin import features_plugin_plan, fetch_with_plugin_plan
+from esbridge.features.termvectors import EMPTY_VECTOR
+from esbridge.index import read_layout
+from esbridge.ingest import ingest
+from esbridge.scoring import available_scorers
+from tests.cli import run as run_cli
+from tests.data import judged_queries
+
+
+class Recorder:
+    """The paths of the requests an engine sends, while installed."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.paths: list[str] = []
+        #: whether some request asked for candidates' term vectors (not only statistics)
+        self.vectors = False
+        self._request = engine.request
+
+    def __enter__(self) -> Recorder:
+        def request(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+            self.paths.append(path)
+            body = kwargs.get("body")
+            if path.endswith("/_mtermvectors") and isinstance(body, dict):
+                self.vectors |= any("_id" in d for d in body.get("docs", ()))
+            return self._request(method, path, *args, **kwargs)
+
+        self.engine.request = request  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.engine.request
+
+
+@pytest.fixture
+def plugin_expected(engine: Engine) -> bool:
+    has = run(features_plugin_plan(engine), engine)
+    # esbridge's local OpenSearch nodes load it, its Elasticsearch 8 node installs it; 7.10 has none
+    assert has == (engine.distribution == "opensearch" or engine.info.version[0] >= 8), (
+        f"{engine.info.label}: the plugin is {'' if has else 'not '}found")
+    return has
+
+
+def _rank_both(engine: Engine, index: str, scorer: str,
+               queries: list[str]) -> tuple[list[Any], list[Any], Recorder, Recorder]:
+    out = []
+    recorders = []
+    for mode in ("auto", "termvectors"):
+        rr = Reranker(engine, index, scorer=scorer, window=50, features=mode)
+        rr.search(queries[0], size=1)  # what a reranker reads once (the entropy table of bmx scorers)
+        with Recorder(engine) as rec:
+            out.append([rr.search(q, size=50) for q in queries])
+        recorders.append(rec)
+    return out[0], out[1], recorders[0], recorders[1]
+
+
+def _same(a: dict[str, Any], b: dict[str, Any], what: str) -> None:
+    ids_a = [h["_id"] for h in a["hits"]["hits"]]
+    ids_b = [h["_id"] for h in b["hits"]["hits"]]
+    assert ids_a == ids_b, what
+    assert np.array_equal([h["_score"] for h in a["hits"]["hits"]], [h["_score"] for h in b["hits"]["hits"]]), what
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_every_scorer_ranks_alike_with_and_without_the_plugin(
+        engine: Engine, sample_indices: dict[int, str], shards: int, plugin_expected: bool) -> None:
+    index = sample_indices[shards]
+    queries = [q["text"] for q in judged_queries()[:12]]
+    for scorer in available_scorers():
+        with_plugin, without, rec_on, rec_off = _rank_both(engine, index, scorer, queries)
+        for q, a, b in zip(queries, with_plugin, without, strict=True):
+            _same(a, b, f"{scorer}, {shards} shard(s), {q!r}")
+        assert rec_off.vectors, scorer
+        single_field = not scorer.startswith("bm25f")
+        if plugin_expected and single_field:
+            # the candidates' features came from the plugin, not from term vectors
+            assert not rec_on.vectors, scorer
+        elif not plugin_expected:
+            assert rec_on.vectors, scorer
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_fetch_through_the_plugin_equals_term_vectors(engine: Engine, sample_indices: dict[int, str],
+                                                      shards: int, plugin_expected: bool) -> None:
+    """The raw numbers, every channel: tf, lengths, distinct terms, df, N and total lengths."""
+    if not plugin_expected:
+        return
+    index = sample_indices[shards]
+    layout = read_layout(engine, index)
+    ids = [h["_id"] for h in engine.search(index, {"size": 200, "_source": False})["hits"]["hits"]] + ["absent"]
+    for q in judged_queries()[:5]:
+        query = analyze_query(engine, index, layout, q["text"], layout.channels)
+        for fields in ([layout.combined], [layout.fields[0]]):
+            stat_fields = list(dict.fromkeys([*fields, layout.combined]))
+            old = fetch_raw(engine, index, layout, query, ids, fields=fields)
+            new = run(fetch_with_plugin_plan(index, layout, query, ids, fields=fields, stats_query=query,
+                                             stat_fields=stat_fields, shards=shards), engine)
+            assert new is not None
+            assert new.candidates.found == old.candidates.found
+            assert new.candidates.found[-1] is False
+            for key, m in new.candidates.matrices.items():
+                for k, row in enumerate(m.rows.tolist()):
+                    vec = old.candidates.vectors[row].get(key, EMPTY_VECTOR)  # no term in the field
+                    assert m.length[k] == vec.length and m.distinct[k] == len(vec), key
+                    assert m.tf[k].tolist() == [vec.get(t, 0) for t in m.terms], key
+            for key, st in new.stats.items():
+                ref = old.stats[key]
+                assert (st.doc_count, st.sum_ttf) == (ref.doc_count, ref.sum_ttf), key
+                assert all(ref.df.get(t, 0) == n for t, n in st.df.items()), key
+
+
+@pytest.fixture
+def fresh_index(engine: Engine) -> Iterator[str]:
+    name = "esb-test-plugin-fresh"
+    engine.delete_index(name)
+    docs = [{"_id": f"d{i}", "title": f"paper {i}", "text": f"gene expression in tumour cells, study {i}"}
+            for i in range(30)]
+    ingest(engine, name, docs, shards=3, progress=False, strict=True)
+    yield name
+    engine.delete_index(name)
+
+
+def test_documents_written_after_the_first_query(engine: Engine, fresh_index: str, plugin_expected: bool) -> None:
+    query = "tumour gene expression"
+    # statistics refetched after any write (by default, at most once per refresh interval)
+    rr_on = Reranker(engine, fresh_index, scorer="evolved", window=50, stats_refresh_interval=0)
+    rr_on.search(query, size=10)
+    ingest(engine, fresh_index, [{"_id": "late", "title": "tumour gene expression",
+                                  "text": "tumour gene expression tumour gene expression"}],
+           progress=False, strict=True)
+    engine.refresh(fresh_index)
+    on = rr_on.search(query, size=10)
+    off = Reranker(engine, fresh_index, scorer="evolved", window=50, features="termvectors").search(query, size=10)
+    _same(on, off, "after a write")
+    assert on["hits"]["hits"][0]["_id"] == "late"
+
+
+def test_two_clients_with_their_own_homes_rank_alike(engine: Engine, sample_indices: dict[int, str],
+                                                     plugin_expected: bool, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """What a client keeps under ``ESBRIDGE_HOME`` (caches) decides no ranking: two homes, one of
+    them emptied between its searches, give the same answers."""
+    index = sample_indices[3]
+    answers = []
+    for home in ("a", "b", "b"):
+        if (tmp_path / home).exists():
+            shutil.rmtree(tmp_path / home)
+        monkeypatch.setenv("ESBRIDGE_HOME", str(tmp_path / home))
+        for scorer in ("evolved", "bmx"):
+            code, out, err = run_cli(capsys, "search", index, judged_queries()[0]["text"], "--scorer", scorer,
+                                     "--json", "--url", engine.options.url)
+            assert code == 0, err
+            hits = json.loads(out)["hits"]["hits"]
+            answers.append([(h["_id"], h["_score"]) for h in hits])
+    assert answers[0:2] == answers[2:4] == answers[4:6]
+    if plugin_expected:  # no candidate's vector was kept on disk (the feature store is empty)
+        for db in (tmp_path / "b").glob("features/**/vectors.sqlite"):
+            with sqlite3.connect(db) as con:
+                assert con.execute("SELECT COUNT(*) FROM vectors").fetchone() == (0,), db
+
+
+def test_the_plugin_asked_for_where_a_node_lacks_it_is_one_clear_error(engine: Engine, sample_indices: dict[int, str],
+                                                                        plugin_expected: bool,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    query = judged_queries()[0]["text"]
+    if plugin_expected:  # asked for, it is used; the environment's "off" gives way to the argument
+        monkeypatch.setenv("ESBRIDGE_FEATURES_PLUGIN", "off")
+        with Recorder(engine) as rec:
+            Reranker(engine, sample_indices[1], features="plugin").search(query)
+        assert not rec.vectors
+    else:
+        with pytest.raises(ConfigurationError, match="esbridge plugin build"):
+            Reranker(engine, sample_indices[1], features="plugin").search(query)
+    with pytest.raises(ConfigurationError, match="features must be one of"):
+        Reranker(engine, sample_indices[1], features="inside")

@@ -1,0 +1,89 @@
+"""The engine plugin's Python side without an engine: its sources per engine, its zip, and the
+reading of the features it adds to hits."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from esbridge.engine import features_plugin
+from esbridge.errors import EngineError
+from esbridge.features.plugin import EXTENSION, candidates_from, carried_features, features_ext, features_tag
+from esbridge.features.termvectors import QueryChannel
+from esbridge.index import IndexLayout
+
+LAYOUT = IndexLayout(fields=("title", "text"))
+QUERY = {"base": QueryChannel(("vitamin", "bone"), (1, 2)), "prefix": QueryChannel(("vitam",), (1,))}
+
+
+@pytest.mark.parametrize("family", features_plugin.FAMILIES)
+def test_each_engine_compiles_its_own_lines(family: str) -> None:
+    other = next(f for f in features_plugin.FAMILIES if f != family)
+    sources = dict(features_plugin._sources(family))
+    java = b"".join(data for name, data in sources.items() if name.endswith(".java")).decode()
+    assert f"//@{other}" not in java
+    assert f"//@{family}" in java
+    assert f"import org.{family}.search.fetch.FetchSubPhase;" in java
+    assert f"import org.{other}." not in java
+
+
+@pytest.mark.parametrize("family", features_plugin.FAMILIES)
+def test_the_zip_holds_the_jar_and_a_descriptor_for_that_engine(family: str, tmp_path: Path) -> None:
+    jar = tmp_path / "x.jar"
+    jar.write_bytes(b"PK")
+    out = features_plugin.pack_zip(family, "9.9.9", jar, tmp_path / "dist")
+    with zipfile.ZipFile(out) as zf:
+        assert sorted(zf.namelist()) == ["esbridge-features-1.0.0.jar", "plugin-descriptor.properties"]
+        props = dict(line.split("=", 1) for line in zf.read("plugin-descriptor.properties").decode().splitlines())
+    assert props[f"{family}.version"] == "9.9.9"
+    assert props["classname"] == features_plugin.CLASSNAME and props["name"] == features_plugin.PLUGIN_NAME
+    assert "{" not in "".join(props.values())
+
+
+def test_the_extension_names_each_subfield_with_the_terms_of_its_channel() -> None:
+    ext = features_ext(LAYOUT, QUERY, [LAYOUT.combined])[EXTENSION]
+    assert ext["groups"] == [{"fields": [LAYOUT.combined], "terms": ["vitamin", "bone"]},
+                             {"fields": [f"{LAYOUT.combined}.prefix"], "terms": ["vitam"]}]
+    assert ext["tag"] == features_tag(LAYOUT, QUERY, [LAYOUT.combined])
+    assert features_tag(LAYOUT, {"base": QueryChannel(("vitamin",), (1,))}, [LAYOUT.combined]) != ext["tag"]
+
+
+def _hit(doc: str, tag: str, *groups: list[int]) -> dict[str, object]:
+    return {"_id": doc, "fields": {"_esbridge_features": [[tag, *(v for g in groups for v in g)]]}}
+
+
+def test_carried_features_are_taken_out_of_the_hits() -> None:
+    tag = features_tag(LAYOUT, QUERY, [LAYOUT.combined])
+    hits = [_hit("a", tag, [10, 8, 1, 2], [10, 9, 1]), _hit("b", tag, [5, 5, 0, 0], [5, 5, 0])]
+    hits[1]["fields"]["title"] = ["kept"]  # type: ignore[index]
+    carried = carried_features(hits)
+    assert carried.tag == tag and set(carried) == {"a", "b"}
+    assert "fields" not in hits[0] and hits[1]["fields"] == {"title": ["kept"]}
+    cands = candidates_from("i", LAYOUT, QUERY, [LAYOUT.combined], ["b", "gone", "a"], carried)
+    assert cands.found == (True, False, True)
+    base = cands.matrices[LAYOUT.combined]
+    assert base.rows.tolist() == [0, 2] and base.terms == ("vitamin", "bone")
+    assert np.array_equal(base.tf, [[0, 0], [1, 2]]) and base.length.tolist() == [5, 10]
+    assert cands.matrices[f"{LAYOUT.combined}.prefix"].distinct.tolist() == [5, 9]
+
+
+def test_hits_of_two_searches_are_not_mixed() -> None:
+    assert not carried_features([_hit("a", "t1", [1, 1, 0, 0]), _hit("b", "t2", [1, 1, 0, 0])])
+
+
+def test_an_answer_of_another_shape_is_an_error_naming_the_document() -> None:
+    with pytest.raises(EngineError, match="'a'"):
+        candidates_from("i", LAYOUT, QUERY, [LAYOUT.combined], ["a"], {"a": [1, 1, 0, 1, 1, 0]})
+    with pytest.raises(EngineError, match="without term frequencies"):
+        candidates_from("i", LAYOUT, QUERY, [LAYOUT.combined], ["a"], {"a": [-1, -1, 0, 0, 1, 1, 0]})
+
+
+def test_plugin_build_refuses_a_version_it_has_no_jars_for(capsys: pytest.CaptureFixture[str]) -> None:
+    from esbridge.cli.main import main
+
+    assert main(["plugin", "build", "--distribution", "opensearch", "--version", "2.11.0"]) != 0
+    err = capsys.readouterr().err
+    assert "3.8.0" in err and "2.11.0" in err and "Traceback" not in err
