@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
@@ -112,6 +113,27 @@ def bench_termvectors(engine: Engine, index: str, queries: list[str], plugin: bo
     return lines
 
 
+def side_by_side(engine: Engine, index: str, bodies: list[dict[str, Any]], queries: list[str], rr: Reranker,
+                 parts: dict[str, float]) -> tuple[list[float], list[float]]:
+    """The engine's BM25 (``bodies``) and ``rr``'s rerank of each query timed side by side, in
+    alternating order, so that neither runs on caches the other has just warmed more often; the
+    rerank's time per step is added to ``parts``."""
+    engine_times: list[float] = []
+    rerank_times: list[float] = []
+    for i, (q, body) in enumerate(zip(queries, bodies, strict=True)):
+        for turn in ((0, 1) if i % 2 == 0 else (1, 0)):
+            t0 = time.perf_counter()
+            if turn == 0:
+                engine.search(index, body)
+                engine_times.append(time.perf_counter() - t0)
+            else:
+                rr.search(q, size=10)
+                rerank_times.append(time.perf_counter() - t0)
+                for k in parts:
+                    parts[k] += getattr(rr.last, k)
+    return engine_times, rerank_times
+
+
 def first_touch(engine: Engine, index: str, queries: list[str], scorer: str, window: int) -> list[float]:
     """Reranks through the plugin on a clone of ``index`` (the same segment files, new segments to
     the engine): each document's length and distinct terms are read from its term vector the
@@ -142,31 +164,20 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
     rows: list[tuple[str, int, list[float]]] = []
     profile: dict[str, dict[str, float]] = {}
     for window in (100, 1000):
-        plugin_times: list[float] = []
         if plugin:
             # the candidates' features read inside the engine; no store, nothing kept between queries.
             # Timed side by side with the engine's BM25, alternating which goes first.
             os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "on"
             rp = Reranker(engine, index, scorer=scorer, window=window)
             field = rp.layout.subfield(rp.layout.combined, "base")  # type: ignore[union-attr]
-            paired: list[float] = []
             parts = {"analyze": 0.0, "first_stage": 0.0, "features": 0.0, "scoring": 0.0, "fetch_source": 0.0}
             for q in queries:  # untimed: both see every query once
                 engine.search(index, {"size": window, "query": {"match": {field: q}}})
                 rp.search(q, size=10)
             rp.close()  # timed: a new client, which has analysed no query yet
             rp = Reranker(engine, index, scorer=scorer, window=window)
-            for i, q in enumerate(queries):
-                for turn in ((0, 1) if i % 2 == 0 else (1, 0)):
-                    t0 = time.perf_counter()
-                    if turn == 0:
-                        engine.search(index, {"size": window, "query": {"match": {field: q}}})
-                        paired.append(time.perf_counter() - t0)
-                    else:
-                        rp.search(q, size=10)
-                        plugin_times.append(time.perf_counter() - t0)
-                        for k in parts:
-                            parts[k] += getattr(rp.last, k)
+            paired, plugin_times = side_by_side(
+                engine, index, [{"size": window, "query": {"match": {field: q}}} for q in queries], queries, rp, parts)
             rp.close()
             rows.append(("engine BM25 (match, same window), timed beside the plugin runs", window, paired))
             rows.append((f"esbridge {scorer}, features from esbridge's engine plugin (no client-side store)",
@@ -182,7 +193,7 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
         bodies = [{"size": window, "query": {"match": {field: q}}} for q in queries]
         for body in bodies:  # untimed: the engine sees every query once before it is timed
             engine.search(index, body)
-        engine_times, cold, warm, stored = [], [], [], []
+        cold, stored = [], []
         parts = {"analyze": 0.0, "first_stage": 0.0, "features": 0.0, "scoring": 0.0, "fetch_source": 0.0}
         for q in queries:  # never-seen candidates: nothing in memory, no disk store
             rr.store.vectors.clear()
@@ -191,19 +202,7 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
             cold.append(time.perf_counter() - t0)
         for q in queries:  # fills the memory cache with every query's candidates
             rr.search(q, size=10)
-        # the engine's BM25 and the warm rerank of each query timed side by side, in alternating
-        # order, so that neither runs on caches the other has just warmed more often
-        for i, (q, body) in enumerate(zip(queries, bodies)):
-            for turn in ((0, 1) if i % 2 == 0 else (1, 0)):
-                t0 = time.perf_counter()
-                if turn == 0:
-                    engine.search(index, body)
-                    engine_times.append(time.perf_counter() - t0)
-                else:
-                    rr.search(q, size=10)
-                    warm.append(time.perf_counter() - t0)
-                    for k in parts:
-                        parts[k] += getattr(rr.last, k)
+        engine_times, warm = side_by_side(engine, index, bodies, queries, rr, parts)
         rows.append(("engine BM25 (match, same window), timed beside the warm runs", window, engine_times))
         profile[f"{window}, warm (memory)"] = {k: v / len(queries) * 1000 for k, v in parts.items()}
         # candidates in the on-disk store (built beforehand), none in memory: a new process, say

@@ -251,25 +251,13 @@ def build_plugin(name: str, es_home: Path, es_version: str, java: str, cache: Pa
         if done.returncode != 0:
             raise ProvisioningError(f"compiling the {name} plugin failed:\n{(done.stderr or done.stdout)[-3000:]}")
         jar = tmp / f"{name}-{PLUGIN_VERSION}.jar"
-        _write_jar(jar, classes)
+        features_plugin.write_jar(jar, classes)
         part = out.with_suffix(".part")
         with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as zf:
             zf.write(jar, jar.name)
             zf.writestr(descriptor[0], descriptor[1])
         os.replace(part, out)
     return out
-
-
-def _write_jar(jar: Path, classes: Path) -> None:
-    """A jar of the class files under ``classes`` (entries sorted, fixed timestamps)."""
-    stamp = (1980, 1, 1, 0, 0, 0)
-    with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(zipfile.ZipInfo("META-INF/MANIFEST.MF", stamp),
-                    "Manifest-Version: 1.0\r\nCreated-By: esbridge\r\n\r\n")
-        for path in sorted(classes.rglob("*.class")):
-            info = zipfile.ZipInfo(path.relative_to(classes).as_posix(), stamp)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, path.read_bytes())
 
 
 def install_plugins(es_home: Path, es_version: str, java: str, cache: Path) -> dict[str, str]:
