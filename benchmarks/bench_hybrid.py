@@ -68,7 +68,7 @@ def main() -> int:
     q_times = []
     for q in queries:
         t0 = time.perf_counter()
-        encoder.encode([q])
+        encoder.encode_queries([q])
         q_times.append(time.perf_counter() - t0)
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
@@ -79,7 +79,7 @@ def main() -> int:
     out = [f"# Hybrid pipeline benchmarks: {engine.info.label}", "",
            f"Machine: {machine()}. Engine: {engine.info.label} (local node, 1 GiB heap, same machine). "
            f"Collection: {folder.resolve().name} ({len(docs)} documents, {len(queries)} queries). "
-           f"Model: {encoder.name} in numpy ({encoder.workers} threads).", "",
+           f"Model: {encoder.name} (onnxruntime, {', '.join(encoder.providers)}).", "",
            f"Command: `python benchmarks/bench_hybrid.py --dataset <path to {folder.resolve().name}> "
            f"--distribution {args.distribution} --queries {args.queries} --embed-docs {args.embed_docs}`", "",
            "## Embedding", "",
@@ -119,7 +119,7 @@ def main() -> int:
             # own path for an index without a vector field)
             exact = VectorIndex.open(engine, index, encoder, fields=("title", "text"), progress=True, windows=False)
             passages = VectorIndex.open(engine, index, encoder, fields=("title", "text"), progress=True)
-            qvecs = [encoder.encode([q])[0] for q in queries]
+            qvecs = [encoder.encode_queries([q])[0] for q in queries]
             searches = (("engine kNN (HNSW, Lucene), one vector per document", hs.vectors),
                         ("esbridge exact (on disk), the same vectors", exact),
                         (f"esbridge exact (on disk), passages of {encoder.passage_tokens}", passages))

@@ -44,17 +44,20 @@ JAVA_RELEASE = 21
 #: The engines the sources compile for (by the major version of their Lucene: 9.5 and later).
 FAMILIES = ("opensearch", "elasticsearch")
 _FOLDER = "esbridge-features"
+#: A source line ending in this mark and an engine's family is that engine's only.
+_MARK = "//@"
 
 
 def _sources(family: str) -> list[tuple[str, bytes]]:
     """The plugin's files as ``family`` compiles them (the other engine's lines left out)."""
-    other = [f for f in FAMILIES if f != family]
+    # the end-of-line marks of the other engines' lines
+    marks = tuple(_MARK + f for f in FAMILIES if f != family)
     base = resources.files("esbridge.engine").joinpath("plugins", _FOLDER)
     out = []
     for p in sorted(base.iterdir(), key=lambda p: p.name):
         if p.name.endswith(".java"):
             lines = p.read_text("utf-8").splitlines(keepends=True)
-            kept = [ln for ln in lines if not any(ln.rstrip().endswith(f"//@{o}") for o in other)]
+            kept = [ln for ln in lines if not ln.rstrip().endswith(marks)]
             out.append((p.name, "".join(kept).encode("utf-8")))
         elif p.name.endswith(".properties"):
             out.append((p.name, p.read_bytes()))

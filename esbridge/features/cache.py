@@ -483,6 +483,7 @@ class FeatureStore:
         todo = [i for i in range(len(ids)) if i not in cached]
         need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         fetched: FetchResult | None = None
+
         def take(cands: CandidateVectors, where: Sequence[int]) -> None:
             """Candidates read inside the engine (matrices of the query's terms) into their places."""
             for sf, m in cands.matrices.items():
