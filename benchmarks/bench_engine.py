@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -148,7 +147,7 @@ def first_touch(engine: Engine, index: str, queries: list[str], scorer: str, win
     engine.request("PUT", f"/{clone}/_settings", body={"index.blocks.write": None})
     engine.request("GET", f"/_cluster/health/{clone}", params={"wait_for_status": "green", "timeout": "60s"})
     times = []
-    rc = Reranker(engine, clone, scorer=scorer, window=window)
+    rc = Reranker(engine, clone, scorer=scorer, window=window, features="plugin")
     for q in queries:
         t0 = time.perf_counter()
         rc.search(q, size=10)
@@ -167,15 +166,14 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
         if plugin:
             # the candidates' features read inside the engine; no store, nothing kept between queries.
             # Timed side by side with the engine's BM25, alternating which goes first.
-            os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "on"
-            rp = Reranker(engine, index, scorer=scorer, window=window)
+            rp = Reranker(engine, index, scorer=scorer, window=window, features="plugin")
             field = rp.layout.subfield(rp.layout.combined, "base")  # type: ignore[union-attr]
             parts = {"analyze": 0.0, "first_stage": 0.0, "features": 0.0, "scoring": 0.0, "fetch_source": 0.0}
             for q in queries:  # untimed: both see every query once
                 engine.search(index, {"size": window, "query": {"match": {field: q}}})
                 rp.search(q, size=10)
             rp.close()  # timed: a new client, which has analysed no query yet
-            rp = Reranker(engine, index, scorer=scorer, window=window)
+            rp = Reranker(engine, index, scorer=scorer, window=window, features="plugin")
             paired, plugin_times = side_by_side(
                 engine, index, [{"size": window, "query": {"match": {field: q}}} for q in queries], queries, rp, parts)
             rp.close()
@@ -186,8 +184,7 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
                          window, first_touch(engine, index, queries, scorer, window)))
             profile[f"{window}, engine plugin"] = {k: v / len(queries) * 1000 for k, v in parts.items()}
         # the other modes read term vectors (_mtermvectors), as on a cluster without the plugin
-        os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "off"
-        rr = Reranker(engine, index, scorer=scorer, window=window,
+        rr = Reranker(engine, index, scorer=scorer, window=window, features="termvectors",
                       vector_cache=TermVectorCache(max_entries=max(50_000, 2 * window * len(queries))))
         field = rr.layout.subfield(rr.layout.combined, "base")  # type: ignore[union-attr]
         bodies = [{"size": window, "query": {"match": {field: q}}} for q in queries]
@@ -207,7 +204,7 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
         profile[f"{window}, warm (memory)"] = {k: v / len(queries) * 1000 for k, v in parts.items()}
         # candidates in the on-disk store (built beforehand), none in memory: a new process, say
         disk = TermVectorCache(max_entries=window, disk=store)
-        rs = Reranker(engine, index, scorer=scorer, window=window, vector_cache=disk)
+        rs = Reranker(engine, index, scorer=scorer, window=window, vector_cache=disk, features="termvectors")
         for q in queries:
             rs.store.vectors.clear()
             t0 = time.perf_counter()
@@ -218,7 +215,6 @@ def bench_latency(engine: Engine, index: str, queries: list[str], scorer: str,
         rows.append((f"esbridge {scorer}, never-seen candidates (cold)", window, cold))
         rows.append((f"esbridge {scorer}, candidates in the disk store", window, stored))
         rows.append((f"esbridge {scorer}, candidates in memory (warm)", window, warm))
-        os.environ.pop("ESBRIDGE_FEATURES_PLUGIN", None)
     # each esbridge row's ratio is to the engine row timed beside it (the plugin's), or to the
     # engine row timed beside the warm runs (the term-vector modes)
     base: dict[int, float] = {}

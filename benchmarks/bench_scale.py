@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -153,26 +152,23 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
         served[mode]["engine"] += after.misses - before.misses
 
     if plugin:  # the candidates' features read inside the engine by esbridge's plugin
-        os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "on"
-        rp = Reranker(engine, index, scorer="evolved", window=window)
+        rp = Reranker(engine, index, scorer="evolved", window=window, features="plugin")
         for q in queries:
             timed(rp, q, "plugin")
         rp.close()
     # the other modes read term vectors (_mtermvectors), as on a cluster without the plugin
-    os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "off"
-    rr = Reranker(engine, index, scorer="evolved", window=window)
+    rr = Reranker(engine, index, scorer="evolved", window=window, features="termvectors")
     for q in queries:  # cold: nothing in memory; warm: the same query again, its candidates now in memory
         rr.store.vectors.clear()
         timed(rr, q, "cold")
         timed(rr, q, "warm")
     rr.close()
-    rs = Reranker(engine, index, scorer="evolved", window=window,
+    rs = Reranker(engine, index, scorer="evolved", window=window, features="termvectors",
                   vector_cache=TermVectorCache(max_entries=window, disk=store))
     for q in queries:  # candidates in the feature store, none in memory
         rs.store.vectors.clear()
         timed(rs, q, "store")
     rs.close()
-    os.environ.pop("ESBRIDGE_FEATURES_PLUGIN", None)
     if not plugin:
         del out["plugin"], served["plugin"]
     return out, served

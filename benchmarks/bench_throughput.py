@@ -18,7 +18,6 @@ Results go to ``benchmarks/results/throughput-<distribution>.md``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
@@ -80,8 +79,9 @@ def main() -> int:
     queries = judged_queries(folder, args.queries)
     index, expected = bench_index(engine, folder / "corpus.jsonl")
     plugin = run(features_plugin_plan(engine), engine)
-    rp = Reranker(engine, index, scorer="evolved", window=args.window)
-    rr = Reranker(engine, index, scorer="evolved", window=args.window)
+    rp = Reranker(engine, index, scorer="evolved", window=args.window, features="plugin" if plugin else "auto")
+    # the warm and cold runs read term vectors (_mtermvectors), as on a cluster without the plugin
+    rr = Reranker(engine, index, scorer="evolved", window=args.window, features="termvectors")
     field = rr.layout.subfield(rr.layout.combined, "base")  # type: ignore[union-attr]
 
     def engine_query(q: str) -> object:
@@ -111,10 +111,7 @@ def main() -> int:
              "warm / engine | esbridge cold q/s | cold / engine |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n in (int(t) for t in args.threads.split(",")):
         e, _ = qps(n, args.seconds, queries, engine_query)
-        os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "on"
         p = qps(n, args.seconds, queries, through_plugin)[0] if plugin else None
-        # the warm and cold runs read term vectors (_mtermvectors), as on a cluster without the plugin
-        os.environ["ESBRIDGE_FEATURES_PLUGIN"] = "off"
         for q in queries:  # every candidate's vectors fetched once: the warm run reads them from memory
             warm(q)
         w, _ = qps(n, args.seconds, queries, warm)

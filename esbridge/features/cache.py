@@ -507,13 +507,17 @@ class FeatureStore:
             through = yield from fetch_with_plugin_plan(
                 self.index, self.layout, query, [ids[i] for i in todo], fields=fields,
                 stats_query=need_stats, stat_fields=stat_fields, shards=shards)
-            if through is not None:
+            if through is None:  # no candidate was found, so no hit brought the statistics
+                for i in todo:
+                    cached[i] = {}
+                    missing.add(i)
+            else:
                 self.requests += through.requests
                 if need_stats:
                     self.stats.store(through.stats, need_stats, self.layout, stat_fields, gen)
                     need_stats = {}
                 take(through.candidates, todo)
-                todo = []
+            todo = []  # the statistics still missing, if any, are read below without candidates
         if todo or need_stats:
             fetched = yield from fetch_raw_plan(
                 self.index, self.layout, query, [ids[i] for i in todo],

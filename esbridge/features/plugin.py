@@ -147,15 +147,19 @@ def features_ext(layout: IndexLayout, query: Mapping[str, QueryChannel], fields:
                  stats: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The search extension that asks for the features of ``query`` in ``fields`` (and for the
     statistics ``stats``, ``[{"field": ..., "terms": [...]}, ...]``)."""
-    groups = [{"fields": list(members), "terms": list(terms)}
-              for members, terms in _groups(layout, query, fields).values()]
-    return {EXTENSION: {"groups": groups, "stats": list(stats), "tag": features_tag(layout, query, fields)}}
+    groups = _groups(layout, query, fields)
+    asked = [{"fields": list(members), "terms": list(terms)} for members, terms in groups.values()]
+    return {EXTENSION: {"groups": asked, "stats": list(stats), "tag": _tag(groups)}}
 
 
 def features_tag(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: Sequence[str]) -> str:
     """What the plugin returns with each hit's features to say which terms and fields they are of."""
-    groups = [[list(members), list(terms)] for members, terms in _groups(layout, query, fields).values()]
-    return hashlib.sha256(json.dumps(groups, ensure_ascii=False).encode()).hexdigest()[:20]
+    return _tag(_groups(layout, query, fields))
+
+
+def _tag(groups: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> str:
+    rows = [[list(members), list(terms)] for members, terms in groups.values()]
+    return hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode()).hexdigest()[:20]
 
 
 class Carried(dict[str, list[Any]]):

@@ -23,7 +23,7 @@ import pytest
 from esbridge import Reranker
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
-from esbridge.errors import ConfigurationError
+from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features import analyze_query, fetch_raw
 from esbridge.features.plugin import features_plugin_plan, fetch_with_plugin_plan
 from esbridge.features.termvectors import EMPTY_VECTOR
@@ -109,12 +109,17 @@ def test_every_scorer_ranks_alike_with_and_without_the_plugin(
 @pytest.mark.parametrize("shards", [1, 3])
 def test_fetch_through_the_plugin_equals_term_vectors(engine: Engine, sample_indices: dict[int, str],
                                                       shards: int, plugin_expected: bool) -> None:
-    """The raw numbers, every channel: tf, lengths, distinct terms, df, N and total lengths."""
-    if not plugin_expected:
-        return
+    """The raw numbers, every channel: tf, lengths, distinct terms, df, N and total lengths; an
+    engine without the plugin refuses its extension (which is why esbridge asks first)."""
     index = sample_indices[shards]
     layout = read_layout(engine, index)
     ids = [h["_id"] for h in engine.search(index, {"size": 200, "_source": False})["hits"]["hits"]] + ["absent"]
+    if not plugin_expected:
+        query = analyze_query(engine, index, layout, judged_queries()[0]["text"], layout.channels)
+        with pytest.raises(EngineError, match="SearchExtBuilder|esbridge_features"):
+            run(fetch_with_plugin_plan(index, layout, query, ids, fields=[layout.combined], stats_query={},
+                                       stat_fields=[layout.combined], shards=shards), engine)
+        return
     for q in judged_queries()[:5]:
         query = analyze_query(engine, index, layout, q["text"], layout.channels)
         for fields in ([layout.combined], [layout.fields[0]]):
