@@ -49,6 +49,7 @@ from esbridge.hybrid import HybridSearcher, PipelineParams
 from esbridge.hybrid.calibration import Calibration, measure
 from esbridge.hybrid.fusion import Fusion
 from esbridge.rerank import Reranker
+from esbridge.semantic.models import MODELS, spec_for
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -60,12 +61,20 @@ RATIOS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 NOISE = (0.0, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.12, 0.14, 0.16, 0.2)
 
 
+#: ``--grid focus``: the calibrated settings around the defaults only (sharpness 2, priors 3 and 4)
+FOCUS = False
+
+
 def settings() -> list[PipelineParams]:
     base = PipelineParams(weighting="fixed", w_semantic=1.0, w_lexical=1.0, w_keyword=1.0)
+    if FOCUS:
+        return [replace(base, weighting="calibrated", w_semantic=ws, w_keyword=wk,
+                        calibration=replace(base.calibration, sharpness=2.0))
+                for ws, wk in itertools.product((3.0, 4.0), (0.0, 0.25, 0.5))]
     out = [replace(base, w_semantic=ws, w_keyword=wk) for ws, wk in itertools.product((1.0, 1.5, 2.0, 3.0), (0.5, 1.0))]
     out.append(replace(base, fusion=Fusion.RRF, semantic_feedback=0))
     out.append(replace(base, fusion=Fusion.MINMAX, w_keyword=0.0, semantic_feedback=0, keyword_source="lexical"))
-    for ws, wk, sharp in itertools.product((2.0, 3.0, 4.0), (0.5, 1.0), (0.5, 1.0, 2.0)):
+    for ws, wk, sharp in itertools.product((2.0, 3.0, 4.0), (0.0, 0.25, 0.5, 1.0), (0.5, 1.0, 2.0)):
         out.append(replace(base, weighting="calibrated", w_semantic=ws, w_keyword=wk,
                            calibration=replace(base.calibration, sharpness=sharp)))
     return out
@@ -153,6 +162,14 @@ def evaluate(hs: HybridSearcher, ds: Any, parts: dict[str, SplitSpec], lists: di
 
 def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path) -> dict[str, Any]:
     ds = load_dataset(folder, progress=False)
+    lengths = "+".join(map(str, spec_for(model).passages))
+    tag = f"{ds.name}-{model}-p{lengths}"
+    # the lexical strategy's lists do not depend on the vectors: another passage setting's are reused
+    reuse = None
+    for other in sorted(keep.glob(f"{ds.name}-{model}-p*.pickle")):
+        if "-weakened-" not in other.name and other.name != f"{tag}.pickle":
+            reuse = pickle.loads(other.read_bytes())[0]
+            break
     parts = parts_of(ds)
     strongest = strongest_bm25(engine, ds, parts)
     index = eval_index(engine, ds, progress=True)
@@ -178,7 +195,7 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
         return lists, cal
 
     t0 = time.perf_counter()
-    clean, cal_clean = lists_and_calibration(keep / f"{ds.name}-{model}.pickle", None)
+    clean, cal_clean = lists_and_calibration(keep / f"{tag}.pickle", reuse)
     collect_s = time.perf_counter() - t0
     result = {"strongest_bm25": strongest, "queries": len(queries), "seconds": collect_s,
               "clean": evaluate(hs, ds, parts, clean, cal_clean)}
@@ -207,7 +224,7 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
     assert best is not None
     sigma = best[0]
     vi.vectors = weakened(sigma)
-    weak, cal_weak = lists_and_calibration(keep / f"{ds.name}-{model}-weakened-{weaken:g}-{sigma:g}.pickle", clean)
+    weak, cal_weak = lists_and_calibration(keep / f"{tag}-weakened-{weaken:g}-{sigma:g}.pickle", clean)
     result["weakened"] = {"sigma": sigma, **evaluate(hs, ds, parts, weak, cal_weak)}
     vi.vectors = orig
     hs.close()
@@ -230,13 +247,18 @@ def choose(results: dict[str, Any], names: list[str]) -> str:
     return max(labels, key=key)
 
 
-def report(results: dict[str, Any], model: str, weaken: float, engine_label: str) -> str:
+def report(results: dict[str, Any], model: str, weaken: float, engine_label: str,
+           passages: list[int] | None = None, grid: str = "full") -> str:
     names = list(results)
     chosen = choose(results, names)
+    options = (f" --passages {','.join(map(str, passages))}" if passages and list(passages) != [64] else "") \
+        + (f" --grid {grid}" if grid != "full" else "")
     lines = ["# Hybrid pipeline: weights from the index", "",
-             f"Command: `python benchmarks/calibrate_hybrid.py --data <folder of the collections> --model {model}`. "
-             f"Engine: {engine_label}. Semantic model: {model}. nDCG@10 gains in points over the strongest BM25 row "
-             "of each part; *weakened*: document vectors with noise added until the semantic strategy alone is "
+             f"Command: `python benchmarks/calibrate_hybrid.py --data <folder of the collections> --model {model}"
+             f"{options}`. Engine: {engine_label}. Semantic model: {model}, documents as passages of "
+             f"{', '.join(map(str, passages or [64]))} word pieces. nDCG@10 gains in points over the strongest "
+             "BM25 row of each part; *weakened*: document vectors with noise added until the semantic strategy "
+             "alone is "
              f"about {weaken * 100:g} points below that row on the tuning part.", "",
              "Rule: the largest worst-case gain over the tuning parts (SciFact: its training judgments; the others: "
              "the fixed half `test:tune`) of every collection, as it is and weakened; the mean breaks ties.", "",
@@ -287,6 +309,10 @@ def main() -> int:
     ap.add_argument("--collections", default=",".join(COLLECTIONS))
     ap.add_argument("--url", help="engine URL")
     ap.add_argument("--model", default="bge-small-en-v1.5-q")
+    ap.add_argument("--passages", help="the passage lengths to embed documents at, comma-separated "
+                    "(default: the model's own, esbridge.semantic.models)")
+    ap.add_argument("--grid", choices=["full", "focus"], default="full",
+                    help="every setting, or the calibrated ones around the defaults")
     ap.add_argument("--weaken", type=float, default=0.10, help="how far below BM25 the weakened semantic "
                     "strategy is made (nDCG@10, default 0.10)")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "esbridge-calibration"),
@@ -297,10 +323,15 @@ def main() -> int:
     json_path = Path(args.out).with_suffix(".json")
     if args.report_only:
         saved = json.loads(json_path.read_text())
-        Path(args.out).write_text(report(saved["collections"], saved["model"], saved["weaken"], saved["engine"]))
+        Path(args.out).write_text(report(saved["collections"], saved["model"], saved["weaken"], saved["engine"],
+                                         saved.get("passages"), saved.get("grid", "full")))
         return 0
     if not args.data or not args.url:
         ap.error("--data and --url are needed (except with --report-only)")
+    global FOCUS
+    FOCUS = args.grid == "focus"
+    if args.passages:
+        MODELS[args.model] = replace(MODELS[args.model], passages=tuple(int(x) for x in args.passages.split(",")))
     engine = Engine.connect(args.url)
     keep = Path(args.cache)
     keep.mkdir(parents=True, exist_ok=True)
@@ -309,8 +340,10 @@ def main() -> int:
         print(f"{name}:", file=sys.stderr, flush=True)
         results[name] = collect(engine, Path(args.data) / name, args.model, args.weaken, keep)
         json_path.write_text(json.dumps({"engine": engine.info.label, "model": args.model, "weaken": args.weaken,
+                                         "passages": list(spec_for(args.model).passages), "grid": args.grid,
                                          "collections": results}, indent=1))
-    Path(args.out).write_text(report(results, args.model, args.weaken, engine.info.label))
+    Path(args.out).write_text(report(results, args.model, args.weaken, engine.info.label,
+                                     list(spec_for(args.model).passages), args.grid))
     print(Path(args.out).read_text())
     return 0
 

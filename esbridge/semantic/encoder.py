@@ -14,6 +14,7 @@ offers it (``onnxruntime-gpu`` and a GPU).
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 from collections.abc import Callable, Sequence
@@ -82,15 +83,19 @@ class SentenceEncoder:
     :meth:`encode` embeds documents (with the model's passage prefix), :meth:`encode_queries`
     queries (with its query prefix).  Long texts are embedded window by window (:meth:`windows`):
     ``passage_tokens`` word pieces a window, ``[CLS]``, the passage prefix and ``[SEP]``
-    included, up to the model's maximum (``None``: :data:`DEFAULT_PASSAGE_TOKENS`, or the
-    model's maximum if that is smaller), consecutive windows overlapping by half.
+    included, up to the model's maximum, consecutive windows overlapping by half.
+    ``passage_tokens`` may name several lengths: documents are then embedded at each
+    (:attr:`passage_lengths`, :meth:`at_length`) and score the mean of their best passage's
+    cosine at each length.  ``None``: the lengths chosen for the model by measurement
+    (:attr:`ModelSpec.passages <esbridge.semantic.spec.ModelSpec.passages>`), each at most the
+    model's maximum.
     :meth:`encode` itself always reads a text up to the model's maximum (queries, and the one
     vector per document of an engine's vector field).  The encoder is safe to share between
     threads.
     """
 
     def __init__(self, model_dir: str | Path, spec: ModelSpec, *, batch_size: int = 16,
-                 threads: int | None = None, passage_tokens: int | None = None) -> None:
+                 threads: int | None = None, passage_tokens: int | Sequence[int] | None = None) -> None:
         path = Path(model_dir)
         for required in ("model.onnx", "tokenizer.json"):
             if not (path / required).is_file():
@@ -133,15 +138,37 @@ class SentenceEncoder:
         self._passage_prefix_ids: list[int] = list(full.encode(spec.passage_prefix, add_special_tokens=False).ids) \
             if spec.passage_prefix else []
         if passage_tokens is None:
-            passage_tokens = min(DEFAULT_PASSAGE_TOKENS, self.max_tokens)
-        low = 3 + len(self._passage_prefix_ids)
-        if isinstance(passage_tokens, bool) or not isinstance(passage_tokens, int) \
-                or not low <= passage_tokens <= self.max_tokens:
-            raise ConfigurationError(f"passage_tokens must be an integer from {low} to the model's maximum "
-                                     f"{self.max_tokens}, got {passage_tokens!r}")
+            lengths = tuple(min(n, self.max_tokens) for n in spec.passages or (DEFAULT_PASSAGE_TOKENS,))
+        elif isinstance(passage_tokens, Sequence) and not isinstance(passage_tokens, str):
+            lengths = tuple(passage_tokens)
+        else:
+            lengths = (passage_tokens,)
+        if not lengths:
+            raise ConfigurationError("passage_tokens must name at least one passage length")
+        for n in lengths:
+            self._check_passage_tokens(n)
+        #: every passage length a document is embedded at (:meth:`at_length`); a document scores
+        #: the mean over these lengths of its best passage's cosine (:mod:`esbridge.semantic.vectors`)
+        self.passage_lengths: tuple[int, ...] = tuple(dict.fromkeys(lengths))
         #: word pieces of one window of :meth:`windows`, ``[CLS]``, prefix and ``[SEP]`` included
-        self.passage_tokens = passage_tokens
+        #: (the first of :attr:`passage_lengths`)
+        self.passage_tokens: int = self.passage_lengths[0]
         self.batch_size = batch_size
+
+    def _check_passage_tokens(self, n: object) -> None:
+        low = 3 + len(self._passage_prefix_ids)
+        if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= self.max_tokens:
+            raise ConfigurationError(f"passage_tokens must be an integer from {low} to the model's maximum "
+                                     f"{self.max_tokens}, got {n!r}")
+
+    def at_length(self, passage_tokens: int) -> SentenceEncoder:
+        """The same model (the same session, shared) cutting texts into windows of
+        ``passage_tokens`` word pieces only."""
+        self._check_passage_tokens(passage_tokens)
+        other = copy.copy(self)
+        other.passage_tokens = passage_tokens
+        other.passage_lengths = (passage_tokens,)
+        return other
 
     @property
     def dim(self) -> int:

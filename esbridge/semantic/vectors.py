@@ -10,7 +10,8 @@ never reuses another index's vectors.
 Passages: a sentence-embedding model reads a fixed number of word pieces (256 for
 all-MiniLM-L6-v2), and most scientific abstracts are longer.  With an encoder that has
 windows (:meth:`esbridge.semantic.encoder.SentenceEncoder.windows`), every document is
-embedded window by window — passages of ``passage_tokens`` word pieces (64 by default),
+embedded window by window — passages of ``passage_tokens`` word pieces (64 unless the model's
+spec says otherwise),
 overlapping by half — and scores the cosine of its *best* passage ("MaxP"); a document that
 fits has one.  Measured with all-MiniLM-L6-v2, nDCG@10 of the semantic search alone:
 
@@ -21,7 +22,10 @@ fits has one.  Measured with all-MiniLM-L6-v2, nDCG@10 of the semantic search al
 | windows of 64, best window (default) | 0.6932 | 0.6899 | 0.3088 | 0.3276 |
 
 A short passage matches a query by the few sentences that answer it instead of by a whole
-abstract's average meaning.  The cost at ingest is about the same (measured: 7.3 against 7.8
+abstract's average meaning.  A model may be given several passage lengths
+(:attr:`esbridge.semantic.spec.ModelSpec.passages`): every document is then embedded at each, and
+scores the mean over the lengths of its best passage's cosine, which reads both a document's
+single best sentence or two and the longer stretch around it (docs/hybrid.md has the figures).  The cost at ingest is about the same (measured: 7.3 against 7.8
 documents per second on SciFact): most word pieces are embedded twice (the overlap), as long
 documents' were with windows of 256, and attention over 64 word pieces is cheaper than over
 256.  The vectors record the passage length they were built with; another length rebuilds
@@ -113,12 +117,20 @@ class VectorIndex(SemanticIndex):
         self.path = (home or cache_dir()) / "vectors" / self.uuid / encoder.cache_id
         #: documents score by their best window (the encoder must have windows)
         self.windows = bool(windows) and hasattr(encoder, "windows") and hasattr(encoder, "encode_ids")
-        #: word pieces of a window (``None`` without windows): vectors built with another length
-        #: are rebuilt, not mixed
-        self.passage_tokens: int | None = getattr(encoder, "passage_tokens", None) if self.windows else None
+        #: the passage lengths documents are embedded at (``None`` without windows): vectors built
+        #: with other lengths are rebuilt, not mixed
+        self.passage_tokens: tuple[int, ...] | None = None
+        if self.windows:
+            lengths = getattr(encoder, "passage_lengths", None) or (getattr(encoder, "passage_tokens", None),)
+            self.passage_tokens = tuple(int(n) for n in lengths if n is not None) or None
+            self.windows = self.passage_tokens is not None
+        #: window groups per document: one per passage length
+        self.levels = len(self.passage_tokens) if self.passage_tokens else 1
         self.ids: list[str] = []
         self.vectors = np.zeros((0, encoder.dim), dtype=np.float32)  # one row per window
-        self.starts = np.zeros(1, dtype=np.int64)  # the rows of document i: starts[i]:starts[i + 1]
+        #: the rows of document i at passage length l: ``starts[l * N + i]:starts[l * N + i + 1]``
+        #: (``N`` documents; every length's windows follow the previous length's)
+        self.starts = np.zeros(1, dtype=np.int64)
         self._row: dict[str, int] = {}
         self._state: tuple[int, ...] | None = None
         self._checked = 0.0
@@ -144,9 +156,10 @@ class VectorIndex(SemanticIndex):
             starts = np.load(self.path / "starts.npy") if meta.get("windows") else np.arange(len(ids) + 1)
         except (OSError, ValueError):
             return  # a torn write, or vectors of an earlier layout: rebuild
+        lengths = list(self.passage_tokens) if self.passage_tokens else None
         if meta.get("fields") != list(self.fields) or bool(meta.get("windows")) != self.windows \
-                or meta.get("passage_tokens") != self.passage_tokens \
-                or len(starts) != len(ids) + 1 or int(starts[-1]) != len(vecs) or vecs.shape[1:] != (self.encoder.dim,):
+                or meta.get("passage_tokens") != lengths or len(starts) != self.levels * len(ids) + 1 \
+                or int(starts[-1]) != len(vecs) or vecs.shape[1:] != (self.encoder.dim,):
             return
         self.ids, self.vectors, self.starts, self._state = ids, vecs, starts, tuple(meta["state"])
         self._row = {d: i for i, d in enumerate(ids)}
@@ -170,27 +183,39 @@ class VectorIndex(SemanticIndex):
         for doc_id, source in _scroll_sources(self.engine, self.index, self.fields):
             ids.append(doc_id)
             texts.append(document_text(source, self.fields))
-        encoder: WindowEncoder | None = self.encoder if self.windows else None  # type: ignore[assignment]
-        windows = encoder.windows(texts) if encoder is not None else None
+        encoders: list[WindowEncoder] = []
+        if self.windows and self.passage_tokens:
+            enc: Any = self.encoder
+            encoders = [enc.at_length(n) if hasattr(enc, "at_length") else enc for n in self.passage_tokens]
+        windows = [e.windows(texts) for e in encoders]
         bar = None
         progress: Callable[[int], None] | None = None
         if self.progress:
             from tqdm import tqdm
 
-            total, unit = (sum(len(w) for w in windows), "window") if windows is not None else (len(texts), "doc")
+            total, unit = (sum(len(w) for ws in windows for w in ws), "window") if encoders else (len(texts), "doc")
             bar = tqdm(total=total, desc=f"embedding {self.index}", unit=unit, file=sys.stderr)
             progress = bar.update
         try:
-            if encoder is not None:
-                vecs, starts = self.cache.embed_windows(texts, encoder, progress=progress, windows=windows)
+            if encoders:
+                parts, level_starts = [], [np.zeros(1, dtype=np.int64)]
+                for e, ws in zip(encoders, windows, strict=True):
+                    v, st = self.cache.embed_windows(texts, e, progress=progress, windows=ws)
+                    offset = int(level_starts[-1][-1])
+                    parts.append(v)
+                    level_starts.append(st[1:] + offset)
+                vecs = np.concatenate(parts) if len(parts) > 1 else parts[0]
+                starts = np.concatenate(level_starts)
             else:
                 vecs, starts = self.cache.embed(texts, self.encoder, progress=progress), np.arange(len(texts) + 1)
         finally:
             if bar is not None:
                 bar.close()
-        for i, t in enumerate(texts):
-            if not t:
-                vecs[starts[i]:starts[i + 1]] = 0.0  # a document with no text matches nothing
+        n = len(texts)
+        for level in range(self.levels if encoders else 1):
+            for i, t in enumerate(texts):
+                if not t:  # a document with no text matches nothing
+                    vecs[starts[level * n + i]:starts[level * n + i + 1]] = 0.0
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / f".tmp-{os.getpid()}-{threading.get_ident()}"
         tmp.mkdir(exist_ok=True)
@@ -200,7 +225,7 @@ class VectorIndex(SemanticIndex):
         (tmp / "meta.json").write_text(json.dumps({
             "index": self.concrete, "uuid": self.uuid, "model": self.encoder.name,
             "fields": list(self.fields), "state": list(state), "documents": len(ids),
-            "windows": self.windows, "passage_tokens": self.passage_tokens}))
+            "windows": self.windows, "passage_tokens": list(self.passage_tokens) if self.passage_tokens else None}))
         for name in ("vectors.npy", "starts.npy", "ids.json", "meta.json"):  # meta last: it marks a whole set
             os.replace(tmp / name, self.path / name)
         tmp.rmdir()
@@ -217,13 +242,21 @@ class VectorIndex(SemanticIndex):
             vecs, ids, starts = self.vectors, self.ids, self.starts
         if not ids:
             return SemanticHits([], np.zeros(0))
-        sims = np.asarray(vecs @ query_vector.astype(np.float32), dtype=np.float64)
-        if len(sims) != len(ids):
-            sims = np.maximum.reduceat(sims, starts[:-1])  # each document's best window
+        sims = self._document_scores(np.asarray(vecs @ query_vector.astype(np.float32), dtype=np.float64),
+                                     starts, len(ids))
         k = min(k, len(ids))
         top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
         top = top[np.lexsort((top, -sims[top]))]
         return SemanticHits([ids[i] for i in top], sims[top])
+
+    def _document_scores(self, sims: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
+        """Each of ``n`` documents' score from its windows' cosines ``sims``: the best window's at
+        each passage length, averaged over the lengths."""
+        if len(sims) == n and len(starts) == n + 1:
+            return sims  # one vector per document
+        best = np.maximum.reduceat(sims, starts[:-1])  # each document's best window at each length
+        levels = len(best) // max(n, 1)
+        return best if levels <= 1 else best.reshape(levels, n).mean(axis=0)
 
     def vectors_of(self, ids: Sequence[str], query_vector: np.ndarray | None = None) -> np.ndarray:
         """The vectors of those ``ids`` that have one (ids without a vector are left out): each
@@ -238,18 +271,26 @@ class VectorIndex(SemanticIndex):
         return np.asarray(vecs[best], dtype=np.float32)
 
     def similarity(self, query_vector: np.ndarray, ids: Sequence[str]) -> np.ndarray:
-        """Cosine of ``query_vector`` with the documents ``ids`` (``nan`` for an id without a vector)."""
+        """The documents ``ids``' scores for ``query_vector``, as :meth:`search` gives them (the
+        cosine of their best passage, averaged over the passage lengths; ``nan`` for an id without
+        a vector)."""
         with self._lock:
             rows = np.array([self._row.get(d, -1) for d in ids], dtype=np.int64)
-            vecs, starts = self.vectors, self.starts
+            vecs, starts, n = self.vectors, self.starts, len(self.ids)
         out = np.full(len(ids), np.nan)
         ok = rows >= 0
         if ok.any():
-            first, last = starts[rows[ok]], starts[rows[ok] + 1]
-            counts = last - first
-            # every window of the documents asked for, document by document
-            offsets = np.repeat(first - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-            windows = np.arange(int(counts.sum())) + offsets
-            sims = np.asarray(vecs[windows] @ query_vector.astype(np.float32), dtype=np.float64)
-            out[ok] = np.maximum.reduceat(sims, np.concatenate(([0], np.cumsum(counts)[:-1])))
+            levels = max(1, (len(starts) - 1) // max(n, 1))
+            total = np.zeros(int(ok.sum()))
+            q = query_vector.astype(np.float32)
+            for level in range(levels):
+                groups = rows[ok] + level * n
+                first, last = starts[groups], starts[groups + 1]
+                counts = last - first
+                heads = np.concatenate(([0], np.cumsum(counts)[:-1]))
+                # every window of the documents asked for, document by document
+                windows = np.arange(int(counts.sum())) + np.repeat(first - heads, counts)
+                sims = np.asarray(vecs[windows] @ q, dtype=np.float64)
+                total += np.maximum.reduceat(sims, heads)
+            out[ok] = total / levels
         return out

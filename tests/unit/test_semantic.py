@@ -15,7 +15,7 @@ import pytest
 from esbridge.errors import ConfigurationError, ProvisioningError
 from esbridge.semantic import models
 from esbridge.semantic.cache import EmbeddingCache, text_key
-from esbridge.semantic.models import load_encoder, model_dir
+from esbridge.semantic.models import load_encoder, model_dir, spec_for
 from esbridge.semantic.text import document_text
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.json"
@@ -81,6 +81,24 @@ def test_passage_length_is_checked() -> None:
         with pytest.raises(ConfigurationError,
                            match="passage_tokens must be an integer from 3 to the model's maximum 256"):
             load_encoder("all-minilm-l6-v2", passage_tokens=bad)
+
+
+def test_several_passage_lengths() -> None:
+    both = load_encoder("all-minilm-l6-v2", passage_tokens=(64, 128, 64))
+    assert both.passage_lengths == (64, 128) and both.passage_tokens == 64  # each length once, the first leads
+    longer = both.at_length(128)
+    assert (longer.passage_lengths, longer.passage_tokens, longer.window_stride) == ((128,), 128, 63)
+    assert longer.windows([LONG]) == load_encoder("all-minilm-l6-v2", passage_tokens=128).windows([LONG])
+    assert both.windows([LONG]) == load_encoder("all-minilm-l6-v2", passage_tokens=64).windows([LONG])
+    assert longer._session is both._session  # one model in memory
+    # the model's own lengths by default, each at most what the model reads
+    assert load_encoder("all-minilm-l6-v2").passage_lengths == tuple(
+        min(n, 256) for n in spec_for("all-minilm-l6-v2").passages)
+    for bad in ((), (64, 300)):
+        with pytest.raises(ConfigurationError, match="passage_tokens must"):
+            load_encoder("all-minilm-l6-v2", passage_tokens=bad)
+    with pytest.raises(ConfigurationError, match="passage_tokens must be an integer from 3"):
+        both.at_length(1)
 
 
 def test_short_passages_never_share_a_key_with_whole_texts(encoder, long_encoder,  # type: ignore[no-untyped-def]
