@@ -111,7 +111,22 @@ def command_line(args: argparse.Namespace) -> str | None:
     argv = getattr(args, "command_argv", None)
     if argv is None:
         return None
-    return shlex.join(["esbridge", *redact_argv(argv, secret_values(args))])
+    return " ".join(["esbridge", *(_portable(a) for a in redact_argv(argv, secret_values(args)))])
+
+
+def _portable(arg: str) -> str:
+    """``arg`` quoted for a shell, a path under ``$ESBRIDGE_DATA`` written as ``$ESBRIDGE_DATA/...``
+    so that a report names no folder of the machine it was made on."""
+    root = os.environ.get("ESBRIDGE_DATA", "").rstrip("/")
+    option, value = "", arg
+    if arg.startswith("--") and "=" in arg:
+        option, value = arg.split("=", 1)
+        option += "="
+    if not root or not (value == root or value.startswith(root + "/")):
+        return shlex.quote(arg)
+    tail = value[len(root):]
+    data = "$ESBRIDGE_DATA" if shlex.quote(tail or "x") == (tail or "x") else '"$ESBRIDGE_DATA"'
+    return shlex.quote(option) * bool(option) + data + (shlex.quote(tail) if tail else "")
 
 
 def names_credentials(args: argparse.Namespace) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -336,3 +337,24 @@ def test_every_client_keeps_the_connections_asked_for_open() -> None:
                 await c.close()
 
     assert asyncio.run(async_limits()) == [7, 7, 7]
+
+
+def test_reports_name_the_data_folder_by_its_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from esbridge.cli.eval import command_line
+    from esbridge.cli.main import build_parser
+
+    data = tmp_path / "collections"
+    monkeypatch.setenv("ESBRIDGE_DATA", str(data) + "/")
+
+    def shown(*argv: str) -> str:
+        args = build_parser().parse_args(["eval", *argv])
+        return str(command_line(args))
+
+    assert shown("--dataset", str(data / "nfcorpus"), "--split", "test") == (
+        "esbridge eval --dataset $ESBRIDGE_DATA/nfcorpus --split test")
+    assert shown(f"--dataset={data}/sci fact") == "esbridge eval --dataset=\"$ESBRIDGE_DATA\"'/sci fact'"
+    assert str(tmp_path) not in shown("--dataset", str(data))
+    # a folder beside it, or no variable set: the path as given
+    assert shown("--dataset", f"{data}x/a") == f"esbridge eval --dataset {data}x/a"
+    monkeypatch.delenv("ESBRIDGE_DATA")
+    assert shown("--dataset", str(data / "med")) == f"esbridge eval --dataset {data / 'med'}"
