@@ -21,39 +21,40 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from esbridge.evaluation.datasets import SplitSpec, load_dataset
-from esbridge.evaluation.metrics import per_query_metrics
+from esbridge.evaluation.metrics import mean_metrics, per_query_metrics
+from esbridge.ingest import read_jsonl
 from esbridge.semantic.cache import EmbeddingCache
 from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text
+from esbridge.semantic.vectors import document_scores, level_starts
 
 HERE = Path(__file__).resolve().parent
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "med")
 
 
 def documents(path: Path) -> tuple[list[str], list[str]]:
+    """The collection's ids and texts (title and text), as esbridge indexes and embeds them."""
     ids, texts = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                doc = json.loads(line)
-                ids.append(str(doc["_id"]))
-                texts.append(document_text(doc, ("title", "text")))
+    for doc in read_jsonl(path):
+        if doc.error is not None or doc.doc_id is None or doc.source is None:
+            raise SystemExit(f"{path}, line {doc.line}: {doc.error or 'no document'}")
+        ids.append(doc.doc_id)
+        texts.append(document_text(doc.source, ("title", "text")))
     return ids, texts
 
 
 def ndcg(qrels: dict[str, dict[str, int]], qids: list[str], ids: list[str], scores: np.ndarray) -> float:
-    runs = {q: [ids[j] for j in np.argsort(-scores[i], kind="stable")[:100]] for i, q in enumerate(qids)}
-    per_q = per_query_metrics(qrels, {q: runs.get(q, []) for q in qrels})
-    return float(np.mean([per_q[q]["ndcg@10"] for q in qrels]))
+    """nDCG@10 of the rankings ``scores`` (one row per query of ``qids``, one column per document)."""
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :100]
+    runs = {q: [ids[j] for j in top[i]] for i, q in enumerate(qids)}
+    return mean_metrics(per_query_metrics(qrels, {q: runs.get(q, []) for q in qrels}))["ndcg@10"]
 
 
 def main() -> int:
@@ -70,26 +71,24 @@ def main() -> int:
     encoders = {n: load_encoder(args.model, passage_tokens=n) for n in lengths}
     names = [c.strip() for c in args.collections.split(",") if c.strip()]
     table: dict[tuple[int, ...], dict[str, dict[str, float]]] = {c: {} for c in combos}
-    cost: dict[str, dict[int, tuple[int, float]]] = {}
+    counts: dict[str, dict[int, int]] = {}
     for name in names:
         ds = load_dataset(Path(args.data) / name, progress=False)
         ids, texts = documents(ds.corpus_path)
         parts = {"tune": SplitSpec("train") if "train" in ds.splits() else SplitSpec.parse("test:tune"),
                  "test": SplitSpec("test")}
-        vectors = {}
-        cost[name] = {}
-        for n, enc in encoders.items():
-            t0 = time.perf_counter()
-            vectors[n] = EmbeddingCache.for_encoder(enc).embed_windows(texts, enc)
-            cost[name][n] = (len(vectors[n][0]), time.perf_counter() - t0)
-            print(f"{name}: {len(vectors[n][0])} passages of {n}", file=sys.stderr, flush=True)
+        vectors = {n: EmbeddingCache.for_encoder(enc).embed_windows(texts, enc) for n, enc in encoders.items()}
+        counts[name] = {n: len(v) for n, (v, _) in vectors.items()}
+        print(f"{name}: {counts[name]} passages", file=sys.stderr, flush=True)
         for part, split in parts.items():
             queries = ds.queries(split)
             qv = encoders[lengths[0]].encode_queries([q.text for q in queries])
-            best = {n: np.maximum.reduceat(qv @ v.T, starts[:-1], axis=1) for n, (v, starts) in vectors.items()}
+            sims = {n: qv @ v.T for n, (v, _) in vectors.items()}
             qrels = ds.qrels(split)
             for combo in combos:
-                scores = np.mean([best[n] for n in combo], axis=0)
+                # what VectorIndex computes for an encoder with these lengths
+                scores = document_scores(np.concatenate([sims[n] for n in combo], axis=1),
+                                         level_starts([vectors[n][1] for n in combo]), len(ids))
                 table[combo].setdefault(name, {})[part] = ndcg(qrels, [q.id for q in queries], ids, scores)
     ref = (lengths[0],)
     lines = ["# Semantic search alone: passage lengths", "",
@@ -112,12 +111,11 @@ def main() -> int:
         lines.append(f"| {' and '.join(map(str, combo))} | {cells} | {gain} | {tests} |")
     chosen = max(rows, key=lambda r: (r[1], r[2]))[0]
     lines += ["", f"Best worst case on the tuning parts: passages of {' and '.join(map(str, chosen))}.", "",
-              "Passages per collection (embedding seconds where not already cached):", "",
+              "Passages per collection:", "",
               "| collection | " + " | ".join(f"passages of {n}" for n in lengths) + " |",
               "|---|" + "---:|" * len(lengths)]
     for name in names:
-        lines.append(f"| {name} | " + " | ".join(f"{cost[name][n][0]:,} ({cost[name][n][1]:.0f} s)" for n in lengths)
-                     + " |")
+        lines.append(f"| {name} | " + " | ".join(f"{counts[name][n]:,}" for n in lengths) + " |")
     args.out.write_text("\n".join(lines) + "\n")
     print(args.out.read_text())
     return 0

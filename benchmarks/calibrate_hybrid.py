@@ -49,7 +49,8 @@ from esbridge.hybrid import HybridSearcher, PipelineParams
 from esbridge.hybrid.calibration import Calibration, measure
 from esbridge.hybrid.fusion import Fusion
 from esbridge.rerank import Reranker
-from esbridge.semantic.models import MODELS, spec_for
+from esbridge.semantic.engine_vectors import open_vectors
+from esbridge.semantic.models import load_encoder, spec_for
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -61,13 +62,11 @@ RATIOS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 NOISE = (0.0, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.12, 0.14, 0.16, 0.2)
 
 
-#: ``--grid focus``: the calibrated settings around the defaults only (sharpness 2, priors 3 and 4)
-FOCUS = False
-
-
-def settings() -> list[PipelineParams]:
+def settings(grid: str = "full") -> list[PipelineParams]:
+    """The weightings compared: every one, or (``grid="focus"``) the calibrated ones around the
+    defaults (sharpness 2, semantic priors 3 and 4, keyword priors 0, 0.25 and 0.5)."""
     base = PipelineParams(weighting="fixed", w_semantic=1.0, w_lexical=1.0, w_keyword=1.0)
-    if FOCUS:
+    if grid == "focus":
         return [replace(base, weighting="calibrated", w_semantic=ws, w_keyword=wk,
                         calibration=replace(base.calibration, sharpness=2.0))
                 for ws, wk in itertools.product((3.0, 4.0), (0.0, 0.25, 0.5))]
@@ -135,7 +134,7 @@ def strategy_lists(hs: HybridSearcher, queries: dict[str, str], lexical: dict[st
 
 
 def evaluate(hs: HybridSearcher, ds: Any, parts: dict[str, SplitSpec], lists: dict[str, Any],
-             cal: Calibration) -> dict[str, Any]:
+             cal: Calibration, grid: str) -> dict[str, Any]:
     hs._calibration = cal
     hs.calibration_check_interval = float("inf")
     hs._calibration_checked = time.monotonic()
@@ -146,7 +145,7 @@ def evaluate(hs: HybridSearcher, ds: Any, parts: dict[str, SplitSpec], lists: di
         alone[name] = {part: ndcg_of(ds, split, runs) for part, split in parts.items()}
     out["alone"] = alone
     scores = {}
-    for p in settings():
+    for p in settings(grid):
         w = hs.fusion_weights(p)
         ratio = w.get("semantic", 0.0) / max(w.get("lexical", 0.0), 1e-9)
         kw_key = "keyword/lexical" if p.keyword_source == "lexical" else f"keyword/fusion/{nearest_ratio(ratio):g}"
@@ -160,9 +159,10 @@ def evaluate(hs: HybridSearcher, ds: Any, parts: dict[str, SplitSpec], lists: di
     return out
 
 
-def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path) -> dict[str, Any]:
+def collect(engine: Engine, folder: Path, model: str, passages: tuple[int, ...], weaken: float, keep: Path,
+            grid: str) -> dict[str, Any]:
     ds = load_dataset(folder, progress=False)
-    lengths = "+".join(map(str, spec_for(model).passages))
+    lengths = "+".join(map(str, passages))
     tag = f"{ds.name}-{model}-p{lengths}"
     # the lexical strategy's lists do not depend on the vectors: another passage setting's are reused
     reuse = None
@@ -175,8 +175,11 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
     index = eval_index(engine, ds, progress=True)
     base = PipelineParams(model=model, weighting="fixed", w_semantic=1.0)
     cache = TermVectorCache(max_entries=max(50_000, 2 * ds.corpus_size()))
-    hs = HybridSearcher(engine, index, base, progress=True,
-                        reranker=Reranker(engine, index, scorer=base.scorer, window=base.window, vector_cache=cache))
+    reranker = Reranker(engine, index, scorer=base.scorer, window=base.window, vector_cache=cache)
+    assert reranker.layout is not None
+    vectors = open_vectors(engine, index, load_encoder(model, passage_tokens=passages), fields=reranker.layout.fields,
+                           progress=True)
+    hs = HybridSearcher(engine, index, base, progress=True, reranker=reranker, vectors=vectors)
     vi: Any = hs.vectors
     queries: dict[str, str] = {}
     for split in parts.values():
@@ -198,7 +201,7 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
     clean, cal_clean = lists_and_calibration(keep / f"{tag}.pickle", reuse)
     collect_s = time.perf_counter() - t0
     result = {"strongest_bm25": strongest, "queries": len(queries), "seconds": collect_s,
-              "clean": evaluate(hs, ds, parts, clean, cal_clean)}
+              "clean": evaluate(hs, ds, parts, clean, cal_clean, grid)}
     # the weakened semantic strategy
     orig = np.array(vi.vectors, dtype=np.float32)
     rng = np.random.default_rng(0)
@@ -225,7 +228,7 @@ def collect(engine: Engine, folder: Path, model: str, weaken: float, keep: Path)
     sigma = best[0]
     vi.vectors = weakened(sigma)
     weak, cal_weak = lists_and_calibration(keep / f"{tag}-weakened-{weaken:g}-{sigma:g}.pickle", clean)
-    result["weakened"] = {"sigma": sigma, **evaluate(hs, ds, parts, weak, cal_weak)}
+    result["weakened"] = {"sigma": sigma, **evaluate(hs, ds, parts, weak, cal_weak, grid)}
     vi.vectors = orig
     hs.close()
     return result
@@ -328,22 +331,19 @@ def main() -> int:
         return 0
     if not args.data or not args.url:
         ap.error("--data and --url are needed (except with --report-only)")
-    global FOCUS
-    FOCUS = args.grid == "focus"
-    if args.passages:
-        MODELS[args.model] = replace(MODELS[args.model], passages=tuple(int(x) for x in args.passages.split(",")))
+    passages = tuple(int(x) for x in args.passages.split(",")) if args.passages else spec_for(args.model).passages
     engine = Engine.connect(args.url)
     keep = Path(args.cache)
     keep.mkdir(parents=True, exist_ok=True)
     results = {}
     for name in [c.strip() for c in args.collections.split(",") if c.strip()]:
         print(f"{name}:", file=sys.stderr, flush=True)
-        results[name] = collect(engine, Path(args.data) / name, args.model, args.weaken, keep)
+        results[name] = collect(engine, Path(args.data) / name, args.model, passages, args.weaken, keep, args.grid)
         json_path.write_text(json.dumps({"engine": engine.info.label, "model": args.model, "weaken": args.weaken,
-                                         "passages": list(spec_for(args.model).passages), "grid": args.grid,
+                                         "passages": list(passages), "grid": args.grid,
                                          "collections": results}, indent=1))
     Path(args.out).write_text(report(results, args.model, args.weaken, engine.info.label,
-                                     list(spec_for(args.model).passages), args.grid))
+                                     list(passages), args.grid))
     print(Path(args.out).read_text())
     return 0
 

@@ -125,8 +125,9 @@ def _portable(arg: str) -> str:
     if not root or not (value == root or value.startswith(root + "/")):
         return shlex.quote(arg)
     tail = value[len(root):]
-    data = "$ESBRIDGE_DATA" if shlex.quote(tail or "x") == (tail or "x") else '"$ESBRIDGE_DATA"'
-    return shlex.quote(option) * bool(option) + data + (shlex.quote(tail) if tail else "")
+    quoted = shlex.quote(tail) if tail else ""
+    # the variable is quoted too where the rest needs quotes, so the shell joins them into one word
+    return option + ("$ESBRIDGE_DATA" if quoted == tail else '"$ESBRIDGE_DATA"') + quoted
 
 
 def names_credentials(args: argparse.Namespace) -> bool:

@@ -61,6 +61,15 @@ class WindowEncoder(Encoder, Protocol):
         """Whether a text's first window is what :meth:`Encoder.encode` reads of it."""
         ...
 
+    @property
+    def passage_lengths(self) -> tuple[int, ...]:
+        """The passage lengths a document is embedded at (:meth:`at_length` gives each)."""
+        ...
+
+    def at_length(self, passage_tokens: int) -> WindowEncoder:
+        """This encoder cutting windows of ``passage_tokens`` word pieces only."""
+        ...
+
     def windows(self, texts: Sequence[str]) -> list[list[list[int]]]: ...
 
     def encode_ids(self, ids: Sequence[Sequence[int]], *,

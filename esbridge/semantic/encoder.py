@@ -24,17 +24,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from esbridge.errors import ConfigurationError
+from esbridge.semantic.spec import DEFAULT_PASSAGE_TOKENS
 
 if TYPE_CHECKING:
     from esbridge.semantic.spec import ModelSpec
 
 __all__ = ["DEFAULT_PASSAGE_TOKENS", "REQUIRED_MODULES", "SentenceEncoder", "available", "providers"]
 
-#: Word pieces of one window ("passage") of a long text, ``[CLS]`` and ``[SEP]`` included.  Short
-#: passages let a document score by the few sentences that answer a query: with all-MiniLM-L6-v2,
-#: windows of 64 instead of 256 word pieces raise the semantic search's nDCG@10 on SciFact from
-#: 0.6734 to 0.6932 (training queries) and on NFCorpus from 0.2810 to 0.3088 (tuning half).
-DEFAULT_PASSAGE_TOKENS = 64
 
 #: The Python packages the encoder needs (esbridge's ``semantic`` extra).
 REQUIRED_MODULES = ("onnxruntime", "tokenizers")
@@ -138,7 +134,7 @@ class SentenceEncoder:
         self._passage_prefix_ids: list[int] = list(full.encode(spec.passage_prefix, add_special_tokens=False).ids) \
             if spec.passage_prefix else []
         if passage_tokens is None:
-            lengths = tuple(min(n, self.max_tokens) for n in spec.passages or (DEFAULT_PASSAGE_TOKENS,))
+            lengths = tuple(min(n, self.max_tokens) for n in spec.passages)
         elif isinstance(passage_tokens, Sequence) and not isinstance(passage_tokens, str):
             lengths = tuple(passage_tokens)
         else:

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ModelSpec"]
+__all__ = ["DEFAULT_PASSAGE_TOKENS", "ModelSpec"]
+
+#: Word pieces of one window ("passage") of a long text, ``[CLS]`` and ``[SEP]`` included.  Short
+#: passages let a document score by the few sentences that answer a query: with all-MiniLM-L6-v2,
+#: windows of 64 instead of 256 word pieces raise the semantic search's nDCG@10 on SciFact from
+#: 0.6734 to 0.6932 (training queries) and on NFCorpus from 0.2810 to 0.3088 (tuning half).
+DEFAULT_PASSAGE_TOKENS = 64
 
 _GROUP = "dev.langchain4j"
 _VERSION = "0.36.2"
@@ -43,7 +49,7 @@ class ModelSpec:
     query_prefix: str = ""
     passage_prefix: str = ""
     size_mb: int = 0
-    passages: tuple[int, ...] = (64,)
+    passages: tuple[int, ...] = (DEFAULT_PASSAGE_TOKENS,)
     license: str = "Apache-2.0"
 
     @property

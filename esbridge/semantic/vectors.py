@@ -23,9 +23,9 @@ fits has one.  Measured with all-MiniLM-L6-v2, nDCG@10 of the semantic search al
 
 A short passage matches a query by the few sentences that answer it instead of by a whole
 abstract's average meaning.  A model may be given several passage lengths
-(:attr:`esbridge.semantic.spec.ModelSpec.passages`): every document is then embedded at each, and
-scores the mean over the lengths of its best passage's cosine, which reads both a document's
-single best sentence or two and the longer stretch around it (docs/hybrid.md has the figures).  The cost at ingest is about the same (measured: 7.3 against 7.8
+(:attr:`esbridge.semantic.spec.ModelSpec.passages`): every document is then embedded at each,
+and scores the mean over the lengths of its best passage's cosine (:func:`document_scores`;
+docs/hybrid.md has the figures).  The cost at ingest is about the same (measured: 7.3 against 7.8
 documents per second on SciFact): most word pieces are embedded twice (the overlap), as long
 documents' were with windows of 256, and attention over 64 word pieces is cheaper than over
 256.  The vectors record the passage length they were built with; another length rebuilds
@@ -65,7 +65,32 @@ from esbridge.index.facts import concrete_index, index_state
 from esbridge.semantic.cache import EmbeddingCache, Encoder, WindowEncoder
 from esbridge.semantic.text import document_text
 
-__all__ = ["SemanticHits", "SemanticIndex", "VectorIndex"]
+__all__ = ["SemanticHits", "SemanticIndex", "VectorIndex", "document_scores", "level_starts"]
+
+
+def level_starts(starts: Sequence[np.ndarray]) -> np.ndarray:
+    """One row-offset array (:func:`document_scores`) for the windows of several passage lengths
+    laid one length after another, from each length's own offsets."""
+    out = [np.zeros(1, dtype=np.int64)]
+    for st in starts:
+        out.append(np.asarray(st[1:], dtype=np.int64) + out[-1][-1])
+    return np.concatenate(out)
+
+
+def document_scores(sims: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
+    """The scores of ``n`` documents from their windows' cosines ``sims``: each document's best
+    window at each passage length, averaged over the lengths.
+
+    ``starts`` holds ``L * n + 1`` row offsets for ``L`` passage lengths: the windows of document
+    ``i`` at length ``l`` are ``sims[starts[l * n + i]:starts[l * n + i + 1]]`` (every document has
+    at least one window at each length).  ``sims`` may have a second axis in front (one row per
+    query).
+    """
+    if sims.shape[-1] == n and len(starts) == n + 1:
+        return sims  # one vector per document
+    best = np.maximum.reduceat(sims, starts[:-1], axis=-1)  # each document's best window at each length
+    levels = best.shape[-1] // max(n, 1)
+    return best if levels <= 1 else best.reshape(*best.shape[:-1], levels, n).mean(axis=-2)
 
 
 def _scroll_sources(engine: Engine, index: str, fields: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -116,14 +141,11 @@ class VectorIndex(SemanticIndex):
         self.concrete, self.uuid = concrete_index(engine, index, purpose="semantic search")
         self.path = (home or cache_dir()) / "vectors" / self.uuid / encoder.cache_id
         #: documents score by their best window (the encoder must have windows)
-        self.windows = bool(windows) and hasattr(encoder, "windows") and hasattr(encoder, "encode_ids")
+        self.windows = bool(windows) and all(hasattr(encoder, a) for a in ("at_length", "windows", "encode_ids"))
         #: the passage lengths documents are embedded at (``None`` without windows): vectors built
         #: with other lengths are rebuilt, not mixed
-        self.passage_tokens: tuple[int, ...] | None = None
-        if self.windows:
-            lengths = getattr(encoder, "passage_lengths", None) or (getattr(encoder, "passage_tokens", None),)
-            self.passage_tokens = tuple(int(n) for n in lengths if n is not None) or None
-            self.windows = self.passage_tokens is not None
+        self.passage_tokens: tuple[int, ...] | None = \
+            tuple(encoder.passage_lengths) if self.windows else None  # type: ignore[attr-defined]
         #: window groups per document: one per passage length
         self.levels = len(self.passage_tokens) if self.passage_tokens else 1
         self.ids: list[str] = []
@@ -183,10 +205,8 @@ class VectorIndex(SemanticIndex):
         for doc_id, source in _scroll_sources(self.engine, self.index, self.fields):
             ids.append(doc_id)
             texts.append(document_text(source, self.fields))
-        encoders: list[WindowEncoder] = []
-        if self.windows and self.passage_tokens:
-            enc: Any = self.encoder
-            encoders = [enc.at_length(n) if hasattr(enc, "at_length") else enc for n in self.passage_tokens]
+        window_encoder: WindowEncoder = self.encoder  # type: ignore[assignment]
+        encoders = [window_encoder.at_length(n) for n in self.passage_tokens or ()]
         windows = [e.windows(texts) for e in encoders]
         bar = None
         progress: Callable[[int], None] | None = None
@@ -198,24 +218,18 @@ class VectorIndex(SemanticIndex):
             progress = bar.update
         try:
             if encoders:
-                parts, level_starts = [], [np.zeros(1, dtype=np.int64)]
-                for e, ws in zip(encoders, windows, strict=True):
-                    v, st = self.cache.embed_windows(texts, e, progress=progress, windows=ws)
-                    offset = int(level_starts[-1][-1])
-                    parts.append(v)
-                    level_starts.append(st[1:] + offset)
-                vecs = np.concatenate(parts) if len(parts) > 1 else parts[0]
-                starts = np.concatenate(level_starts)
+                parts = [self.cache.embed_windows(texts, e, progress=progress, windows=ws)
+                         for e, ws in zip(encoders, windows, strict=True)]
+                vecs = np.concatenate([v for v, _ in parts]) if len(parts) > 1 else parts[0][0]
+                starts = level_starts([st for _, st in parts])
             else:
                 vecs, starts = self.cache.embed(texts, self.encoder, progress=progress), np.arange(len(texts) + 1)
         finally:
             if bar is not None:
                 bar.close()
-        n = len(texts)
-        for level in range(self.levels if encoders else 1):
-            for i, t in enumerate(texts):
-                if not t:  # a document with no text matches nothing
-                    vecs[starts[level * n + i]:starts[level * n + i + 1]] = 0.0
+        empty = np.array([not t for t in texts], dtype=bool)
+        if empty.any():  # a document with no text matches nothing, at every length
+            vecs[np.repeat(np.tile(empty, (len(starts) - 1) // max(len(texts), 1)), np.diff(starts))] = 0.0
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / f".tmp-{os.getpid()}-{threading.get_ident()}"
         tmp.mkdir(exist_ok=True)
@@ -242,21 +256,12 @@ class VectorIndex(SemanticIndex):
             vecs, ids, starts = self.vectors, self.ids, self.starts
         if not ids:
             return SemanticHits([], np.zeros(0))
-        sims = self._document_scores(np.asarray(vecs @ query_vector.astype(np.float32), dtype=np.float64),
-                                     starts, len(ids))
+        sims = document_scores(np.asarray(vecs @ query_vector.astype(np.float32), dtype=np.float64),
+                               starts, len(ids))
         k = min(k, len(ids))
         top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
         top = top[np.lexsort((top, -sims[top]))]
         return SemanticHits([ids[i] for i in top], sims[top])
-
-    def _document_scores(self, sims: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
-        """Each of ``n`` documents' score from its windows' cosines ``sims``: the best window's at
-        each passage length, averaged over the lengths."""
-        if len(sims) == n and len(starts) == n + 1:
-            return sims  # one vector per document
-        best = np.maximum.reduceat(sims, starts[:-1])  # each document's best window at each length
-        levels = len(best) // max(n, 1)
-        return best if levels <= 1 else best.reshape(levels, n).mean(axis=0)
 
     def vectors_of(self, ids: Sequence[str], query_vector: np.ndarray | None = None) -> np.ndarray:
         """The vectors of those ``ids`` that have one (ids without a vector are left out): each
@@ -281,16 +286,11 @@ class VectorIndex(SemanticIndex):
         ok = rows >= 0
         if ok.any():
             levels = max(1, (len(starts) - 1) // max(n, 1))
-            total = np.zeros(int(ok.sum()))
-            q = query_vector.astype(np.float32)
-            for level in range(levels):
-                groups = rows[ok] + level * n
-                first, last = starts[groups], starts[groups + 1]
-                counts = last - first
-                heads = np.concatenate(([0], np.cumsum(counts)[:-1]))
-                # every window of the documents asked for, document by document
-                windows = np.arange(int(counts.sum())) + np.repeat(first - heads, counts)
-                sims = np.asarray(vecs[windows] @ q, dtype=np.float64)
-                total += np.maximum.reduceat(sims, heads)
-            out[ok] = total / levels
+            # the documents asked for, at every length: group l * m + j is document j at length l
+            groups = (rows[ok][None, :] + n * np.arange(levels)[:, None]).ravel()
+            first, counts = starts[groups], starts[groups + 1] - starts[groups]
+            heads = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            windows = np.arange(int(counts.sum())) + np.repeat(first - heads, counts)
+            sims = np.asarray(vecs[windows] @ query_vector.astype(np.float32), dtype=np.float64)
+            out[ok] = document_scores(sims, np.append(heads, len(windows)), int(ok.sum()))
         return out

@@ -108,13 +108,17 @@ def test_several_passage_lengths_score_the_mean_of_their_best_passages(  # type:
     texts = [document_text(docs[i], ("title", "text")) for i in ids]
     both = load_encoder(MODEL, passage_tokens=(64, 128))
     assert both.passage_lengths == (64, 128) and both.passage_tokens == 64
+    # a document with no text: one window at each length, zero, so it matches nothing
+    engine.request("PUT", f"/{hybrid_index}/_doc/blank", body={"title": "", "text": ""}, params={"refresh": "true"})
     vi = VectorIndex.open(engine, hybrid_index, both, fields=("title", "text"), home=tmp_path, cache=cache,
                           progress=False)
     # by hand: each length's windows embedded one document at a time, the best window at each
     # length, the mean over the two lengths
     per_length = [[both.at_length(n).encode_ids(w) for w in both.at_length(n).windows(texts)] for n in (64, 128)]
     assert sum(len(w) > 1 for w in per_length[1]) > 0 and sum(map(len, per_length[0])) > sum(map(len, per_length[1]))
-    assert len(vi.vectors) == sum(map(len, per_length[0])) + sum(map(len, per_length[1]))
+    assert len(vi.vectors) == sum(map(len, per_length[0])) + sum(map(len, per_length[1])) + 2
+    blank = vi.ids.index("blank")
+    assert not np.asarray(vi.vectors)[[vi.starts[blank], vi.starts[len(vi.ids) + blank]]].any()
     for q in ("vitamin D and bone density", "ocular hypertension"):
         qv = both.encode([q])[0]
         sims = np.mean([[float((w @ qv).max()) for w in level] for level in per_length], axis=0)
@@ -122,6 +126,7 @@ def test_several_passage_lengths_score_the_mean_of_their_best_passages(  # type:
         assert got.ids == [ids[i] for i in np.lexsort((np.arange(len(ids)), -sims))[:10]]
         np.testing.assert_allclose(got.scores, np.sort(sims)[::-1][:10], atol=1e-5)
         np.testing.assert_allclose(vi.similarity(qv, ids[::-5] + ["nosuch"])[:-1], sims[::-5], atol=1e-5)
+        assert vi.similarity(qv, ["blank"])[0] == 0.0 and "blank" not in got.ids
         # the feedback's vectors come from the first length's windows
         np.testing.assert_allclose(vi.vectors_of(ids[:4], qv),
                                    [w[int(np.argmax(w @ qv))] for w in per_length[0][:4]], atol=1e-6)
@@ -131,7 +136,7 @@ def test_several_passage_lengths_score_the_mean_of_their_best_passages(  # type:
     # one length only: rebuilt, never read as the two lengths' vectors
     one = VectorIndex.open(engine, hybrid_index, both.at_length(64), fields=("title", "text"), home=tmp_path,
                            cache=cache, progress=False)
-    assert len(one.vectors) == sum(map(len, per_length[0])) and len(one.starts) == len(ids) + 1
+    assert len(one.vectors) == sum(map(len, per_length[0])) + 1 and len(one.starts) == len(ids) + 2
 
 
 def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_path: Path, encoder,  # type: ignore[no-untyped-def]

@@ -239,3 +239,19 @@ def test_document_text() -> None:
     assert document_text({"title": " T ", "text": "body", "x": 1}, ("title", "text")) == "T body"
     assert document_text({"title": "", "text": None}, ("title", "text")) == ""
     assert document_text({"text": "only"}, ("title", "text")) == "only"
+
+
+def test_document_scores_average_each_lengths_best_window() -> None:
+    from esbridge.semantic.vectors import document_scores, level_starts
+
+    # two documents; length A: doc 0 has windows [.1, .5], doc 1 [.3]; length B: doc 0 [.2], doc 1 [.9, .4]
+    starts = level_starts([np.array([0, 2, 3]), np.array([0, 1, 3])])
+    assert list(starts) == [0, 2, 3, 4, 6]
+    sims = np.array([0.1, 0.5, 0.3, 0.2, 0.9, 0.4])
+    np.testing.assert_allclose(document_scores(sims, starts, 2), [(0.5 + 0.2) / 2, (0.3 + 0.9) / 2])
+    # one row per query
+    np.testing.assert_allclose(document_scores(np.stack([sims, -sims]), starts, 2),
+                               [[0.35, 0.6], [(-0.1 - 0.2) / 2, (-0.3 - 0.4) / 2]])
+    # one length: the best window; one window per document: the cosines as they are
+    np.testing.assert_allclose(document_scores(sims[:3], np.array([0, 2, 3]), 2), [0.5, 0.3])
+    np.testing.assert_allclose(document_scores(sims[:2], np.array([0, 1, 2]), 2), [0.1, 0.5])
