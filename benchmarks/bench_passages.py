@@ -91,9 +91,11 @@ def main() -> int:
                                          level_starts([vectors[n][1] for n in combo]), len(ids))
                 table[combo].setdefault(name, {})[part] = ndcg(qrels, [q.id for q in queries], ids, scores)
     ref = (lengths[0],)
+    default_out = HERE / "results" / "passages.md"
+    out_arg = "" if args.out.resolve() == default_out else f" --out benchmarks/results/{args.out.name}"
     lines = ["# Semantic search alone: passage lengths", "",
              f"Command: `python benchmarks/bench_passages.py --data <folder of the collections> --model {args.model} "
-             f"--lengths {args.lengths}`. Machine: {platform.machine()}, {platform.system()}, Python "
+             f"--lengths {args.lengths}{out_arg}`. Machine: {platform.machine()}, {platform.system()}, Python "
              f"{platform.python_version()}. nDCG@10 of the semantic search alone (exact cosine over every "
              "document); a document scores its best passage's cosine, with several lengths the mean of those. "
              "Tuning parts: SciFact's training judgments, the others' fixed half `test:tune`. Gains in points "

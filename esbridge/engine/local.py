@@ -190,7 +190,11 @@ def free_port(candidates: Sequence[int] | None = None) -> int:
 
 
 def port_free(port: int) -> bool:
+    """Whether a node could listen on ``port`` of 127.0.0.1: nothing listens there.  Connections
+    of a node stopped a moment ago may linger in TIME_WAIT; like the engines, which listen with
+    ``SO_REUSEADDR``, the check does not count them."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -460,7 +460,12 @@ class FeatureStore:
         if len(ids) != len(versions):
             raise ConfigurationError(f"{len(ids)} ids but {len(versions)} versions: give one version "
                                      "(or None) per id")
-        versioned = [(i, ver) for i, ver in enumerate(versions) if ver]
+        # the first stage brought these candidates' features (the plugin, in the same search):
+        # the freshest there are, so the caches are not asked for them
+        carried_rows = ([i for i, d in enumerate(ids) if d in carried]
+                        if terms_only and carried and carried.tag == features_tag(self.layout, query, fields) else [])
+        skip = set(carried_rows)
+        versioned = [(i, ver) for i, ver in enumerate(versions) if ver and i not in skip]
         keys = [_doc_key(uuid, ids[i], ver) for i, ver in versioned]
         matrices: dict[str, TermMatrix] = {}
         missing: set[int] = set()
@@ -480,9 +485,6 @@ class FeatureStore:
         for (i, _), entry in zip(versioned, got, strict=True):
             if entry is not None:
                 cached[i] = entry
-        todo = [i for i in range(len(ids)) if i not in cached]
-        need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
-        fetched: FetchResult | None = None
 
         def take(cands: CandidateVectors, where: Sequence[int]) -> None:
             """Candidates read inside the engine (matrices of the query's terms) into their places."""
@@ -494,12 +496,12 @@ class FeatureStore:
                 if not cands.found[j]:
                     missing.add(i)
 
-        if terms_only and todo and carried and carried.tag == features_tag(self.layout, query, fields):
-            # the first stage brought these candidates' features (the plugin, in the same search)
-            have = [i for i in todo if ids[i] in carried]
-            if have:
-                take(candidates_from(self.index, self.layout, query, fields, [ids[i] for i in have], carried), have)
-                todo = [i for i in todo if ids[i] not in carried]
+        if carried_rows and carried is not None:
+            take(candidates_from(self.index, self.layout, query, fields, [ids[i] for i in carried_rows], carried),
+                 carried_rows)
+        todo = [i for i in range(len(ids)) if i not in cached]
+        need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
+        fetched: FetchResult | None = None
         if terms_only and todo and not self.layout.plain and (
                 yield from features_plugin_plan(self.engine, self.features)):
             # read inside the engine, the query's terms only: nothing to keep for another query

@@ -27,6 +27,7 @@ read as before, as is every cluster when the environment sets ``ESBRIDGE_FEATURE
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import json
 import os
@@ -162,9 +163,10 @@ def _tag(groups: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> str:
     return hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode()).hexdigest()[:20]
 
 
-class Carried(dict[str, list[Any]]):
-    """Features the plugin added to some hits: ``{_id: per group [length, distinct, tf...]}``,
-    with the tag of the request they answer (:func:`features_tag`)."""
+class Carried(dict[str, str]):
+    """Features the plugin added to some hits: ``{_id: packed features}`` (per group its length,
+    distinct terms and each term's frequency, as little-endian 16- or 32-bit integers in base64), with
+    the tag of the request they answer (:func:`features_tag`)."""
 
     __slots__ = ("tag",)
 
@@ -175,7 +177,11 @@ class Carried(dict[str, list[Any]]):
 
 def carried_features(hits: Sequence[dict[str, Any]]) -> Carried:
     """The features the plugin added to ``hits``, taken out of the hits, which are then as the
-    search would have returned them without it."""
+    search would have returned them without it.
+
+    Raises:
+        EngineError: a hit's features are not ``[tag, packed]`` (another version of the plugin).
+    """
     out = Carried(None)
     for hit in hits:
         fields = hit.get("fields")
@@ -185,19 +191,24 @@ def carried_features(hits: Sequence[dict[str, Any]]) -> Carried:
             if not fields:
                 del hit["fields"]
             if got and got[0]:
-                tag, *values = got[0]
+                if len(got[0]) != 2 or not isinstance(got[0][1], str):
+                    raise EngineError(f"the esbridge-features plugin answered features of another format for "
+                                      f"document {hit.get('_id')!r} of {hit.get('_index')!r}; install the version "
+                                      "this esbridge builds (esbridge plugin build)", index=hit.get("_index"))
+                tag, packed = got[0]
                 if out.tag not in (None, tag):
                     return Carried(None)  # hits of several searches: none is used
                 out.tag = tag
-                out[str(hit["_id"])] = values
+                out[str(hit["_id"])] = packed
     return out
 
 
 def candidates_from(index: str, layout: IndexLayout, query: Mapping[str, QueryChannel], fields: Sequence[str],
-                    ids: Sequence[str], by_id: Mapping[str, Sequence[Any]]) -> CandidateVectors:
+                    ids: Sequence[str], by_id: Mapping[str, str]) -> CandidateVectors:
     """``ids`` as :class:`CandidateVectors` of :class:`TermMatrix` rows, from what the plugin
-    returned for them (``by_id``: :func:`carried_features`, per document one flat list: per group
-    its length, distinct terms and each term's frequency); an id it did not return is not found.
+    returned for them (``by_id``: :func:`carried_features`, per document its packed features: per
+    group its length, distinct terms and each term's frequency); an id it did not return is not
+    found.
 
     Raises:
         EngineError: the plugin's answer does not have the shape asked for (another plugin
@@ -206,12 +217,17 @@ def candidates_from(index: str, layout: IndexLayout, query: Mapping[str, QueryCh
     groups = _groups(layout, query, fields)
     width = sum(len(terms) + 2 for _, terms in groups.values())
     found = [i in by_id for i in ids]
-    values = [by_id[i] for i, ok in zip(ids, found, strict=True) if ok]
-    wrong = next((i for i in ids if i in by_id and len(by_id[i]) != width), None)
-    if wrong is not None:
-        raise EngineError(f"the esbridge-features plugin answered features of another shape for document "
-                          f"{wrong!r} of {index!r}; is it the version this esbridge builds?", index=index)
-    arr = np.array(values, dtype=np.float64).reshape(len(values), width)
+    packed = []
+    for doc_id in (i for i, ok in zip(ids, found, strict=True) if ok):
+        try:
+            raw = binascii.a2b_base64(by_id[doc_id])
+        except (binascii.Error, ValueError, TypeError):
+            raw = b""
+        if len(raw) not in (2 * width, 4 * width):
+            raise EngineError(f"the esbridge-features plugin answered features of another shape for document "
+                              f"{doc_id!r} of {index!r}; is it the version this esbridge builds?", index=index)
+        packed.append(raw)
+    arr = _unpack(packed, width)
     rows = np.flatnonzero(found)
     matrices: dict[str, TermMatrix] = {}
     at = 0
@@ -224,6 +240,17 @@ def candidates_from(index: str, layout: IndexLayout, query: Mapping[str, QueryCh
                                    distinct=arr[:, at + 1])
         at += len(terms) + 2
     return CandidateVectors(ids=tuple(ids), vectors=tuple({} for _ in ids), found=tuple(found), matrices=matrices)
+
+
+def _unpack(packed: Sequence[bytes], width: int) -> np.ndarray:
+    """One row per document of its ``width`` values, each document's packed as little-endian
+    16-bit integers (``2 * width`` bytes: every value fits) or 32-bit ones (``4 * width``)."""
+    if all(len(raw) == 2 * width for raw in packed):
+        return np.frombuffer(b"".join(packed), dtype="<i2").reshape(len(packed), width).astype(np.float64)
+    arr = np.zeros((len(packed), width), dtype=np.float64)
+    for r, raw in enumerate(packed):
+        arr[r] = np.frombuffer(raw, dtype="<i2" if len(raw) == 2 * width else "<i4")
+    return arr
 
 
 def fetch_with_plugin_plan(
@@ -267,7 +294,7 @@ def fetch_with_plugin_plan(
 
     answers = yield gather(*(one(chunk, n == 0 and bool(ext_stats)) for n, chunk in enumerate(chunks)))
     shard_stats: list[list[Any]] = []
-    by_id: dict[str, list[Any]] = {}
+    by_id: dict[str, str] = {}
     for resp in answers:
         hits = resp["hits"]["hits"]
         shard_stats += [h["fields"][_STATS][0] for h in hits if _STATS in (h.get("fields") or {})]

@@ -514,7 +514,8 @@ def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],
     cols: list[int] = []
     vals: list[int] = []
     # a candidate holds few of the query's terms: intersect (in C) and touch only those
-    for i, vec in enumerate(cands.vectors):
+    # (candidates read as matrices, e.g. through the engine plugin, have no vectors at all)
+    for i, vec in enumerate(cands.vectors if any(cands.vectors) else ()):
         fv = vec.get(subfield)
         if fv is not None:
             lengths[i] = fv.length

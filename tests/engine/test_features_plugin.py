@@ -167,6 +167,37 @@ def test_documents_written_after_the_first_query(engine: Engine, fresh_index: st
     assert on["hits"]["hits"][0]["_id"] == "late"
 
 
+def test_counts_beyond_16_bits_come_back_whole(engine: Engine, plugin_expected: bool) -> None:
+    """The plugin packs a hit's numbers as 16-bit integers where they all fit, else as 32-bit
+    ones: a document of 40,000 words (one of them 33,000 times) reads as with term vectors."""
+    if not plugin_expected:
+        return  # no plugin on this engine (test_fetch_through_the_plugin_equals_term_vectors checks it refuses)
+    name = "esb-test-plugin-long"
+    engine.delete_index(name)
+    try:
+        long_text = "tumour " * 33_000 + " ".join(f"w{i}" for i in range(7_000))
+        ingest(engine, name, [{"_id": "long", "title": "tumour", "text": long_text},
+                              {"_id": "short", "title": "tumour cells", "text": "tumour growth"}],
+               progress=False, strict=True)
+        engine.refresh(name)
+        layout = read_layout(engine, name)
+        query = analyze_query(engine, name, layout, "tumour cells", layout.channels)
+        ids = ["long", "short"]
+        old = fetch_raw(engine, name, layout, query, ids, fields=[layout.combined])
+        new = run(fetch_with_plugin_plan(name, layout, query, ids, fields=[layout.combined], stats_query=query,
+                                         stat_fields=[layout.combined], shards=1), engine)
+        assert new is not None
+        base = new.candidates.matrices[layout.combined]
+        assert base.length.max() > 40_000 and base.tf.max() > 33_000
+        for key, m in new.candidates.matrices.items():
+            for k, row in enumerate(m.rows.tolist()):
+                vec = old.candidates.vectors[row].get(key, EMPTY_VECTOR)
+                assert m.length[k] == vec.length and m.distinct[k] == len(vec), key
+                assert m.tf[k].tolist() == [vec.get(t, 0) for t in m.terms], key
+    finally:
+        engine.delete_index(name)
+
+
 def test_two_clients_with_their_own_homes_rank_alike(engine: Engine, sample_indices: dict[int, str],
                                                      plugin_expected: bool, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,

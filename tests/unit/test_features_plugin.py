@@ -3,6 +3,8 @@ reading of the features it adds to hits."""
 
 from __future__ import annotations
 
+import base64
+import struct
 import zipfile
 from pathlib import Path
 
@@ -36,7 +38,8 @@ def test_the_zip_holds_the_jar_and_a_descriptor_for_that_engine(family: str, tmp
     jar.write_bytes(b"PK")
     out = features_plugin.pack_zip(family, "9.9.9", jar, tmp_path / "dist")
     with zipfile.ZipFile(out) as zf:
-        assert sorted(zf.namelist()) == ["esbridge-features-1.0.0.jar", "plugin-descriptor.properties"]
+        jar_name = f"esbridge-features-{features_plugin.PLUGIN_VERSION}.jar"
+        assert sorted(zf.namelist()) == [jar_name, "plugin-descriptor.properties"]
         props = dict(line.split("=", 1) for line in zf.read("plugin-descriptor.properties").decode().splitlines())
     assert props[f"{family}.version"] == "9.9.9"
     assert props["classname"] == features_plugin.CLASSNAME and props["name"] == features_plugin.PLUGIN_NAME
@@ -51,8 +54,15 @@ def test_the_extension_names_each_subfield_with_the_terms_of_its_channel() -> No
     assert features_tag(LAYOUT, {"base": QueryChannel(("vitamin",), (1,))}, [LAYOUT.combined]) != ext["tag"]
 
 
+def _packed(*values: int, wide: bool = False) -> str:
+    """What the plugin sends for one hit: little-endian 16-bit integers (32-bit ones with
+    ``wide``) in base64."""
+    return base64.b64encode(struct.pack(f"<{len(values)}{'i' if wide else 'h'}", *values)).decode()
+
+
 def _hit(doc: str, tag: str, *groups: list[int]) -> dict[str, object]:
-    return {"_id": doc, "fields": {"_esbridge_features": [[tag, *(v for g in groups for v in g)]]}}
+    packed = _packed(*(v for g in groups for v in g))
+    return {"_id": doc, "_index": "i", "fields": {"_esbridge_features": [[tag, packed]]}}
 
 
 def test_carried_features_are_taken_out_of_the_hits() -> None:
@@ -70,15 +80,34 @@ def test_carried_features_are_taken_out_of_the_hits() -> None:
     assert cands.matrices[f"{LAYOUT.combined}.prefix"].distinct.tolist() == [5, 9]
 
 
+def test_numbers_packed_in_16_and_32_bits_read_alike() -> None:
+    tag = features_tag(LAYOUT, QUERY, [LAYOUT.combined])
+    carried = carried_features([_hit("a", tag, [10, 8, 1, 2], [10, 9, 1])])
+    carried["b"] = _packed(70_000, 40_000, 33_000, 0, 70_000, 40_001, 33_000, wide=True)
+    cands = candidates_from("i", LAYOUT, QUERY, [LAYOUT.combined], ["b", "a"], carried)
+    base = cands.matrices[LAYOUT.combined]
+    assert base.length.tolist() == [70_000, 10] and base.tf.tolist() == [[33_000, 0], [1, 2]]
+    assert cands.matrices[f"{LAYOUT.combined}.prefix"].distinct.tolist() == [40_001, 9]
+
+
 def test_hits_of_two_searches_are_not_mixed() -> None:
     assert not carried_features([_hit("a", "t1", [1, 1, 0, 0]), _hit("b", "t2", [1, 1, 0, 0])])
 
 
 def test_an_answer_of_another_shape_is_an_error_naming_the_document() -> None:
     with pytest.raises(EngineError, match="'a'"):
-        candidates_from("i", LAYOUT, QUERY, [LAYOUT.combined], ["a"], {"a": [1, 1, 0, 1, 1, 0]})
+        candidates_from("i", LAYOUT, QUERY, [LAYOUT.combined], ["a"], {"a": _packed(1, 1, 0, 1, 1, 0)})
+    with pytest.raises(EngineError, match="'b'"):
+        candidates_from("i", LAYOUT, QUERY, [LAYOUT.combined], ["a", "b"],
+                        {"a": _packed(1, 1, 0, 1, 1, 1, 0), "b": "not base64!"})
     with pytest.raises(EngineError, match="without term frequencies"):
-        candidates_from("i", LAYOUT, QUERY, [LAYOUT.combined], ["a"], {"a": [-1, -1, 0, 0, 1, 1, 0]})
+        candidates_from("i", LAYOUT, QUERY, [LAYOUT.combined], ["a"], {"a": _packed(-1, -1, 0, 0, 1, 1, 0)})
+
+
+def test_features_of_an_older_plugin_are_an_error_naming_the_document() -> None:
+    old = {"_id": "a", "_index": "i", "fields": {"_esbridge_features": [["t", 10, 8, 1, 2, 10, 9, 1]]}}
+    with pytest.raises(EngineError, match="'a'.*plugin build"):
+        carried_features([old])
 
 
 def test_plugin_build_refuses_a_version_it_has_no_jars_for(capsys: pytest.CaptureFixture[str]) -> None:

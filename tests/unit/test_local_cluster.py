@@ -53,3 +53,22 @@ def test_the_command_checks_its_cluster_options(capsys: pytest.CaptureFixture[st
     assert "--nodes must be >= 1" in capsys.readouterr().err
     assert main(["engine", "start", "--nodes", "3", "--port", "9250"]) == 2
     assert "--port is for a single node" in capsys.readouterr().err
+
+
+def test_a_port_is_free_once_nothing_listens_even_with_connections_in_time_wait() -> None:
+    """A node stopped a moment ago leaves its closed connections in TIME_WAIT on its port; the
+    engines listen with SO_REUSEADDR, so starting a node there again must not be refused."""
+    import socket
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = server.accept()
+    assert not local.port_free(port)  # listening
+    conn.close()  # the server side closes first: its end of the connection waits in TIME_WAIT
+    client.close()
+    server.close()
+    assert local.port_free(port)
