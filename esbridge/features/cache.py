@@ -381,6 +381,9 @@ class FeatureStore:
         self.routing = ShardRouting(engine, index)
         self.batch_size = batch_size
         self.requests = 0
+        #: candidates whose features came with the first stage's hits (the engine plugin),
+        #: neither looked up in the caches nor read again
+        self.carried = 0
         #: documents whose term vectors came back newer than their hit (not written back)
         self.raced = 0
 
@@ -499,6 +502,7 @@ class FeatureStore:
         if carried_rows and carried is not None:
             take(candidates_from(self.index, self.layout, query, fields, [ids[i] for i in carried_rows], carried),
                  carried_rows)
+            self.carried += len(carried_rows)
         todo = [i for i in range(len(ids)) if i not in cached]
         need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         fetched: FetchResult | None = None
