@@ -244,7 +244,7 @@ def main() -> int:
     args = ap.parse_args()
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.url)
+    engine = Engine.connect(prov.options())
     folder = Path(args.dataset)
     corpus = folder / "corpus.jsonl"
     queries = judged_queries(folder, args.queries)

@@ -76,7 +76,7 @@ def main() -> int:
         q_times.append(time.perf_counter() - t0)
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.url)
+    engine = Engine.connect(prov.options())
     knn = engine.vector_search() == "knn_vector"
     index, _ = bench_index(engine, corpus, VectorField(encoder.dim, encoder.name) if knn else None)
     params = PipelineParams()

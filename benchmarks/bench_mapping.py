@@ -116,7 +116,7 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="markdown output (default benchmarks/results/mapping-<dist>.md)")
     args = ap.parse_args()
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.url)
+    engine = Engine.connect(prov.options())
     folder = Path(args.dataset)
     docs = [json.loads(line) for line in open(folder / "corpus.jsonl", encoding="utf-8") if line.strip()]
     docs = docs[:args.docs] if args.docs > 0 else docs

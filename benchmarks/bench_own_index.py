@@ -89,7 +89,7 @@ def main() -> int:
     args = ap.parse_args()
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.url)
+    engine = Engine.connect(prov.options())
     folder = Path(args.dataset)
     docs = [json.loads(line) for line in open(folder / "corpus.jsonl", encoding="utf-8") if line.strip()]
     judged = judged_queries(folder, args.queries + 20)

@@ -240,7 +240,7 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.url)
+    engine = Engine.connect(prov.options())
     plugin = run(features_plugin_plan(engine), engine)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -107,7 +107,7 @@ def main() -> int:
     args = ap.parse_args()
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.url)
+    engine = Engine.connect(prov.options())
     with tempfile.TemporaryDirectory() as tmp:
         if args.dataset:
             folder = Path(args.dataset)

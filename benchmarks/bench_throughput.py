@@ -74,7 +74,7 @@ def main() -> int:
     args = ap.parse_args()
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.url)
+    engine = Engine.connect(prov.options())
     folder = Path(args.dataset)
     queries = judged_queries(folder, args.queries)
     index, expected = bench_index(engine, folder / "corpus.jsonl")

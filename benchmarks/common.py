@@ -19,7 +19,8 @@ from esbridge.ingest import ingest, read_jsonl
 
 def engine_arguments(ap: argparse.ArgumentParser) -> None:
     """``--distribution`` and ``--url``: which engine a benchmark runs against."""
-    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch"])
+    ap.add_argument("--distribution", default="opensearch", choices=["opensearch", "elasticsearch", "elasticsearch8"],
+                    help="elasticsearch8: esbridge's secured Elasticsearch 8.19 node (its credentials are used)")
     ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
 
 

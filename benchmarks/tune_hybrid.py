@@ -213,7 +213,7 @@ def main() -> int:
         data, engine_label = saved["collections"], saved["engine"]
     else:
         prov = provision("opensearch", url=args.url, use_docker=False, progress=True)
-        engine = Engine.connect(prov.url)
+        engine = Engine.connect(prov.options())
         engine_label = engine.info.label
         data = {}
         for name in names:
