@@ -59,7 +59,7 @@ def main() -> int:
     ap.add_argument("--url")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    engine = Engine.connect(provision(args.distribution, url=args.url, use_docker=False).url)
+    engine = Engine.connect(provision(args.distribution, url=args.url, use_docker=False).options())
     lines = [f"# First stages: engine BM25 vs scripted similarities ({engine.info.label})", "",
              "Command: `python benchmarks/bench_first_stage.py --data <data folder> "
              f"--distribution {args.distribution}`", "",

@@ -53,8 +53,6 @@ def hit_version(hit: Mapping[str, Any]) -> HitVersion | None:
     if "_seq_no" not in hit or "_primary_term" not in hit:
         return None
     seq_no, term, version = hit["_seq_no"], hit["_primary_term"], hit.get("_version")
-    if type(seq_no) is int and type(term) is int and (version is None or type(version) is int):
-        return HitVersion(seq_no, term, None if version is None or version < 0 else version)
     try:
         return HitVersion(int(seq_no), int(term), None if version is None or int(version) < 0 else int(version))
     except (TypeError, ValueError):
@@ -168,13 +166,10 @@ def candidate_keys(candidates: Sequence[Mapping[str, Any] | str]) -> tuple[list[
     ids: list[str] = []
     versions: list[HitVersion | None] = []
     for i, c in enumerate(candidates):
-        if type(c) is dict and "_id" in c:  # a hit as the engine returns it (the common case, checked first)
-            ids.append(str(c["_id"]))
-            versions.append(hit_version(c))
-        elif isinstance(c, str):
+        if isinstance(c, str):
             ids.append(c)
             versions.append(None)
-        elif isinstance(c, Mapping) and "_id" in c:
+        elif isinstance(c, (dict, Mapping)) and "_id" in c:  # dict first: a plain check, no ABC lookup
             ids.append(str(c["_id"]))
             versions.append(hit_version(c))
         else:

@@ -168,7 +168,7 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                 }
                 out.put(length).put(distinct);
                 for (int j = 0; j < nTerms; j++) {
-                    PostingsEnum pe = lengths[i] == null ? null : postings[i][j];
+                    PostingsEnum pe = postings[i][j];  // null where the segment lacks the term or the field
                     int tf = 0;
                     if (pe != null) {
                         if (pe.docID() < doc) {
