@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "esbridge-features"
 CLASSNAME = "org.esbridge.features.FeaturesPlugin"
-PLUGIN_VERSION = "1.1.0"
+PLUGIN_VERSION = "1.2.0"
 #: ``--release`` of the class files (the engines' own jars need Java 21).
 JAVA_RELEASE = 21
 #: The engines the sources compile for (by the major version of their Lucene: 9.5 and later).

@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,13 +52,15 @@ from esbridge.features.termvectors import (
 )
 from esbridge.index.definitions import IndexLayout
 
-__all__ = ["EXTENSION", "FEATURE_SOURCES", "Carried", "candidates_from", "carried_features", "check_feature_source",
-           "features_ext", "features_plugin_plan", "features_tag", "fetch_with_plugin_plan"]
+__all__ = ["EXTENSION", "FEATURE_SOURCES", "Carried", "PluginAnalysis", "analysing_ext", "analysis_from",
+           "candidates_from", "carried_features", "check_feature_source", "features_ext", "features_plugin_plan",
+           "features_tag", "fetch_with_plugin_plan"]
 
 #: The search extension the plugin answers.
 EXTENSION = "esbridge_features"
 _FEATURES = "_esbridge_features"
 _STATS = "_esbridge_stats"
+_QUERY = "_esbridge_query"
 #: Candidates per search through the plugin (the searches of one fetch are sent together).
 BATCH_SIZE = 500
 
@@ -161,6 +164,77 @@ def features_tag(layout: IndexLayout, query: Mapping[str, QueryChannel], fields:
 def _tag(groups: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> str:
     rows = [[list(members), list(terms)] for members, terms in groups.values()]
     return hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode()).hexdigest()[:20]
+
+
+def analysing_ext(layout: IndexLayout, text: str, analysed: Sequence[str], counted: Sequence[str]) -> dict[str, Any]:
+    """The search extension that has the plugin analyse ``text`` in the ``analysed`` channels of
+    the combined field (each sub-field with its own index analyzer, as ``_termvectors`` analyses an
+    artificial document), return the tokens and the terms' statistics with the first hit of each
+    shard, and add to each hit the features of the ``counted`` channels (some of ``analysed``), in
+    that order.  Its answer: :func:`analysis_from`, then :func:`carried_features`."""
+    combined = layout.combined
+    return {EXTENSION: {"analyze": {"text": text,
+                                    "fields": [layout.subfield(combined, ch) for ch in analysed],
+                                    "count": [layout.subfield(combined, ch) for ch in counted]},
+                        "tag": "analyze"}}
+
+
+@dataclass(frozen=True)
+class PluginAnalysis:
+    """A query text as the plugin analysed it in the combined field (:func:`analysing_ext`).
+
+    Attributes:
+        query: per channel its terms in position order (tokens at one position in term order:
+            the order :func:`~esbridge.features.termvectors.analyze_with_stats_plan` gives).
+        stats: per sub-field of the combined field, the statistics of those terms as the shard's
+            searcher holds them (index-wide only for an index of one shard).
+        in_order: whether the plugin counted the features in the order of ``query``'s terms (the
+            order esbridge reads them in); if not, they are read again by id.
+    """
+
+    query: dict[str, QueryChannel]
+    stats: dict[str, FieldStats]
+    in_order: bool
+
+
+def analysis_from(index: str, layout: IndexLayout, analysed: Sequence[str],
+                  hits: Sequence[dict[str, Any]]) -> PluginAnalysis | None:
+    """What the plugin answered to :func:`analysing_ext` for the ``analysed`` channels, taken out of
+    the first hit that carries it (``None`` where no hit does: the search found nothing).
+
+    Raises:
+        EngineError: the answer does not have the shape asked for (another plugin version).
+    """
+    for hit in hits:
+        fields = hit.get("fields")
+        if not (isinstance(fields, dict) and _QUERY in fields):
+            continue
+        tokens = fields.pop(_QUERY)[0]
+        stats = (fields.pop(_STATS, None) or [None])[0]
+        if not fields:
+            del hit["fields"]
+        if not (isinstance(tokens, list) and isinstance(stats, list) and len(tokens) == len(stats) == len(analysed)):
+            raise EngineError(f"the esbridge-features plugin answered an analysis of another shape for {index!r}; "
+                              "is it the version this esbridge builds (esbridge plugin build)?", index=index)
+        query: dict[str, QueryChannel] = {}
+        out_stats: dict[str, FieldStats] = {}
+        in_order = True
+        try:
+            for ch, pair, values in zip(analysed, tokens, stats, strict=True):
+                positions, terms = pair
+                tokens_at = [(int(p), str(t)) for p, t in zip(positions, terms, strict=True)]
+                ordered = sorted(tokens_at)
+                in_order = in_order and ordered == tokens_at
+                query[ch] = QueryChannel.from_tokens(t for _, t in ordered)
+                counted = list(dict.fromkeys(t for _, t in tokens_at))  # the plugin's order of the terms
+                out_stats[layout.subfield(layout.combined, ch)] = FieldStats(
+                    doc_count=int(values[0]), sum_ttf=int(values[1]),
+                    df={t: int(v) for t, v in zip(counted, values[2:], strict=True)})
+        except (ValueError, TypeError, IndexError):
+            raise EngineError(f"the esbridge-features plugin answered an analysis of another shape for {index!r}; "
+                              "is it the version this esbridge builds (esbridge plugin build)?", index=index) from None
+        return PluginAnalysis(query=query, stats=out_stats, in_order=in_order)
+    return None
 
 
 class Carried(dict[str, str]):

@@ -4,7 +4,8 @@ No engine calls here: :func:`build_query` turns an analysed query into the first
 the pipeline sends, from the terms :func:`terms_sent` chose.  Query text is never
 interpolated into a query string or a script: the first stage is a ``bool`` of ``term``
 clauses on the analysed tokens (or, for ``bm25f``, the engine's own ``combined_fields`` query
-over the text, which the engine analyses).
+over the text, which the engine analyses; or, where esbridge's engine plugin analyses the text
+in the same search, the engine's ``match`` query of :func:`match_query`).
 """
 
 from __future__ import annotations
@@ -152,6 +153,22 @@ def build_query(first_stage: FirstStageSpec, layout: IndexLayout, prepared: Anal
     if not should:
         return {"match_none": {}}
     return {"bool": {"should": should}}
+
+
+#: Longest query text the ``bm25`` first stage sends as a ``match`` query for the engine to
+#: analyse (:func:`match_query`): at most about half as many terms, far from the engines' clause
+#: limit (1024), so that :data:`MAX_FIRST_STAGE_TERMS` need not be applied in Python.
+MATCH_TEXT_LIMIT = 1000
+
+
+def match_query(layout: IndexLayout, text: str) -> dict[str, Any]:
+    """The ``bm25`` first stage as the engine's ``match`` query on the combined field's ``base``
+    channel, for the engine to analyse ``text`` itself (where esbridge's engine plugin analyses it
+    too, and no ``_termvectors`` round trip comes first).  It finds the same documents with the
+    same scores as :func:`build_query`'s ``bool`` of ``term`` clauses: Lucene rewrites a term
+    the analyzer gives twice into one clause with the boost 2, as that query's ``qtf`` boost."""
+    (base,) = layout.indexed(layout.combined, "base")
+    return {"match": {base: {"query": text}}}
 
 
 def with_filter(query: dict[str, Any], filter: Any) -> dict[str, Any]:

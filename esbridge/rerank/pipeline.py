@@ -37,10 +37,13 @@ from esbridge.features.diskstore import DiskVectorStore
 from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.plugin import (
     Carried,
+    analysing_ext,
+    analysis_from,
     carried_features,
     check_feature_source,
     features_ext,
     features_plugin_plan,
+    features_tag,
 )
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
 from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
@@ -70,12 +73,14 @@ from esbridge.rerank.candidates import (
     unique_hits,
 )
 from esbridge.rerank.first_stage import (
+    MATCH_TEXT_LIMIT,
     MAX_FIRST_STAGE_TERMS,
     FirstStage,
     FirstStageSpec,
     analysed_channels,
     build_query,
     dropped_terms,
+    match_query,
     parse_first_stage,
     similarity_name,
     term_channels,
@@ -363,6 +368,56 @@ class RerankerCore:
         result: dict[str, Any] = response
         return result
 
+    def _analyses_inline_plan(self, text: str) -> Plan[bool]:
+        """Whether the first stage of ``text`` is one search whose hits bring the text's analysis
+        too (:meth:`_fetch_analysed_plan`): the ``bm25`` first stage on an esbridge index of one
+        shard (whose searcher's statistics are index-wide), scored in its combined field, where
+        the plugin serves the features, for a text not analysed before and short enough
+        (:data:`~esbridge.rerank.first_stage.MATCH_TEXT_LIMIT`)."""
+        layout = self._layout
+        if (not text or len(text) > MATCH_TEXT_LIMIT or self.first_stage != FirstStage.BM25 or self.dfs
+                or layout.plain or self._fields() != (layout.combined,)):
+            return False
+        channels = analysed_channels(self.first_stage, layout, self.channels)
+        if all((text, ch) in self._analysis for ch in channels):
+            return False  # analysed before: the first stage's terms are known
+        if not (yield from self._carries_features_plan()):
+            return False
+        if self._n_shards is None:
+            self._n_shards = len((yield from self.store.routing.routings_plan()))
+        return self._n_shards == 1
+
+    def _fetch_analysed_plan(self, text: str, *, window: int, filter: Any = None, source: Any = False,
+                             ) -> Plan[tuple[AnalyzedQuery, dict[str, Any], Carried | None]]:
+        """The first stage as the engine's ``match`` query, whose hits bring the plugin's analysis
+        of ``text`` with its terms' statistics (kept like those of :meth:`_analyze_plan`) and each
+        hit's features: the analysed query, the response, and the features taken out of its hits
+        (``None`` where the search found nothing: the text is then analysed the usual way)."""
+        yield from self._check_window_plan(window)
+        layout = self._layout
+        channels = analysed_channels(self.first_stage, layout, self.channels)
+        body = {"size": window, "query": with_filter(match_query(layout, text), filter), "_source": source,
+                "seq_no_primary_term": True, "version": True,
+                "ext": analysing_ext(layout, text, channels, self.channels)}
+        response = yield from search_plan(self.index, body)
+        hits = response["hits"]["hits"]
+        got = analysis_from(self.index, layout, channels, hits)
+        if got is None:
+            carried_features(hits)  # none: nothing was found
+            return (yield from self._analyze_plan(text)), response, None
+        for ch, qc in got.query.items():
+            self._analysis[(text, ch)] = qc
+        # the statistics and features came from the searcher that found the hits: nothing is read
+        # from the caches, so the index's state need not be checked first — unless the features
+        # must be read again (by id, through the caches keyed by the index's identity)
+        gen = self.store.stats.current() if got.in_order else (yield from self.store.stats.validate_plan())
+        self.store.stats.store(got.stats, got.query, layout, [layout.combined], gen)
+        carried = carried_features(hits)
+        scored = {ch: got.query[ch] for ch in self.channels}
+        carried.tag = features_tag(layout, scored, self._fields()) if got.in_order else None
+        prepared = AnalyzedQuery(query=got.query, dropped=dropped_terms(self.first_stage, layout, got.query))
+        return prepared, response, carried
+
     def _carries_features_plan(self) -> Plan[bool]:
         """Whether the first stage asks the engine plugin for its hits' features: where every
         node runs it (:func:`~esbridge.features.plugin.features_plugin_plan`), for an esbridge
@@ -443,26 +498,36 @@ class RerankerCore:
         checked = (yield from resolve_augmentations_plan(augmentations, query_text)) \
             if augmentations is not None else ()
         t1 = time.perf_counter()
-        prepared = yield from self._analyze_plan(query_text)
-        variants = (yield from self._analyze_variants_plan(checked)) if augmented else None
-        t2 = time.perf_counter()
         ranks: list[dict[str, int]] | None = None
-        if variants is None:
-            response = yield from self._fetch_candidates_plan(prepared, query_text, window=window, filter=filter,
-                                                              source=source)
+        carried: Carried | None = None
+        variants: list[tuple[AnalyzedQuery, float]] | None = None
+        check_text(query_text, "query text")
+        if not augmented and (yield from self._analyses_inline_plan(query_text)):
+            # one request: the engine's match query, whose hits bring the plugin's analysis of the text
+            t2 = t1
+            prepared, response, carried = yield from self._fetch_analysed_plan(
+                query_text, window=window, filter=filter, source=source)
             hits = response["hits"]["hits"]
         else:
-            # the candidates of the query and of every variant, one _msearch; the response's shell is the query's
-            union = yield from self._fetch_union_plan(
-                [(prepared, query_text), *((v, text) for (v, _), (text, _) in zip(variants, checked))],
-                window=window, filter=filter, source=source)
-            response, hits, ranks = union.responses[0], union.hits, union.ranks
+            prepared = yield from self._analyze_plan(query_text)
+            variants = (yield from self._analyze_variants_plan(checked)) if augmented else None
+            t2 = time.perf_counter()
+            if variants is None:
+                response = yield from self._fetch_candidates_plan(prepared, query_text, window=window,
+                                                                  filter=filter, source=source)
+                hits = response["hits"]["hits"]
+            else:
+                # the candidates of the query and of every variant, one _msearch; the response's shell is the query's
+                union = yield from self._fetch_union_plan(
+                    [(prepared, query_text), *((v, text) for (v, _), (text, _) in zip(variants, checked))],
+                    window=window, filter=filter, source=source)
+                response, hits, ranks = union.responses[0], union.hits, union.ranks
         t3 = time.perf_counter()
         if inline_source and not fields:
             self._drop_vectors(hits)
         reranked, feature_time, dropped = yield from self._rerank_hits_plan(
             prepared, hits, explain, stats_validated=True, variants=variants, original_weight=w0, ranks=ranks,
-            limit=size)
+            limit=size, carried=carried)
         t4 = time.perf_counter()
         top = reranked[:size]
         if not inline_source:
@@ -557,15 +622,19 @@ class RerankerCore:
 
     def _rank_plan(self, query: str | AnalyzedQuery, candidates: Sequence[Mapping[str, Any] | str], *,
                    variants: Sequence[tuple[AnalyzedQuery | str, float]] | None = None,
-                   original_weight: float = 1.0, stats_validated: bool = False) -> Plan[Ranking]:
+                   original_weight: float = 1.0, stats_validated: bool = False,
+                   carried: Carried | None = None) -> Plan[Ranking]:
         """The one ranking path: candidates → features → scores → :class:`Ranking`
-        (:func:`~esbridge.rerank.candidates.rank_order`: equal scores keep the candidates' order)."""
+        (:func:`~esbridge.rerank.candidates.rank_order`: equal scores keep the candidates' order).
+        ``carried``: the features the plugin added to the candidates, already taken out of them
+        (else they are taken out here)."""
         prepared = query if isinstance(query, AnalyzedQuery) else (yield from self._analyze_plan(query))
         ids, versions = candidate_keys(candidates)
         if not ids:
             return Ranking.of([], [])
         if variants is None:
-            carried = carried_features([c for c in candidates if isinstance(c, dict)])
+            if carried is None:
+                carried = carried_features([c for c in candidates if isinstance(c, dict)])
             result, found = yield from self._score_hits_plan(prepared, ids, versions, stats_validated=stats_validated,
                                                              carried=carried)
         else:
@@ -582,6 +651,7 @@ class RerankerCore:
                           explain: bool, *, stats_validated: bool = False,
                           variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
                           ranks: Sequence[Mapping[str, int]] | None = None, limit: int | None = None,
+                          carried: Carried | None = None,
                           ) -> Plan[tuple[list[dict[str, Any]], float, list[dict[str, Any]]]]:
         """The hits reranked (:meth:`_rank_plan`; the first ``limit`` of them, if given), the
         seconds their features and scores took, and the hits left out because the engine no
@@ -590,7 +660,7 @@ class RerankerCore:
             return [], 0.0, []
         t0 = time.perf_counter()
         ranking = yield from self._rank_plan(prepared, hits, variants=variants, original_weight=original_weight,
-                                             stats_validated=stats_validated)
+                                             stats_validated=stats_validated, carried=carried)
         feature_time = time.perf_counter() - t0
         gone = [dropped_hit(h, "deleted") for h, ok in zip(hits, ranking.found) if not ok]
         return reorder_hits(hits, ranking, explain=explain, ranks=ranks, limit=limit), feature_time, gone

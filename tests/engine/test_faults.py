@@ -125,8 +125,8 @@ def test_an_unreadable_answer_is_one_esbridge_error_naming_the_request(engine: E
                                                                       endpoint: str, monkeypatch: pytest.MonkeyPatch,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("ESBRIDGE_CA_CERTS", raising=False)  # the proxy speaks plain HTTP (to a TLS engine: TLS)
-    if endpoint == "_mtermvectors":  # where the engine runs esbridge's plugin, features come with the search
-        monkeypatch.setenv("ESBRIDGE_FEATURES_PLUGIN", "off")
+    if endpoint != "_search":  # where the engine runs esbridge's plugin, the analysis and features come with
+        monkeypatch.setenv("ESBRIDGE_FEATURES_PLUGIN", "off")  # the search (one shard)
     name = create_small_index(engine, f"esb-test-{uuid.uuid4().hex[:10]}")
     fault = UNREADABLE[kind]
     policy = lambda m, p, n: fault if p.endswith(f"/{endpoint}") else None  # noqa: E731

@@ -237,3 +237,53 @@ def test_the_plugin_asked_for_where_a_node_lacks_it_is_one_clear_error(engine: E
             Reranker(engine, sample_indices[1], features="plugin").search(query)
     with pytest.raises(ConfigurationError, match="features must be one of"):
         Reranker(engine, sample_indices[1], features="inside")
+
+
+def test_on_one_shard_the_first_stage_is_the_only_request(engine: Engine, sample_indices: dict[int, str],
+                                                          plugin_expected: bool) -> None:
+    """Where the plugin runs and the index has one shard, a query not seen before is one search:
+    the engine's ``match`` query, its hits bringing the plugin's analysis of the text with the
+    terms' statistics, and each hit's features.  The ranking, the scores and the terms equal
+    those of the path that analyses first (``_termvectors``) and then searches by terms."""
+    index = sample_indices[1]
+    queries = [q["text"] for q in judged_queries()[:12]]
+    one = Reranker(engine, index, scorer="evolved", window=100)
+    one.search("warm up: the layout, the plugin, the shard count", size=1)
+    two = Reranker(engine, index, scorer="evolved", window=100)
+    two.search("warm up: the layout, the plugin, the shard count", size=1)
+    for q in queries:  # the other path: analysed (and so cached) before its search
+        run(two._analyze_plan(q), engine)
+    with Recorder(engine) as rec_one:
+        got = [one.search(q, size=10) for q in queries]
+    with Recorder(engine) as rec_two:
+        ref = [two.search(q, size=10) for q in queries]
+    for q, a, b in zip(queries, got, ref, strict=True):
+        _same(a, b, q)
+        assert a["_esbridge"]["terms"] == b["_esbridge"]["terms"], q
+    searches = [p for p in rec_one.paths if p.endswith("/_search")]
+    if plugin_expected:
+        assert len(searches) == len(queries) and not any("_termvectors" in p or "_analyze" in p
+                                                         for p in rec_one.paths), rec_one.paths
+        assert one.store.carried >= sum(len(a["hits"]["hits"]) for a in got)
+    else:
+        assert any("_termvectors" in p or "_analyze" in p for p in rec_one.paths)
+    assert not any("_termvectors" in p or "_analyze" in p for p in rec_two.paths if "mtermvectors" not in p)
+
+
+def test_the_analysing_extension_refuses_what_it_cannot_do(engine: Engine, sample_indices: dict[int, str],
+                                                            plugin_expected: bool) -> None:
+    if not plugin_expected:
+        return  # no plugin on this engine
+    index = sample_indices[1]
+    layout = read_layout(engine, index)
+    base = layout.subfield(layout.combined, "base")
+    bad = [
+        ({"analyze": {"text": "x", "fields": [base]}, "groups": [{"fields": [base], "terms": ["x"]}]}, "not both"),
+        ({"analyze": {"text": "x", "fields": [base], "count": ["elsewhere"]}}, "not one of analyze.fields"),
+        ({"analyze": {"text": "x", "fields": ["no_such_field"]}}, "not a field of the index"),
+        ({"analyze": {"text": "x", "fields": []}}, "at least one field"),
+        ({"analyze": {"text": 3, "fields": [base]}}, "analyze.text must be a string"),
+    ]
+    for ext, message in bad:
+        with pytest.raises(EngineError, match=message):
+            engine.search(index, {"size": 1, "query": {"match_all": {}}, "ext": {"esbridge_features": ext}})

@@ -13,7 +13,15 @@ import pytest
 
 from esbridge.engine import features_plugin
 from esbridge.errors import EngineError
-from esbridge.features.plugin import EXTENSION, candidates_from, carried_features, features_ext, features_tag
+from esbridge.features.plugin import (
+    EXTENSION,
+    analysing_ext,
+    analysis_from,
+    candidates_from,
+    carried_features,
+    features_ext,
+    features_tag,
+)
 from esbridge.features.termvectors import QueryChannel
 from esbridge.index import IndexLayout
 
@@ -116,3 +124,46 @@ def test_plugin_build_refuses_a_version_it_has_no_jars_for(capsys: pytest.Captur
     assert main(["plugin", "build", "--distribution", "opensearch", "--version", "2.11.0"]) != 0
     err = capsys.readouterr().err
     assert "3.8.0" in err and "2.11.0" in err and "Traceback" not in err
+
+
+def test_the_analysing_extension_names_the_combined_fields_channels() -> None:
+    ext = analysing_ext(LAYOUT, "Vitamin D and bone", ["base", "prefix"], ["prefix"])[EXTENSION]
+    assert ext["analyze"] == {"text": "Vitamin D and bone", "fields": ["esb_all", "esb_all.prefix"],
+                              "count": ["esb_all.prefix"]}
+
+
+def _analysed_hit(tokens: list[list[list[object]]], stats: list[list[int]]) -> dict[str, object]:
+    return {"_id": "d1", "fields": {"_esbridge_query": [tokens], "_esbridge_stats": [stats],
+                                    "_esbridge_features": [["analyze", "AAAA"]]}}
+
+
+def test_the_plugins_analysis_is_read_and_taken_out_of_the_hit() -> None:
+    hit = _analysed_hit([[[0, 1, 2], ["bone", "vitamin", "bone"]], [[0], ["vitam"]]],
+                        [[10, 100, 3, 7], [10, 50, 2]])
+    got = analysis_from("idx", LAYOUT, ["base", "prefix"], [hit])
+    assert got is not None and got.in_order
+    assert got.query == {"base": QueryChannel(("bone", "vitamin"), (2, 1)), "prefix": QueryChannel(("vitam",), (1,))}
+    assert got.stats["esb_all"].df == {"bone": 3, "vitamin": 7}
+    assert (got.stats["esb_all.prefix"].doc_count, got.stats["esb_all.prefix"].sum_ttf) == (10, 50)
+    assert hit["fields"] == {"_esbridge_features": [["analyze", "AAAA"]]}  # the features stay for carried_features
+    assert analysis_from("idx", LAYOUT, ["base"], [{"_id": "d2"}]) is None
+
+
+def test_tokens_at_one_position_are_ordered_by_term_as_term_vectors_order_them() -> None:
+    """Where the plugin's order is not esbridge's, the query is put in esbridge's order and its
+    features are not used as counted (in_order is false)."""
+    hit = _analysed_hit([[[0, 0, 1], ["zinc", "iron", "bone"]]], [[10, 100, 1, 2, 3]])
+    got = analysis_from("idx", LAYOUT, ["base"], [hit])
+    assert got is not None and not got.in_order
+    assert got.query["base"].terms == ("iron", "zinc", "bone")
+    assert got.stats["esb_all"].df == {"zinc": 1, "iron": 2, "bone": 3}
+
+
+@pytest.mark.parametrize("tokens, stats", [
+    ([[[0], ["bone"]]], [[10, 100]]),            # no df for its term
+    ([[[0, 1], ["bone"]]], [[10, 100, 1]]),      # positions and terms of different lengths
+    ([], []),                                    # no channel answered
+])
+def test_an_analysis_of_another_shape_is_an_error_naming_the_index(tokens: list[object], stats: list[object]) -> None:
+    with pytest.raises(EngineError, match="'idx'.*esbridge plugin build"):
+        analysis_from("idx", LAYOUT, ["base"], [_analysed_hit(tokens, stats)])  # type: ignore[arg-type]

@@ -19,7 +19,10 @@ import java.util.Objects;
 
 /**
  * {@code "ext": {"esbridge_features": {"groups": [{"fields": [F, ...], "terms": [T, ...]}, ...],
- * "stats": [{"field": F, "terms": [T, ...]}, ...], "tag": S}}}.
+ * "stats": [{"field": F, "terms": [T, ...]}, ...], "tag": S}}}, or instead of groups and stats
+ * {@code "analyze": {"text": S, "fields": [F, ...], "count": [F, ...]}}: the text analysed in each
+ * field with the field's index analyzer, the statistics of its terms there, and for the fields of
+ * {@code count} (some of {@code fields}; all of them if not given) one group of those terms each.
  *
  * The tag, any string, is returned with each hit's features, so that a caller holding hits can
  * tell which request they answer.
@@ -37,14 +40,21 @@ public final class FeaturesExt extends SearchExtBuilder {
     public record Stats(String field, List<String> terms) {
     }
 
+    /** A text to analyse in some fields; the features are counted in those of {@code count}. */
+    public record Analyze(String text, List<String> fields, List<String> count) {
+    }
+
     private final List<Group> groups;
     private final List<Stats> stats;
     private final String tag;
+    /** null where the request names its terms itself */
+    private final Analyze analyze;
 
-    public FeaturesExt(List<Group> groups, List<Stats> stats, String tag) {
+    public FeaturesExt(List<Group> groups, List<Stats> stats, String tag, Analyze analyze) {
         this.groups = List.copyOf(groups);
         this.stats = List.copyOf(stats);
         this.tag = tag;
+        this.analyze = analyze;
     }
 
     public FeaturesExt(StreamInput in) throws IOException {
@@ -61,10 +71,16 @@ public final class FeaturesExt extends SearchExtBuilder {
         this.groups = List.copyOf(gs);
         this.stats = List.copyOf(ss);
         this.tag = in.readString();
+        this.analyze = in.readBoolean() ? new Analyze(in.readString(), readStrings(in), readStrings(in)) : null;
     }
 
     public String tag() {
         return tag;
+    }
+
+    /** The text to analyse, or null. */
+    public Analyze analyze() {
+        return analyze;
     }
 
     private static List<String> readStrings(StreamInput in) throws IOException {
@@ -104,6 +120,12 @@ public final class FeaturesExt extends SearchExtBuilder {
             writeStrings(out, s.terms());
         }
         out.writeString(tag);
+        out.writeBoolean(analyze != null);
+        if (analyze != null) {
+            out.writeString(analyze.text());
+            writeStrings(out, analyze.fields());
+            writeStrings(out, analyze.count());
+        }
     }
 
     @Override
@@ -125,15 +147,19 @@ public final class FeaturesExt extends SearchExtBuilder {
         }
         builder.endArray();
         builder.field("tag", tag);
+        if (analyze != null) {
+            builder.startObject("analyze").field("text", analyze.text()).field("fields", analyze.fields())
+                .field("count", analyze.count()).endObject();
+        }
         return builder.endObject();
     }
 
     public static FeaturesExt parse(XContentParser parser) throws IOException {
         Map<String, Object> body = parser.map();
         for (String key : body.keySet()) {
-            if (!key.equals("groups") && !key.equals("stats") && !key.equals("tag")) {
+            if (!key.equals("groups") && !key.equals("stats") && !key.equals("tag") && !key.equals("analyze")) {
                 throw new IllegalArgumentException("[" + NAME + "] has no parameter [" + key
-                    + "]; it takes [groups], [stats] and [tag]");
+                    + "]; it takes [groups], [stats], [analyze] and [tag]");
             }
         }
         List<Group> groups = new ArrayList<>();
@@ -156,7 +182,36 @@ public final class FeaturesExt extends SearchExtBuilder {
         if (!(tag instanceof String t)) {
             throw new IllegalArgumentException("[" + NAME + "] tag must be a string");
         }
-        return new FeaturesExt(groups, stats, t);
+        Analyze analyze = null;
+        if (body.get("analyze") != null) {
+            if (!groups.isEmpty() || !stats.isEmpty()) {
+                throw new IllegalArgumentException("[" + NAME + "] takes [analyze] or [groups] and [stats], not both");
+            }
+            List<Map<String, Object>> one = objects(List.of(body.get("analyze")), "analyze");
+            Map<String, Object> a = one.get(0);
+            for (String key : a.keySet()) {
+                if (!key.equals("text") && !key.equals("fields") && !key.equals("count")) {
+                    throw new IllegalArgumentException("[" + NAME + "] analyze has no parameter [" + key
+                        + "]; it takes [text], [fields] and [count]");
+                }
+            }
+            if (!(a.get("text") instanceof String text)) {
+                throw new IllegalArgumentException("[" + NAME + "] analyze.text must be a string");
+            }
+            List<String> fields = strings(a.get("fields"), "analyze.fields");
+            if (fields.isEmpty()) {
+                throw new IllegalArgumentException("[" + NAME + "] analyze.fields must name at least one field");
+            }
+            List<String> count = a.containsKey("count") ? strings(a.get("count"), "analyze.count") : fields;
+            for (String f : count) {
+                if (!fields.contains(f)) {
+                    throw new IllegalArgumentException("[" + NAME + "] analyze.count names [" + f
+                        + "], which is not one of analyze.fields " + fields);
+                }
+            }
+            analyze = new Analyze(text, fields, count);
+        }
+        return new FeaturesExt(groups, stats, t, analyze);
     }
 
     @SuppressWarnings("unchecked")
@@ -197,11 +252,11 @@ public final class FeaturesExt extends SearchExtBuilder {
     @Override
     public boolean equals(Object o) {
         return o instanceof FeaturesExt other && groups.equals(other.groups) && stats.equals(other.stats)
-            && tag.equals(other.tag);
+            && tag.equals(other.tag) && Objects.equals(analyze, other.analyze);
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(groups, stats, tag);
+        return Objects.hash(groups, stats, tag, analyze);
     }
 }

@@ -1,5 +1,9 @@
 package org.esbridge.features;
 
+import org.apache.lucene.analysis.Analyzer;
+import org.apache.lucene.analysis.TokenStream;
+import org.apache.lucene.analysis.tokenattributes.CharTermAttribute;
+import org.apache.lucene.analysis.tokenattributes.PositionIncrementAttribute;
 import org.apache.lucene.index.FieldInfo;
 import org.apache.lucene.index.FieldInfos;
 import org.apache.lucene.index.IndexOptions;
@@ -31,7 +35,11 @@ import java.nio.ByteOrder;
 import java.nio.IntBuffer;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.Comparator;
+import java.util.LinkedHashSet;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * Adds {@code _esbridge_features} to each hit: the request's tag and the hit's features packed in
@@ -43,6 +51,12 @@ import java.util.List;
  * first hit of each shard: per requested field, {@code [doc_count, sum_ttf, df of each term...]}
  * as the shard's searcher reports them (the aggregated statistics of the DFS phase where it ran).
  *
+ * With {@link FeaturesExt.Analyze} the terms are the text's as each field's index analyzer makes
+ * them, and the first hit of each shard also gets {@code _esbridge_query}: per analysed field
+ * {@code [[position...], [term...]]}, its tokens in the order of their positions (tokens at one
+ * position in the order of their UTF-8 bytes); each group's terms are the distinct ones in that
+ * order.
+ *
  * Term frequencies come from the postings (one enumerator per term and segment, advanced through
  * the segment's hits in document order); lengths and distinct-term counts from
  * {@link SegmentLengths}, which reads a document's term vector once for the life of its segment.
@@ -50,6 +64,11 @@ import java.util.List;
 final class FeaturesFetchSubPhase implements FetchSubPhase {
     static final String FEATURES = "_esbridge_features";
     static final String STATS = "_esbridge_stats";
+    static final String QUERY = "_esbridge_query";
+
+    /** One token of an analysed text: its position and its term. */
+    private record Token(int position, BytesRef term) {
+    }
 
     @Override
     public FetchSubPhaseProcessor getProcessor(FetchContext context) throws IOException {
@@ -57,7 +76,39 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
             return null;
         }
         final IndexSearcher searcher = context.searcher();
-        final List<FeaturesExt.Group> groups = ext.groups();
+        final List<FeaturesExt.Group> groups;
+        final List<FeaturesExt.Stats> statsAsked;
+        final List<Object> analysed;  // per analysed field [[position...], [term...]], or null
+        FeaturesExt.Analyze analyze = ext.analyze();
+        if (analyze == null) {
+            groups = ext.groups();
+            statsAsked = ext.stats();
+            analysed = null;
+        } else {
+            groups = new ArrayList<>();
+            statsAsked = new ArrayList<>();
+            analysed = new ArrayList<>();
+            Map<String, List<String>> termsOf = new HashMap<>();
+            for (String field : analyze.fields()) {
+                List<Token> tokens = analyse(context, field, analyze.text());
+                List<Integer> positions = new ArrayList<>(tokens.size());
+                List<String> texts = new ArrayList<>(tokens.size());
+                LinkedHashSet<String> distinct = new LinkedHashSet<>();
+                for (Token t : tokens) {
+                    String term = t.term().utf8ToString();
+                    positions.add(t.position());
+                    texts.add(term);
+                    distinct.add(term);
+                }
+                List<String> terms = List.copyOf(distinct);
+                statsAsked.add(new FeaturesExt.Stats(field, terms));
+                termsOf.put(field, terms);
+                analysed.add(List.of(positions, texts));
+            }
+            for (String field : analyze.count()) {  // the groups in the order count names them
+                groups.add(new FeaturesExt.Group(List.of(field), termsOf.get(field)));
+            }
+        }
         final List<BytesRef[]> groupTerms = new ArrayList<>();
         int columns = 0;
         for (FeaturesExt.Group g : groups) {
@@ -139,13 +190,16 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                 }
                 String packed = Base64.getEncoder().encodeToString(pack(values.array()));
                 hit.hit().setDocumentField(FEATURES, new DocumentField(FEATURES, List.of(List.of(ext.tag(), packed))));
-                if (!statsSent && !ext.stats().isEmpty()) {
+                if (!statsSent && (!statsAsked.isEmpty() || analysed != null)) {
                     statsSent = true;
-                    List<Object> stats = new ArrayList<>(ext.stats().size());
-                    for (FeaturesExt.Stats s : ext.stats()) {
+                    List<Object> stats = new ArrayList<>(statsAsked.size());
+                    for (FeaturesExt.Stats s : statsAsked) {
                         stats.add(statistics(searcher, s));
                     }
                     hit.hit().setDocumentField(STATS, new DocumentField(STATS, List.of(stats)));
+                    if (analysed != null) {
+                        hit.hit().setDocumentField(QUERY, new DocumentField(QUERY, List.of(analysed)));
+                    }
                 }
             }
 
@@ -203,6 +257,35 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
             }
         }
         return out.array();
+    }
+
+    /** The tokens of {@code text} as {@code field}'s index analyzer makes them, at the positions
+     * the index would give them, ordered by position and then by term. */
+    private static List<Token> analyse(FetchContext context, String field, String text) throws IOException {
+        boolean mapped = context.getQueryShardContext().fieldMapper(field) != null; //@opensearch
+        boolean mapped = context.getSearchExecutionContext().isFieldMapped(field); //@elasticsearch
+        if (!mapped) {
+            throw new IllegalArgumentException("[" + FeaturesExt.NAME + "] analyze.fields names [" + field
+                + "], which is not a field of the index");
+        }
+        Analyzer analyzer = context.mapperService().indexAnalyzer(); //@opensearch
+        Analyzer analyzer = context.getSearchExecutionContext().getIndexAnalyzer(f -> { //@elasticsearch
+            throw new IllegalArgumentException("[" + FeaturesExt.NAME + "] field [" + f + "] is not analysed"); //@elasticsearch
+        }); //@elasticsearch
+        List<Token> out = new ArrayList<>();
+        try (TokenStream ts = analyzer.tokenStream(field, text)) {
+            CharTermAttribute term = ts.addAttribute(CharTermAttribute.class);
+            PositionIncrementAttribute increment = ts.addAttribute(PositionIncrementAttribute.class);
+            ts.reset();
+            int position = -1;  // as the index counts them: the first token is at 0
+            while (ts.incrementToken()) {
+                position += increment.getPositionIncrement();
+                out.add(new Token(position, new BytesRef(term)));
+            }
+            ts.end();
+        }
+        out.sort(Comparator.comparingInt(Token::position).thenComparing(Token::term));
+        return out;
     }
 
     private static BytesRef[] bytes(List<String> terms) {
