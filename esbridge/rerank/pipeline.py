@@ -92,6 +92,9 @@ from esbridge.scoring.common import channels_needed
 
 log = logging.getLogger(__name__)
 
+#: What esbridge's first stage asks the engine for to key its caches, left out of the hits it answers.
+_VERSION_KEYS = ("_seq_no", "_primary_term", "_version")
+
 #: Windows up to this size fetch ``_source`` in the first stage (one request fewer).
 INLINE_SOURCE_WINDOW = 200
 
@@ -396,8 +399,9 @@ class RerankerCore:
         yield from self._check_window_plan(window)
         layout = self._layout
         channels = analysed_channels(self.first_stage, layout, self.channels)
+        # no _seq_no, _primary_term or _version: they key the caches, which the features the hits
+        # bring bypass (a hit whose features are read again by id is read without the caches)
         body = {"size": window, "query": with_filter(match_query(layout, text), filter), "_source": source,
-                "seq_no_primary_term": True, "version": True,
                 "ext": analysing_ext(layout, text, channels, self.channels)}
         response = yield from search_plan(self.index, body)
         hits = response["hits"]["hits"]
@@ -534,6 +538,9 @@ class RerankerCore:
             top, gone = yield from self._with_sources_plan(top, fields)
             dropped += gone
         t5 = time.perf_counter()
+        for h in top:  # what esbridge asked for to key its caches, not part of the answer
+            for key in _VERSION_KEYS:
+                h.pop(key, None)
         out = dict(response)
         out["hits"] = dict(response["hits"])
         out["hits"]["hits"] = top

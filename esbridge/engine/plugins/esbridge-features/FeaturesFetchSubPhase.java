@@ -7,10 +7,12 @@ import org.apache.lucene.analysis.tokenattributes.PositionIncrementAttribute;
 import org.apache.lucene.index.FieldInfo;
 import org.apache.lucene.index.FieldInfos;
 import org.apache.lucene.index.IndexOptions;
+import org.apache.lucene.index.IndexReaderContext;
 import org.apache.lucene.index.LeafReader;
 import org.apache.lucene.index.LeafReaderContext;
 import org.apache.lucene.index.PostingsEnum;
 import org.apache.lucene.index.Term;
+import org.apache.lucene.index.TermState;
 import org.apache.lucene.index.TermStates;
 import org.apache.lucene.index.Terms;
 import org.apache.lucene.index.TermsEnum;
@@ -19,6 +21,7 @@ import org.apache.lucene.search.CollectionStatistics;
 import org.apache.lucene.search.IndexSearcher;
 import org.apache.lucene.search.TermStatistics;
 import org.apache.lucene.util.BytesRef;
+import org.apache.lucene.util.IOSupplier; //@opensearch
 import org.opensearch.common.document.DocumentField; //@opensearch
 import org.elasticsearch.common.document.DocumentField; //@elasticsearch
 import org.opensearch.search.fetch.FetchContext; //@opensearch
@@ -58,7 +61,9 @@ import java.util.Map;
  * order.
  *
  * Term frequencies come from the postings (one enumerator per term and segment, advanced through
- * the segment's hits in document order); lengths and distinct-term counts from
+ * the segment's hits in document order; for a term whose statistics are asked for too, opened from
+ * the one lookup of the term in each segment that the statistics need); lengths and distinct-term
+ * counts from
  * {@link SegmentLengths}, which reads a document's term vector once for the life of its segment.
  */
 final class FeaturesFetchSubPhase implements FetchSubPhase {
@@ -109,6 +114,12 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                 groups.add(new FeaturesExt.Group(List.of(field), termsOf.get(field)));
             }
         }
+        // the statistics asked for, each term's looked up once in every segment; where a group
+        // counts such a term, its postings are then opened from that lookup's state
+        final Map<String, Map<BytesRef, TermStates>> states = new HashMap<>();
+        for (FeaturesExt.Stats st : statsAsked) {
+            lookUp(searcher, st, states.computeIfAbsent(st.field(), f -> new HashMap<>()));
+        }
         final List<BytesRef[]> groupTerms = new ArrayList<>();
         int columns = 0;
         for (FeaturesExt.Group g : groups) {
@@ -117,6 +128,7 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
         }
         final int width = columns;
         return new FetchSubPhaseProcessor() {
+            private LeafReaderContext leaf;
             private LeafReader reader;
             private TermVectors vectors;
             /** per group: whether its field lacks frequencies or term vectors, its lengths, its postings per term */
@@ -129,6 +141,7 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
 
             @Override
             public void setNextReader(LeafReaderContext readerContext) throws IOException {
+                leaf = readerContext;
                 reader = readerContext.reader();
                 vectors = reader.termVectors();
                 FieldInfos infos = reader.getFieldInfos();
@@ -161,14 +174,30 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                     if (inField == null) {
                         continue;
                     }
+                    Map<BytesRef, TermStates> known = states.get(groupField[i]);
                     TermsEnum it = inField.iterator();
                     for (int j = 0; j < terms.length; j++) {
-                        if (it.seekExact(terms[j])) {
+                        TermStates looked = known == null ? null : known.get(terms[j]);
+                        if (looked != null) {
+                            TermState state = stateIn(looked);
+                            if (state == null) {
+                                continue;  // the segment lacks the term
+                            }
+                            it.seekExact(terms[j], state);
+                            postings[i][j] = it.postings(null, PostingsEnum.FREQS);
+                        } else if (it.seekExact(terms[j])) {
                             postings[i][j] = it.postings(null, PostingsEnum.FREQS);
                         }
                     }
                 }
                 lastDoc = -1;
+            }
+
+            /** The term's state in the current segment, from its lookup (null: not in the segment). */
+            private TermState stateIn(TermStates looked) throws IOException {
+                IOSupplier<TermState> supplier = looked.get(leaf); //@opensearch
+                return supplier == null ? null : supplier.get(); //@opensearch
+                return looked.get(leaf); //@elasticsearch
             }
 
             @Override //@elasticsearch
@@ -194,7 +223,7 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                     statsSent = true;
                     List<Object> stats = new ArrayList<>(statsAsked.size());
                     for (FeaturesExt.Stats s : statsAsked) {
-                        stats.add(statistics(searcher, s));
+                        stats.add(statistics(searcher, s, states.get(s.field())));
                     }
                     hit.hit().setDocumentField(STATS, new DocumentField(STATS, List.of(stats)));
                     if (analysed != null) {
@@ -259,6 +288,38 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
         return out.array();
     }
 
+    /** Adds to {@code looked} the terms of {@code st} it lacks, each looked up in every segment of the
+     * searcher's reader (one terms enumerator per segment for all of them; what
+     * {@link TermStates#build} does with one per term). */
+    private static void lookUp(IndexSearcher searcher, FeaturesExt.Stats st, Map<BytesRef, TermStates> looked)
+            throws IOException {
+        IndexReaderContext top = searcher.getTopReaderContext();
+        List<BytesRef> wanted = new ArrayList<>();
+        for (String term : st.terms()) {
+            BytesRef b = new BytesRef(term);
+            if (!looked.containsKey(b)) {
+                looked.put(b, new TermStates(top));
+                wanted.add(b);
+            }
+        }
+        if (wanted.isEmpty()) {
+            return;
+        }
+        wanted.sort(null);  // in the terms dictionary's order
+        for (LeafReaderContext leaf : top.leaves()) {
+            Terms terms = leaf.reader().terms(st.field());
+            if (terms == null) {
+                continue;
+            }
+            TermsEnum it = terms.iterator();
+            for (BytesRef b : wanted) {
+                if (it.seekExact(b)) {
+                    looked.get(b).register(it.termState(), leaf.ord, it.docFreq(), it.totalTermFreq());
+                }
+            }
+        }
+    }
+
     /** The tokens of {@code text} as {@code field}'s index analyzer makes them, at the positions
      * the index would give them, ordered by position and then by term. */
     private static List<Token> analyse(FetchContext context, String field, String text) throws IOException {
@@ -297,14 +358,15 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
     }
 
     /** [doc_count, sum_ttf, df...] of one field as the searcher reports them. */
-    private static List<Long> statistics(IndexSearcher searcher, FeaturesExt.Stats s) throws IOException {
+    private static List<Long> statistics(IndexSearcher searcher, FeaturesExt.Stats s,
+                                         Map<BytesRef, TermStates> looked) throws IOException {
         List<Long> out = new ArrayList<>(s.terms().size() + 2);
         CollectionStatistics cs = searcher.collectionStatistics(s.field());
         out.add(cs == null ? 0L : cs.docCount());
         out.add(cs == null ? 0L : cs.sumTotalTermFreq());
         for (String term : s.terms()) {
             Term t = new Term(s.field(), term);
-            TermStates local = TermStates.build(searcher, t, true);
+            TermStates local = looked.get(t.bytes());  // built for every term asked for
             long df = 0;
             try {
                 TermStatistics ts = searcher.termStatistics(t, local.docFreq(), local.totalTermFreq());
