@@ -10,6 +10,7 @@ equal scores keep the first stage's order) and how a ranking reorders hits (:fun
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from esbridge.errors import ConfigurationError
 from esbridge.features.cache import HitVersion
 from esbridge.features.termvectors import QueryChannel
 from esbridge.index.definitions import IndexLayout
+from esbridge.jsoninput import check_depth
 from esbridge.scoring import ScoreResult
 from esbridge.scoring.registry import Scorer
 
@@ -111,6 +113,30 @@ def union_of(responses: list[dict[str, Any]]) -> CandidateUnion:
 def dropped_hit(hit: Mapping[str, Any], reason: str) -> dict[str, Any]:
     """How a hit left out of a response is reported (``_esbridge.dropped``)."""
     return {"_index": hit.get("_index"), "_id": str(hit["_id"]), "reason": reason}
+
+
+def response_hits(response: Any) -> tuple[Mapping[str, Any], list[dict[str, Any]]]:
+    """A search response given to be rescored (a dict, or the Elasticsearch client's response
+    object), checked, and a copy of its hits.
+
+    Raises:
+        ConfigurationError: not a search response, nested too deeply, or a hit without ``_id``.
+    """
+    body = getattr(response, "body", None)  # the elasticsearch 8/9 client's ObjectApiResponse
+    if not isinstance(response, Mapping) and isinstance(body, Mapping):
+        response = body
+    if not isinstance(response, Mapping):
+        raise ConfigurationError(
+            f"the response is a {type(response).__name__}, not a search response: pass the body a _search "
+            "request returned (a dict, or the client's response object)")
+    check_depth(response, "the response")
+    if not isinstance(response.get("hits"), Mapping) or not isinstance(response["hits"].get("hits"), list):
+        raise ConfigurationError("the response has no hits.hits list; pass the body a _search request returned")
+    hits = copy.deepcopy(response["hits"]["hits"])
+    for i, h in enumerate(hits):
+        if not isinstance(h, Mapping) or "_id" not in h:
+            raise ConfigurationError(f"hit {i} of the response has no _id")
+    return response, hits
 
 
 def unique_hits(hits: Sequence[dict[str, Any]], index: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -49,7 +49,7 @@ from esbridge.features.termvectors import QueryChannel, analyze_query_plan, buil
 from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
 from esbridge.index.facts import max_result_window_plan, uuids_plan
 from esbridge.index.plain import missing_channels_message, open_layout_plan
-from esbridge.jsoninput import check_depth, check_text
+from esbridge.jsoninput import check_text
 from esbridge.rerank.augmentation import (
     Augmentation,
     check_weight,
@@ -69,6 +69,7 @@ from esbridge.rerank.candidates import (
     dropped_hit,
     fields_to_read,
     reorder_hits,
+    response_hits,
     union_of,
     unique_hits,
 )
@@ -372,11 +373,9 @@ class RerankerCore:
         return result
 
     def _analyses_inline_plan(self, text: str) -> Plan[bool]:
-        """Whether the first stage of ``text`` is one search whose hits bring the text's analysis
-        too (:meth:`_fetch_analysed_plan`): the ``bm25`` first stage on an esbridge index of one
-        shard (whose searcher's statistics are index-wide), scored in its combined field, where
-        the plugin serves the features, for a text not analysed before and short enough
-        (:data:`~esbridge.rerank.first_stage.MATCH_TEXT_LIMIT`)."""
+        """Whether ``text``'s first stage is one search that brings its analysis too
+        (:meth:`_fetch_analysed_plan`): ``bm25`` on an esbridge index of one shard (index-wide
+        statistics) read in its combined field by the plugin, a short text not analysed before."""
         layout = self._layout
         if (not text or len(text) > MATCH_TEXT_LIMIT or self.first_stage != FirstStage.BM25 or self.dfs
                 or layout.plain or self._fields() != (layout.combined,)):
@@ -392,15 +391,13 @@ class RerankerCore:
 
     def _fetch_analysed_plan(self, text: str, *, window: int, filter: Any = None, source: Any = False,
                              ) -> Plan[tuple[AnalyzedQuery, dict[str, Any], Carried | None]]:
-        """The first stage as the engine's ``match`` query, whose hits bring the plugin's analysis
-        of ``text`` with its terms' statistics (kept like those of :meth:`_analyze_plan`) and each
-        hit's features: the analysed query, the response, and the features taken out of its hits
-        (``None`` where the search found nothing: the text is then analysed the usual way)."""
+        """The first stage as the engine's ``match`` query, its hits bringing the plugin's analysis
+        of ``text``, its terms' statistics and each hit's features: the analysed query, the response
+        and the features (``None`` where nothing was found; then analysed the usual way)."""
         yield from self._check_window_plan(window)
         layout = self._layout
         channels = analysed_channels(self.first_stage, layout, self.channels)
-        # no _seq_no, _primary_term or _version: they key the caches, which the features the hits
-        # bring bypass (a hit whose features are read again by id is read without the caches)
+        # no _seq_no, _primary_term or _version: they key the caches, which carried features bypass
         body = {"size": window, "query": with_filter(match_query(layout, text), filter), "_source": source,
                 "ext": analysing_ext(layout, text, channels, self.channels)}
         response = yield from search_plan(self.index, body)
@@ -411,9 +408,8 @@ class RerankerCore:
             return (yield from self._analyze_plan(text)), response, None
         for ch, qc in got.query.items():
             self._analysis[(text, ch)] = qc
-        # the statistics and features came from the searcher that found the hits: nothing is read
-        # from the caches, so the index's state need not be checked first — unless the features
-        # must be read again (by id, through the caches keyed by the index's identity)
+        # statistics and features from the searcher that found the hits: no cache is read, so the
+        # index's state needs no check — unless the features are read again (by id, via the caches)
         gen = self.store.stats.current() if got.in_order else (yield from self.store.stats.validate_plan())
         self.store.stats.store(got.stats, got.query, layout, [layout.combined], gen)
         carried = carried_features(hits)
@@ -423,9 +419,8 @@ class RerankerCore:
         return prepared, response, carried
 
     def _carries_features_plan(self) -> Plan[bool]:
-        """Whether the first stage asks the engine plugin for its hits' features: where every
-        node runs it (:func:`~esbridge.features.plugin.features_plugin_plan`), for an esbridge
-        index (whose sub-fields store term vectors) read in one field."""
+        """Whether the first stage asks the plugin for its hits' features: where every node runs it
+        (:func:`~esbridge.features.plugin.features_plugin_plan`), for an esbridge index read in one field."""
         if self._layout.plain or len(self._fields()) != 1:
             return False
         has: bool = yield from features_plugin_plan(self.engine, self.features)
@@ -555,22 +550,9 @@ class RerankerCore:
     def _rescore_plan(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
                       explain: bool = False, augmentations: Any = None,
                       original_weight: float = 1.0) -> Plan[dict[str, Any]]:
-        body = getattr(response, "body", None)  # the elasticsearch 8/9 client's ObjectApiResponse
-        if not isinstance(response, Mapping) and isinstance(body, Mapping):
-            response = body
-        if not isinstance(response, Mapping):
-            raise ConfigurationError(
-                f"the response is a {type(response).__name__}, not a search response: pass the body a _search "
-                "request returned (a dict, or the client's response object)")
-        check_depth(response, "the response")
-        if not isinstance(response.get("hits"), Mapping) or not isinstance(response["hits"].get("hits"), list):
-            raise ConfigurationError("the response has no hits.hits list; pass the body a _search request returned")
+        response, hits = response_hits(response)
         check_count("window_size", window_size, allow_none=True)
         window = self.window if window_size is None else window_size
-        hits = copy.deepcopy(response["hits"]["hits"])
-        for i, h in enumerate(hits):
-            if not isinstance(h, Mapping) or "_id" not in h:
-                raise ConfigurationError(f"hit {i} of the response has no _id")
         hits, dropped = unique_hits(hits, self.index)
         for h in hits:
             other = h.get("_index")
