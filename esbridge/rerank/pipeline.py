@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.calls import engine_error, ndjson_lines, path_segment, raise_mget_errors, search_plan
+from esbridge.engine.calls import engine_error, ndjson_lines, path_segment, search_plan
 from esbridge.engine.client import EngineBase
 from esbridge.engine.plan import Call, Offload, Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
@@ -46,7 +46,7 @@ from esbridge.features.plugin import (
     features_tag,
 )
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
-from esbridge.index.definitions import VECTOR_FIELD, IndexLayout, index_meta_plan
+from esbridge.index.definitions import IndexLayout, index_meta_plan
 from esbridge.index.facts import max_result_window_plan, uuids_plan
 from esbridge.index.plain import missing_channels_message, open_layout_plan
 from esbridge.jsoninput import check_text
@@ -88,6 +88,7 @@ from esbridge.rerank.first_stage import (
     terms_sent,
     with_filter,
 )
+from esbridge.rerank.sources import Sources
 from esbridge.scoring import ScoreResult, ScoringInput, get_scorer
 from esbridge.scoring.common import channels_needed
 
@@ -142,8 +143,9 @@ class RerankerCore:
         self._max_window: int | None = None
         self._n_shards: int | None = None
         self._channels_of: tuple[object, object, tuple[str, ...]] | None = None
-        #: a hit's _source has carried esbridge's vector field: ask the engine to leave it out
-        self._vector_in_source = False
+        self._sources = Sources(self.index)
+        #: the cluster's plugin refused to analyse a query (a version before 1.2.0)
+        self._older_plugin = False
 
     def _setup_plan(self) -> Plan[None]:
         """What needs the engine before the first search: the scripted similarity of a
@@ -378,7 +380,7 @@ class RerankerCore:
         statistics) read in its combined field by the plugin, a short text not analysed before."""
         layout = self._layout
         if (not text or len(text) > MATCH_TEXT_LIMIT or self.first_stage != FirstStage.BM25 or self.dfs
-                or layout.plain or self._fields() != (layout.combined,)):
+                or layout.plain or self._fields() != (layout.combined,) or self._older_plugin):
             return False
         channels = analysed_channels(self.first_stage, layout, self.channels)
         if all((text, ch) in self._analysis for ch in channels):
@@ -390,17 +392,27 @@ class RerankerCore:
         return self._n_shards == 1
 
     def _fetch_analysed_plan(self, text: str, *, window: int, filter: Any = None, source: Any = False,
-                             ) -> Plan[tuple[AnalyzedQuery, dict[str, Any], Carried | None]]:
+                             ) -> Plan[tuple[AnalyzedQuery, dict[str, Any], Carried | None] | None]:
         """The first stage as the engine's ``match`` query, its hits bringing the plugin's analysis
         of ``text``, its terms' statistics and each hit's features: the analysed query, the response
-        and the features (``None`` where nothing was found; then analysed the usual way)."""
+        and the features (``None`` where nothing was found; then analysed the usual way); ``None``
+        where the cluster's plugin predates ``analyze`` (logged once; the usual path from then on)."""
         yield from self._check_window_plan(window)
         layout = self._layout
         channels = analysed_channels(self.first_stage, layout, self.channels)
         # no _seq_no, _primary_term or _version: they key the caches, which carried features bypass
         body = {"size": window, "query": with_filter(match_query(layout, text), filter), "_source": source,
                 "ext": analysing_ext(layout, text, channels, self.channels)}
-        response = yield from search_plan(self.index, body)
+        try:
+            response = yield from search_plan(self.index, body)
+        except EngineError as err:
+            if err.status != 400 or "has no parameter [analyze" not in str(err):
+                raise
+            self._older_plugin = True
+            log.warning("the esbridge-features plugin on %r's cluster predates 1.2.0: each query is analysed by a "
+                        "request of its own first; install the version this esbridge builds (esbridge plugin build)",
+                        self.index)
+            return None
         hits = response["hits"]["hits"]
         got = analysis_from(self.index, layout, channels, hits)
         if got is None:
@@ -492,7 +504,7 @@ class RerankerCore:
         window = max(self.window if window is None else window, size)
         # small windows bring _source with the first stage; large ones fetch it for the top hits only
         inline_source = window <= INLINE_SOURCE_WINDOW
-        source: Any = self._source_filter(fields) if inline_source else False
+        source: Any = self._sources.search_filter(fields) if inline_source else False
         t0 = time.perf_counter()
         checked = (yield from resolve_augmentations_plan(augmentations, query_text)) \
             if augmentations is not None else ()
@@ -501,11 +513,12 @@ class RerankerCore:
         carried: Carried | None = None
         variants: list[tuple[AnalyzedQuery, float]] | None = None
         check_text(query_text, "query text")
-        if not augmented and (yield from self._analyses_inline_plan(query_text)):
-            # one request: the engine's match query, whose hits bring the plugin's analysis of the text
+        # one request where it can be: the engine's match query, its hits bringing the text's analysis
+        inline = (yield from self._fetch_analysed_plan(query_text, window=window, filter=filter, source=source)) \
+            if not augmented and (yield from self._analyses_inline_plan(query_text)) else None
+        if inline is not None:
             t2 = t1
-            prepared, response, carried = yield from self._fetch_analysed_plan(
-                query_text, window=window, filter=filter, source=source)
+            prepared, response, carried = inline
             hits = response["hits"]["hits"]
         else:
             prepared = yield from self._analyze_plan(query_text)
@@ -523,14 +536,14 @@ class RerankerCore:
                 response, hits, ranks = union.responses[0], union.hits, union.ranks
         t3 = time.perf_counter()
         if inline_source and not fields:
-            self._drop_vectors(hits)
+            self._sources.drop_vectors(hits)
         reranked, feature_time, dropped = yield from self._rerank_hits_plan(
             prepared, hits, explain, stats_validated=True, variants=variants, original_weight=w0, ranks=ranks,
             limit=size, carried=carried)
         t4 = time.perf_counter()
         top = reranked[:size]
         if not inline_source:
-            top, gone = yield from self._with_sources_plan(top, fields)
+            top, gone = yield from self._sources.attach_plan(top, fields)
             dropped += gone
         t5 = time.perf_counter()
         for h in top:  # what esbridge asked for to key its caches, not part of the answer
@@ -653,48 +666,3 @@ class RerankerCore:
         feature_time = time.perf_counter() - t0
         gone = [dropped_hit(h, "deleted") for h, ok in zip(hits, ranking.found) if not ok]
         return reorder_hits(hits, ranking, explain=explain, ranks=ranks, limit=limit), feature_time, gone
-
-    def _with_sources_plan(self, hits: list[dict[str, Any]],
-                           fields: Sequence[str] | None) -> Plan[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
-        """``hits`` with their ``_source`` (:meth:`_attach_sources_plan`), less those the engine no
-        longer holds; and those, as :func:`~esbridge.rerank.candidates.dropped_hit` reports them."""
-        missing = yield from self._attach_sources_plan(hits, fields)
-        gone = set(missing)
-        return ([h for h in hits if str(h["_id"]) not in gone],
-                [dropped_hit(h, "deleted") for h in hits if str(h["_id"]) in gone])
-
-    def _attach_sources_plan(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> Plan[list[str]]:
-        """Put each hit's ``_source`` in it; the ids of those the engine no longer holds."""
-        if not hits:
-            return []
-        body: dict[str, Any] = {"ids": [h["_id"] for h in hits]}
-        params = {"_source_includes": ",".join(fields)} if fields else (
-            {"_source_excludes": VECTOR_FIELD} if self._vector_in_source else None)
-        resp = yield Call("POST", f"/{path_segment(self.index, patterns=True)}/_mget", body=body, params=params,
-                          context=f"fetching sources from {self.index!r}")
-        raise_mget_errors(resp, self.index, "fetching sources")
-        by_id = {d["_id"]: d.get("_source") for d in resp["docs"] if d.get("found")}
-        for h in hits:
-            if h["_id"] in by_id:
-                h["_source"] = by_id[h["_id"]]
-        if not fields:
-            self._drop_vectors(hits)
-        return [str(h["_id"]) for h in hits if h["_id"] not in by_id]
-
-    def _source_filter(self, fields: Sequence[str] | None) -> Any:
-        """What a search asks of ``_source``: the fields a caller named, else all of it — but
-        esbridge's own vector field (384 numbers nobody asked for) once a hit has shown the
-        index has one.  Filtering costs the engine a parse of every hit's source (about 0.45 ms
-        of a 4 ms window-100 query), so it is asked for only where there is a vector to drop."""
-        if fields:
-            return list(fields)
-        return {"excludes": [VECTOR_FIELD]} if self._vector_in_source else True
-
-    def _drop_vectors(self, hits: Sequence[Mapping[str, Any]]) -> None:
-        """Remove esbridge's vector field from the hits' ``_source`` (a search sent before the
-        index was known to have one brought it), and filter it out in the engine from now on."""
-        for h in hits:
-            source = h.get("_source")
-            if isinstance(source, dict) and VECTOR_FIELD in source:
-                del source[VECTOR_FIELD]
-                self._vector_in_source = True

@@ -293,7 +293,7 @@ class Reranker(RerankerCore):
                                             augmentations=augmentations, original_weight=original_weight))
 
     def _attach_sources(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> None:
-        self._run(self._attach_sources_plan(hits, fields))
+        self._run(self._sources.fetch_plan(hits, fields))
 
 
 class SharedAnalysis:

@@ -25,7 +25,7 @@ from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features import analyze_query, fetch_raw
-from esbridge.features.plugin import features_plugin_plan, fetch_with_plugin_plan
+from esbridge.features.plugin import analysing_ext, features_plugin_plan, fetch_with_plugin_plan
 from esbridge.features.termvectors import EMPTY_VECTOR
 from esbridge.index import read_layout
 from esbridge.ingest import ingest
@@ -287,3 +287,32 @@ def test_the_analysing_extension_refuses_what_it_cannot_do(engine: Engine, sampl
     for ext, message in bad:
         with pytest.raises(EngineError, match=message):
             engine.search(index, {"size": 1, "query": {"match_all": {}}, "ext": {"esbridge_features": ext}})
+
+
+def test_a_plugin_that_predates_analyze_is_used_the_two_request_way(engine: Engine, sample_indices: dict[int, str],
+                                                                      plugin_expected: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """A cluster whose plugin refuses ``analyze`` (a version before 1.2.0 answers "has no parameter
+    [analyze]") gets one warning saying what to install, and every query is answered as before."""
+    if not plugin_expected:
+        return  # no plugin on this engine
+    import esbridge.rerank.pipeline as pipeline
+
+    def older(layout: Any, text: str, analysed: Any, counted: Any) -> dict[str, Any]:
+        ext = analysing_ext(layout, text, analysed, counted)["esbridge_features"]
+        return {"esbridge_features": {"analyze_v0": ext["analyze"], "tag": ext["tag"]}}  # a key it does not know
+
+    index = sample_indices[1]
+    queries = [q["text"] for q in judged_queries()[:4]]
+    ref = [Reranker(engine, index, scorer="evolved", window=50).search(q, size=10) for q in queries]
+    monkeypatch.setattr(pipeline, "analysing_ext", older)
+    rr = Reranker(engine, index, scorer="evolved", window=50)
+    with caplog.at_level("WARNING", logger="esbridge"), Recorder(engine) as rec:
+        got = [rr.search(q, size=10) for q in queries]
+    for q, a, b in zip(queries, got, ref, strict=True):
+        _same(a, b, q)
+    warnings = [r for r in caplog.records if "predates 1.2.0" in r.getMessage()]
+    assert len(warnings) == 1 and "esbridge plugin build" in warnings[0].getMessage()
+    searches = [p for p in rec.paths if p.endswith("/_search")]
+    assert len(searches) == len(queries) + 1  # the one refused, then one a query
