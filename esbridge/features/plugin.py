@@ -227,14 +227,18 @@ def analysis_from(index: str, layout: IndexLayout, analysed: Sequence[str],
                 in_order = in_order and ordered == tokens_at
                 query[ch] = QueryChannel.from_tokens(t for _, t in ordered)
                 counted = list(dict.fromkeys(t for _, t in tokens_at))  # the plugin's order of the terms
-                out_stats[layout.subfield(layout.combined, ch)] = FieldStats(
-                    doc_count=int(values[0]), sum_ttf=int(values[1]),
-                    df={t: int(v) for t, v in zip(counted, values[2:], strict=True)})
+                out_stats[layout.subfield(layout.combined, ch)] = _field_stats(values, counted)
         except (ValueError, TypeError, IndexError):
             raise EngineError(f"the esbridge-features plugin answered an analysis of another shape for {index!r}; "
                               "is it the version this esbridge builds (esbridge plugin build)?", index=index) from None
         return PluginAnalysis(query=query, stats=out_stats, in_order=in_order)
     return None
+
+
+def _field_stats(values: Sequence[Any], terms: Sequence[str]) -> FieldStats:
+    """One field's statistics as the plugin answers them: ``[doc_count, sum_ttf, df of each term...]``."""
+    return FieldStats(doc_count=int(values[0]), sum_ttf=int(values[1]),
+                      df={t: int(v) for t, v in zip(terms, values[2:], strict=True)})
 
 
 class Carried(dict[str, str]):
@@ -387,8 +391,7 @@ def fetch_with_plugin_plan(
     if ext_stats:
         per_field = {}
         for (sf, terms), values in zip(stat_terms.items(), shard_stats[0], strict=True):
-            per_field[sf] = FieldStats(doc_count=int(values[0]), sum_ttf=int(values[1]),
-                                       df={t: int(v) for t, v in zip(terms, values[2:], strict=True)})
+            per_field[sf] = _field_stats(values, terms)
         stats = {key: merge_stats([per_field[sf] for sf in members]) for key, members in stat_keys.items()}
     cands = candidates_from(index, layout, query, fields, ids, by_id)
     return FetchResult(candidates=cands, stats=stats, requests=len(chunks))

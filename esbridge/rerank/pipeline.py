@@ -378,6 +378,7 @@ class RerankerCore:
         """Whether ``text``'s first stage is one search that brings its analysis too
         (:meth:`_fetch_analysed_plan`): ``bm25`` on an esbridge index of one shard (index-wide
         statistics) read in its combined field by the plugin, a short text not analysed before."""
+        check_text(text, "query text")
         layout = self._layout
         if (not text or len(text) > MATCH_TEXT_LIMIT or self.first_stage != FirstStage.BM25 or self.dfs
                 or layout.plain or self._fields() != (layout.combined,) or self._older_plugin):
@@ -415,8 +416,7 @@ class RerankerCore:
             return None
         hits = response["hits"]["hits"]
         got = analysis_from(self.index, layout, channels, hits)
-        if got is None:
-            carried_features(hits)  # none: nothing was found
+        if got is None:  # no hit: nothing analysed
             return (yield from self._analyze_plan(text)), response, None
         for ch, qc in got.query.items():
             self._analysis[(text, ch)] = qc
@@ -512,7 +512,6 @@ class RerankerCore:
         ranks: list[dict[str, int]] | None = None
         carried: Carried | None = None
         variants: list[tuple[AnalyzedQuery, float]] | None = None
-        check_text(query_text, "query text")
         # one request where it can be: the engine's match query, its hits bringing the text's analysis
         inline = (yield from self._fetch_analysed_plan(query_text, window=window, filter=filter, source=source)) \
             if not augmented and (yield from self._analyses_inline_plan(query_text)) else None

@@ -283,6 +283,7 @@ def test_the_analysing_extension_refuses_what_it_cannot_do(engine: Engine, sampl
         ({"analyze": {"text": "x", "fields": ["no_such_field"]}}, "not a field of the index"),
         ({"analyze": {"text": "x", "fields": []}}, "at least one field"),
         ({"analyze": {"text": 3, "fields": [base]}}, "analyze.text must be a string"),
+        ({"analyze": ["x", [base]]}, "analyze must be an object"),
     ]
     for ext, message in bad:
         with pytest.raises(EngineError, match=message):

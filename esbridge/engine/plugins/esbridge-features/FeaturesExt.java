@@ -187,8 +187,11 @@ public final class FeaturesExt extends SearchExtBuilder {
             if (!groups.isEmpty() || !stats.isEmpty()) {
                 throw new IllegalArgumentException("[" + NAME + "] takes [analyze] or [groups] and [stats], not both");
             }
-            List<Map<String, Object>> one = objects(List.of(body.get("analyze")), "analyze");
-            Map<String, Object> a = one.get(0);
+            if (!(body.get("analyze") instanceof Map<?, ?> given)) {
+                throw new IllegalArgumentException("[" + NAME + "] analyze must be an object");
+            }
+            @SuppressWarnings("unchecked")
+            Map<String, Object> a = (Map<String, Object>) given;
             for (String key : a.keySet()) {
                 if (!key.equals("text") && !key.equals("fields") && !key.equals("count")) {
                     throw new IllegalArgumentException("[" + NAME + "] analyze has no parameter [" + key
