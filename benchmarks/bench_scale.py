@@ -13,10 +13,15 @@ At each size, in the same run and against the same node:
    (``esbridge.ingest``), and the size on disk of both indices (``_stats/store``);
 2. the feature store (``esbridge features build`` of the esbridge index): build time and size
    on disk;
-3. per-query latency (p50, p95) of the engine's BM25 at window 100 and of esbridge's rerank
-   at window 100: cold (candidates in neither the store nor memory: every term vector fetched
-   from the engine), from the feature store (nothing in memory, as in a new process) and warm
-   (every candidate in memory).
+3. per-query latency (p50, p95) at window 100: the engine's BM25 ``match`` on the plain index and
+   on the esbridge index's own base channel (the query esbridge's first stage runs), and
+   esbridge's rerank: through esbridge's engine plugin (where the node runs it), cold
+   (candidates in neither the store nor memory: every term vector fetched from the engine), from
+   the feature store (nothing in memory, as in a new process) and warm (every candidate in
+   memory).
+
+``--store-max-docs N`` builds the feature store (and times its column) only at sizes up to ``N``:
+at 500,000 documents its build alone takes most of an hour.
 
 Usage (one command; starts esbridge's local node when no --url is given):
 
@@ -123,21 +128,28 @@ def index_esbridge(engine: Engine, name: str, corpus: Path) -> float:
 
 
 def latency(engine: Engine, index: str, plain: str, queries: list[str], window: int,
-            store: DiskVectorStore, plugin: bool) -> tuple[dict[str, list[float]], dict[str, dict[str, int]]]:
+            store: DiskVectorStore | None, plugin: bool) -> tuple[dict[str, list[float]], dict[str, dict[str, int]]]:
     """Per-query seconds of each mode, and where each esbridge mode's candidates came from
     (the vector cache's memory hits, disk hits and misses, i.e. engine fetches), so a report shows
     that each mode measured what its column says."""
     # an untimed pass over both indices first, so a freshly started node's compilation and the
     # file cache favour no mode (its reranker's caches are dropped)
     with Reranker(engine, index, scorer="evolved", window=window) as warmup:
+        layout = warmup.layout
+        assert layout is not None  # an esbridge index
+        base = layout.subfield(layout.combined, "base")
         for q in queries:
             engine.search(plain, {"size": window, "query": {"match": {"text": q}}})
+            engine.search(index, {"size": window, "query": {"match": {base: q}}})
             warmup.search(q, size=10)
-    out: dict[str, list[float]] = {"engine": [], "plugin": [], "cold": [], "store": [], "warm": []}
-    for q in queries:  # the engine's BM25 on the plain index, the same window
-        t0 = time.perf_counter()
-        engine.search(plain, {"size": window, "query": {"match": {"text": q}}})
-        out["engine"].append(time.perf_counter() - t0)
+    out: dict[str, list[float]] = {"engine": [], "engine_base": [], "plugin": [], "cold": [], "store": [],
+                                   "warm": []}
+    for q in queries:  # the engine's BM25 on the plain index and on esbridge's base channel, the same window
+        for key, where, body in (("engine", plain, {"size": window, "query": {"match": {"text": q}}}),
+                                 ("engine_base", index, {"size": window, "query": {"match": {base: q}}})):
+            t0 = time.perf_counter()
+            engine.search(where, body)
+            out[key].append(time.perf_counter() - t0)
     served = {mode: {"memory": 0, "disk": 0, "engine": 0} for mode in ("plugin", "cold", "store", "warm")}
 
     def timed(r: Reranker, q: str, mode: str) -> None:
@@ -164,31 +176,32 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
         timed(rr, q, "cold")
         timed(rr, q, "warm")
     rr.close()
-    rs = Reranker(engine, index, scorer="evolved", window=window, features="termvectors",
-                  vector_cache=TermVectorCache(max_entries=window, disk=store))
-    for q in queries:  # candidates in the feature store, none in memory
-        rs.store.vectors.clear()
-        timed(rs, q, "store")
-    rs.close()
+    if store is not None:
+        rs = Reranker(engine, index, scorer="evolved", window=window, features="termvectors",
+                      vector_cache=TermVectorCache(max_entries=window, disk=store))
+        for q in queries:  # candidates in the feature store, none in memory
+            rs.store.vectors.clear()
+            timed(rs, q, "store")
+        rs.close()
+    else:
+        del out["store"], served["store"]
     if not plugin:
         del out["plugin"], served["plugin"]
     return out, served
 
 
 LATENCY_COLUMNS = (
-    "Columns: *engine* is the engine's BM25 `match` on the plain index's `text` field (the standard"
-    " analyzer, which keeps stopwords); *plugin* is esbridge's rerank with the candidates' features "
-    "read inside the engine by esbridge's engine plugin (no client-side store, nothing kept between "
-    "queries); the other columns read term vectors with `_mtermvectors`, as on a cluster without the "
-    "plugin: *cold* is esbridge's rerank with nothing in memory and no "
-    "feature store (every candidate's term vectors fetched from the engine); *feature store* is a "
-    "new process's view (candidates in the store, none in memory); *warm* is the same query again "
-    "right after its cold run (every candidate in memory). esbridge's first stage queries its own "
-    'base channel, which drops English stopwords; the synthetic documents draw stopwords at their '
-    "pooled frequency, so on large corpora the plain index's query (whose stopwords match nearly "
-    "every document) costs more than esbridge's first stage, and a ratio below 1x there says as "
-    "much about the analyzers as about esbridge. `bench_engine.py` compares against the engine's "
-    "BM25 on esbridge's own base channel instead."
+    "Columns: *engine, plain* is the engine's BM25 `match` on the plain index's `text` field (the "
+    "standard analyzer, which keeps stopwords); *engine, base* is the engine's BM25 `match` on the "
+    "esbridge index's base channel, the query esbridge's first stage sends, and the ratios are to it; "
+    "*plugin* is esbridge's rerank with the candidates' features read inside the engine by esbridge's "
+    "engine plugin (no client-side store, nothing kept between queries); the other columns read term "
+    "vectors with `_mtermvectors`, as on a cluster without the plugin: *cold* is esbridge's rerank "
+    "with nothing in memory and no feature store (every candidate's term vectors fetched from the "
+    "engine); *feature store* is a new process's view (candidates in the store, none in memory); "
+    "*warm* is the same query again right after its cold run (every candidate in memory). The synthetic "
+    "documents draw stopwords at their pooled frequency, so on large corpora the plain index's query "
+    "(whose stopwords match nearly every document) costs more than the base channel's query."
 )
 
 
@@ -202,8 +215,9 @@ def plot(rows: list[dict[str, Any]], dest: Path) -> bool:
         return False
     sizes = [r["docs"] for r in rows]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    for key, label in (("engine", "engine BM25"), ("cold", "esbridge evolved, cold"),
-                       ("store", "esbridge evolved, feature store"), ("warm", "esbridge evolved, warm")):
+    for key, label in (("engine_base", "engine BM25, base channel"), ("plugin", "esbridge evolved, plugin"),
+                       ("cold", "esbridge evolved, cold"), ("store", "esbridge evolved, feature store"),
+                       ("warm", "esbridge evolved, warm")):
         have = [r for r in rows if key in r["latency"]]
         a.plot([r["docs"] for r in have], [r["latency"][key]["p50"] for r in have], marker="o", label=f"{label} p50")
         a.plot([r["docs"] for r in have], [r["latency"][key]["p95"] for r in have], marker=".", linestyle="--",
@@ -228,6 +242,8 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--out", default=None, help="output stem (default benchmarks/results/scale-<distribution>)")
     ap.add_argument("--merge", action="store_true", help="keep the earlier JSON's rows of sizes not run")
+    ap.add_argument("--store-max-docs", type=int, default=None,
+                    help="build the feature store only at sizes up to this (default: at every size)")
     args = ap.parse_args()
 
     data = Path(args.data)
@@ -250,18 +266,21 @@ def main() -> int:
             plain, esb = f"bench-scale-plain-{n}", f"bench-scale-{n}"
             t_plain = index_plain(engine, plain, corpus)
             t_esb = index_esbridge(engine, esb, corpus)
-            store = DiskVectorStore(Path(tmp) / "store")
-            built = build_store(engine, esb, store, progress=True)
+            with_store = args.store_max_docs is None or n <= args.store_max_docs
+            store = DiskVectorStore(Path(tmp) / "store") if with_store else None
+            built = build_store(engine, esb, store, progress=True) if store is not None else None
             lat, served = latency(engine, esb, plain, queries, args.window, store, plugin)
-            store.close()
+            if store is not None:
+                store.close()
             rows.append({
                 "docs": n,
                 "indexing": {"plain_s": t_plain, "esbridge_s": t_esb, "plain_docs_per_s": n / t_plain,
                              "esbridge_docs_per_s": n / t_esb},
                 "bytes": {"plain": store_bytes(engine, plain), "esbridge": store_bytes(engine, esb),
-                          "feature_store": built.size.bytes},
+                          "feature_store": built.size.bytes if built else None},
                 "feature_store": {"documents": built.documents, "seconds": built.seconds,
-                                  "docs_per_s": built.documents / built.seconds, "terms": built.size.terms},
+                                  "docs_per_s": built.documents / built.seconds,
+                                  "terms": built.size.terms} if built else None,
                 "latency": {k: {"p50": ms(v, 50), "p95": ms(v, 95)} for k, v in lat.items()},
                 "candidates_served": served,
             })
@@ -269,7 +288,7 @@ def main() -> int:
             engine.delete_index(plain)
             engine.delete_index(esb)
             corpus.unlink()
-            shutil.rmtree(Path(tmp) / "store")
+            shutil.rmtree(Path(tmp) / "store", ignore_errors=True)
 
     stem = Path(args.out) if args.out else HERE / "results" / f"scale-{args.distribution}"
     stem.parent.mkdir(parents=True, exist_ok=True)
@@ -287,7 +306,8 @@ def main() -> int:
            f"({len(vocab.words)} distinct words, {len(vocab.lengths)} documents); {len(queries)} of their judged "
            f"queries; window {args.window}, size 10.", "",
            f"Command: `python benchmarks/bench_scale.py --data <folder of collections> --sizes {args.sizes} "
-           f"--distribution {args.distribution}`", "",
+           f"--distribution {args.distribution}"
+           + (f" --store-max-docs {args.store_max_docs}" if args.store_max_docs is not None else "") + "`", "",
            "Indexing and size on disk (the feature store: `esbridge features build` of the esbridge index):", "",
            "| docs | plain docs/s | esbridge docs/s | esbridge / plain time | plain MB | esbridge MB | "
            "feature store build docs/s | feature store MB |",
@@ -298,8 +318,8 @@ def main() -> int:
         return fmt.format(**lat) if lat else "—"
 
     def ratio(r: dict[str, Any], key: str) -> str:
-        lat = r["latency"].get(key)
-        return f"{lat['p50'] / r['latency']['engine']['p50']:.2f}x" if lat else "—"
+        lat, engine_base = r["latency"].get(key), r["latency"].get("engine_base")
+        return f"{lat['p50'] / engine_base['p50']:.2f}x" if lat and engine_base else "—"
 
     for r in rows:
         ix, fs = r["indexing"], r.get("feature_store")
@@ -311,12 +331,13 @@ def main() -> int:
             f"{r['bytes']['esbridge'] / 1e6:.1f} | {fs_rate} | {fs_mb} |")
     out += ["", f"Per-query latency, window {args.window} (p50 / p95 ms; ratios of p50 to the engine's):", "",
             LATENCY_COLUMNS, "",
-            "| docs | engine | plugin | cold | feature store | warm | plugin / engine | cold / engine | "
-            "store / engine | warm / engine |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| docs | engine, plain | engine, base | plugin | cold | feature store | warm | plugin / engine | "
+            "cold / engine | store / engine | warm / engine |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         f = "{p50:.1f} / {p95:.1f}"
-        out.append(f"| {r['docs']} | {cell(r, 'engine', f)} | {cell(r, 'plugin', f)} | {cell(r, 'cold', f)} | "
+        out.append(f"| {r['docs']} | {cell(r, 'engine', f)} | {cell(r, 'engine_base', f)} | {cell(r, 'plugin', f)} | "
+                   f"{cell(r, 'cold', f)} | "
                    f"{cell(r, 'store', f)} | {cell(r, 'warm', f)} | {ratio(r, 'plugin')} | {ratio(r, 'cold')} | "
                    f"{ratio(r, 'store')} | {ratio(r, 'warm')} |")
     if has_plot:

@@ -15,6 +15,7 @@ from esbridge.engine.calls import ndjson_lines
 from esbridge.engine.client import Engine
 from esbridge.index import VectorField
 from esbridge.ingest import ingest, read_jsonl
+from esbridge.semantic.engine_vectors import vector_field_of
 
 
 def engine_arguments(ap: argparse.ArgumentParser) -> None:
@@ -50,7 +51,9 @@ def bench_index(engine: Engine, corpus: Path, vector: VectorField | None = None)
     with ``vector``, ``bench-<collection>-knn`` with that vector field."""
     index = f"bench-{corpus.parent.resolve().name}" + ("-knn" if vector is not None else "")
     expected = sum(1 for line in open(corpus) if line.strip())
-    if not (engine.index_exists(index) and engine.count(index) == expected):
+    held = vector_field_of(engine, index) if vector is not None and engine.index_exists(index) else None
+    if not (engine.index_exists(index) and engine.count(index) == expected
+            and (vector is None or held == vector.to_meta())):
         engine.delete_index(index)
         ingest(engine, index, read_jsonl(corpus), progress=True, strict=True, vector=vector)
     return index, expected

@@ -65,11 +65,14 @@ SECURED = frozenset({"elasticsearch8"})
 #: Engines without ``_update_by_query`` (the minimal Elasticsearch distribution has no reindex
 #: module): tests marked ``without_reindex`` run only on them.
 WITHOUT_REINDEX = frozenset({"elasticsearch8"})
+#: Engines whose vectors are Elasticsearch's ``dense_vector`` (8.12+): tests marked ``dense_vector``
+#: run only on them.
+DENSE_VECTOR = frozenset({"elasticsearch8"})
 #: The test modules that run on ``elasticsearch8`` (every module runs on the others);
 #: ``ESBRIDGE_TEST_ELASTICSEARCH8_MODULES`` (module names, or ``all``) replaces the list.
 ELASTICSEARCH8_MODULES = frozenset({
     "test_parity", "test_rerank", "test_ingest", "test_user_client", "test_security", "test_async",
-    "test_index_safety", "test_serve", "test_serve_hybrid", "test_features_plugin",
+    "test_index_safety", "test_serve", "test_serve_hybrid", "test_features_plugin", "test_engine_vectors",
 })
 _ES8_MODULES_ENV = os.environ.get("ESBRIDGE_TEST_ELASTICSEARCH8_MODULES", "").strip()
 if _ES8_MODULES_ENV:
@@ -194,6 +197,8 @@ def engines_for(item_module: str, markers: set[str]) -> list[str]:
         if "secured" in markers and name not in SECURED:
             continue
         if "without_reindex" in markers and name not in WITHOUT_REINDEX:
+            continue
+        if "dense_vector" in markers and name not in DENSE_VECTOR:
             continue
         if (name == "elasticsearch8" and item_module not in ELASTICSEARCH8_MODULES
                 and "all" not in ELASTICSEARCH8_MODULES):

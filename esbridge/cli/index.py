@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from esbridge.cli.options import DISTRIBUTIONS, model_args, model_option
-from esbridge.errors import EsbridgeError, IngestError
+from esbridge.errors import ConfigurationError, EsbridgeError, IngestError
 
 if TYPE_CHECKING:
     from esbridge.ingest import IngestReport
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 def _cmd_engine(args: argparse.Namespace) -> int:
     from esbridge.engine import artifacts, cluster, local
     from esbridge.engine.provision import find_local_node
-    from esbridge.errors import ConfigurationError
 
     if args.nodes < 1:
         raise EsbridgeError(f"--nodes must be >= 1, got {args.nodes}")
@@ -141,9 +140,24 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
             from esbridge.semantic.models import load_encoder
 
             encoder = load_encoder(model_option(args))
-            if engine.vector_search() == "knn_vector" and (args.recreate or not engine.index_exists(index)):
-                # the engine keeps and searches the vectors itself
-                vector = VectorField(dim=encoder.dim, model=encoder.name)
+            kind = engine.vector_search()
+            lengths = tuple(getattr(encoder, "passage_lengths", ()))
+            if args.vectors == "engine" and kind is None:
+                raise ConfigurationError(f"--vectors engine: {engine.info.label} has no vector search esbridge can "
+                                         "use (OpenSearch's k-NN plugin, Elasticsearch 8.12+); use --vectors disk")
+            if args.vectors == "engine" and len(lengths) != 1:
+                raise ConfigurationError(f"--vectors engine: the model {encoder.name} embeds passages of several "
+                                         "lengths, which the engine's vector field cannot hold; use --vectors disk")
+            fresh = args.recreate or not engine.index_exists(index)
+            if args.vectors == "engine" and not fresh:
+                from esbridge.semantic.engine_vectors import vector_field_of
+
+                if vector_field_of(engine, index) is None:
+                    raise ConfigurationError(f"--vectors engine: index {index!r} exists without a vector field, "
+                                             "which cannot be added to it; give --recreate as well")
+            if args.vectors == "engine" and kind is not None and fresh:
+                # the engine keeps and searches the vectors itself, one per passage
+                vector = VectorField(dim=encoder.dim, model=encoder.name, passages=lengths[0], type=kind)
     try:
         report = ingest(engine, index, docs, layout=layout, replace=args.recreate, shards=args.shards,
                         replicas=args.replicas, progress=not args.quiet, vector=vector)
@@ -158,8 +172,13 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
                 from esbridge.semantic.engine_vectors import EngineVectors, open_vectors
 
                 vi = open_vectors(engine, index, encoder, fields=fields, progress=not args.quiet)
-                where = ("kept and searched by the engine (kNN)" if isinstance(vi, EngineVectors)
-                         else "kept by esbridge on disk (exact search; the engine has no vector search)")
+                if isinstance(vi, EngineVectors):
+                    where = "kept and searched by the engine (kNN" + (
+                        f" over passages of {vi.passages} word pieces)" if vi.passages else ")")
+                else:
+                    where = "kept by esbridge on disk (exact search; " + (
+                        "the engine has no vector search)" if engine.vector_search() is None
+                        else "--vectors engine keeps them in the engine)")
                 print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}, {where}")
             else:
                 print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
@@ -279,6 +298,11 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="do not embed the documents for semantic search (the hybrid pipeline embeds them "
                         "on its first query instead)")
     model_args(p, when="unless --no-semantic: ")
+    p.add_argument("--vectors", choices=("engine", "disk"), default="disk",
+                   help="where a new index's passage vectors live: on disk under $ESBRIDGE_HOME, searched exactly "
+                        "by esbridge (the default; every client machine keeps its own copy), or in the engine, a "
+                        "nested vector field its kNN query searches (OpenSearch with k-NN, Elasticsearch 8.12+; "
+                        "slower today: docs/hybrid.md)")
     p.add_argument("--store", metavar="DIR",
                    help="the on-disk feature store to fill with the documents' term vectors after indexing "
                         "(default: $ESBRIDGE_HOME/features or ~/.cache/esbridge/features)")

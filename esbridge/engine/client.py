@@ -223,13 +223,15 @@ class Engine(EngineBase):
 
     def vector_search(self) -> str | None:
         """How esbridge keeps document vectors in this cluster: ``"knn_vector"`` (OpenSearch with
-        its k-NN plugin, Lucene HNSW) or ``None`` (esbridge keeps them on disk and searches them
-        exactly).  Elasticsearch's ``dense_vector`` is not used yet: esbridge's test engines do not
-        include an Elasticsearch with it, so that path would be unproven."""
+        its k-NN plugin, Lucene HNSW), ``"dense_vector"`` (Elasticsearch 8.12 and later: HNSW,
+        and the ``knn`` query over nested passages) or ``None`` (esbridge keeps them on disk and
+        searches them exactly)."""
         if self.distribution == "opensearch":
             names = self.plugins()
             if "opensearch-knn" in names or "org.opensearch.knn.plugin.KNNPlugin" in names:
                 return "knn_vector"
+        elif self.distribution == "elasticsearch" and tuple(self.info.version[:2]) >= (8, 12):
+            return "dense_vector"
         return None
 
     def request(

@@ -207,18 +207,31 @@ class IndexLayout:
 VECTOR_FIELD = "esbridge_vector"
 
 
+#: The sub-field of a nested passage vector (:attr:`VectorField.passages`): ``esbridge_vector.vector``.
+PASSAGE_VECTOR = "vector"
+
+#: The engines' dense-vector field types esbridge can index and search.
+VECTOR_TYPES = ("knn_vector", "dense_vector")
+
+
 @dataclass(frozen=True)
 class VectorField:
     """A dense-vector field the engine indexes for approximate kNN search.
 
-    OpenSearch's k-NN plugin, ``knn_vector`` with Lucene's HNSW and cosine similarity (the
-    Lucene engine needs no native library; the plugin's default engine does).  The field is
-    recorded in ``_meta.esbridge.vector`` so readers know which model filled it.
+    ``type`` is the engine's: ``"knn_vector"`` (OpenSearch's k-NN plugin, Lucene's HNSW, cosine
+    similarity; the Lucene engine needs no native library) or ``"dense_vector"``
+    (Elasticsearch 8, HNSW of float vectors, cosine similarity).  With ``passages``, each
+    document holds one vector per passage of that many word pieces, as nested objects
+    (``<name>.vector``), and a document scores by its best passage, as in esbridge's on-disk
+    index; without, one vector of the whole text.  The field is recorded in
+    ``_meta.esbridge.vector`` so readers know which model filled it and how.
     """
 
     dim: int
     model: str
     name: str = VECTOR_FIELD
+    passages: int | None = None
+    type: str = "knn_vector"
 
     def __post_init__(self) -> None:
         if isinstance(self.dim, bool) or not isinstance(self.dim, int) or not 1 <= self.dim <= 16000:
@@ -226,14 +239,32 @@ class VectorField:
         if not _FIELD_NAME.match(self.name):
             raise ConfigurationError(f"vector field name {self.name!r} must start with a letter and hold only "
                                      "letters, digits and _")
+        if self.passages is not None and (isinstance(self.passages, bool) or not isinstance(self.passages, int)
+                                          or self.passages < 8):
+            raise ConfigurationError(f"vector passages must be an integer >= 8 (word pieces), got {self.passages!r}")
+        if self.type not in VECTOR_TYPES:
+            raise ConfigurationError(f"vector type must be one of {', '.join(VECTOR_TYPES)}, got {self.type!r}")
 
-    def mapping(self) -> dict[str, Any]:
+    def _vector_mapping(self) -> dict[str, Any]:
+        if self.type == "dense_vector":
+            # plain HNSW of floats: Elasticsearch 8.14+ would otherwise quantize vectors of 384+
+            # dimensions to int8, and its scores would no longer be the cosine
+            return {"type": "dense_vector", "dims": self.dim, "index": True, "similarity": "cosine",
+                    "index_options": {"type": "hnsw"}}
         return {"type": "knn_vector", "dimension": self.dim,
                 "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
 
+    def mapping(self) -> dict[str, Any]:
+        if self.passages is None:
+            return self._vector_mapping()
+        return {"type": "nested", "properties": {PASSAGE_VECTOR: self._vector_mapping()}}
+
     def to_meta(self) -> dict[str, Any]:
-        return {"field": self.name, "dim": self.dim, "model": self.model, "type": "knn_vector",
-                "space": "cosinesimil"}
+        meta: dict[str, Any] = {"field": self.name, "dim": self.dim, "model": self.model, "type": self.type,
+                                "space": "cosinesimil" if self.type == "knn_vector" else "cosine"}
+        if self.passages is not None:
+            meta["passages"] = self.passages
+        return meta
 
 
 def build_index_body(
@@ -261,7 +292,7 @@ def build_index_body(
             field and the combined field, recorded in ``_meta.esbridge.similarities``;
             the channel sub-fields are unchanged.
         vector: a dense-vector field for the engine's kNN search (OpenSearch with the k-NN
-            plugin; sets ``index.knn``, which cannot be changed after creation).
+            plugin: sets ``index.knn``, which cannot be changed after creation; Elasticsearch 8).
     """
     layout = layout or IndexLayout()
     sims = resolve_similarities(similarity)
@@ -315,11 +346,12 @@ def build_index_body(
         if vector.name in props:
             raise ConfigurationError(f"the vector field {vector.name!r} would replace a text field of that name")
         props[vector.name] = vector.mapping()
-        index_settings["knn"] = True
-        # The vector stays in _source: with "derived source" (the plugin's default since 3.0) the
-        # documents of a shard could not be read after a scroll over it had ended (OpenSearch 3.5:
-        # "already_closed_exception" on every later get).
-        index_settings["knn.derived_source.enabled"] = False
+        if vector.type == "knn_vector":
+            index_settings["knn"] = True
+            # The vector stays in _source: with "derived source" (the plugin's default since 3.0) the
+            # documents of a shard could not be read after a scroll over it had ended (OpenSearch 3.5:
+            # "already_closed_exception" on every later get).
+            index_settings["knn.derived_source.enabled"] = False
     body["mappings"]["properties"] = props
     body["mappings"]["_meta"] = {"esbridge": {**layout.to_meta(), **dict(meta or {})}}
     if vector is not None:
@@ -357,10 +389,13 @@ def create_index(
         require_painless(engine, f"create index {index!r} with the scripted similarities "
                                  f"{', '.join(sim.name for sim in sims)}")
     if body is None:
-        if vector is not None and engine.vector_search() != "knn_vector":
+        if vector is not None and engine.vector_search() != vector.type:
+            can = engine.vector_search()
             raise ConfigurationError(
-                f"{engine.info.label} has no vector search esbridge can use (OpenSearch's k-NN plugin); "
-                "create the index without a vector field, and esbridge keeps the vectors on disk"
+                f"{engine.info.label} has no {vector.type} vector search"
+                + (f" (its vectors are {can}: VectorField(type={can!r}))" if can else
+                   " esbridge can use (OpenSearch's k-NN plugin, Elasticsearch 8.12+)")
+                + "; or create the index without a vector field, and esbridge keeps the vectors on disk"
             )
         body = build_index_body(layout, shards=shards, replicas=replicas, bm25=bm25, meta=meta,
                                 similarity=sims, vector=vector)

@@ -147,7 +147,8 @@ def render_table(entries: Sequence[IndexEntry]) -> str:
             "closed" if e.status != "open" else ("?" if e.documents is None else str(e.documents)),
             ",".join(layout.fields) if layout else "-",
             _channels(layout) if layout else ("-" if not e.esbridge else "?"),
-            f"{vector.get('field')} ({vector.get('dim')}d, {vector.get('model')})" if vector else "-",
+            f"{vector.get('field')} ({vector.get('dim')}d, {vector.get('model')}"
+            + (f", passages of {vector['passages']})" if vector.get("passages") else ")") if vector else "-",
             "; ".join(e.notes()),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -1,11 +1,16 @@
-"""Document vectors kept and searched by the engine itself (OpenSearch's k-NN plugin).
+"""Document vectors kept and searched by the engine itself (OpenSearch's k-NN plugin,
+Elasticsearch 8's ``dense_vector``).
 
 An index created with a :class:`~esbridge.index.VectorField` holds each document's
-embedding in that field (``knn_vector``, Lucene HNSW, cosine).  :class:`EngineVectors`
-fills the field for documents that lack it (new documents, and documents re-indexed by
-any writer, since re-indexing replaces the whole source) and answers semantic searches
-with the engine's approximate kNN query, so the vectors are never copied out of the
-cluster and the search scales with the engine.
+embeddings in that field (``knn_vector`` or ``dense_vector``, HNSW, cosine).  With passages (the field's
+``passages``, what ``esbridge index`` creates), the field is nested: one vector per passage
+of the document's text, the passages the on-disk index embeds, and a document scores by its
+best passage (the ``nested`` query's ``score_mode: max`` over the kNN query, which returns
+the nearest documents, not passages); without, one vector of the whole text.
+:class:`EngineVectors` fills the field for documents that lack it (new documents, and
+documents re-indexed by any writer, since re-indexing replaces the whole source) and answers
+semantic searches with the engine's approximate kNN query, so the vectors are never copied
+out of the cluster and the search scales with the engine.
 
 Filling is a partial update per document, conditional on the ``_seq_no`` and
 ``_primary_term`` read with its text: a document changed in between is left for the next
@@ -30,9 +35,9 @@ import numpy as np
 from esbridge.engine.calls import ndjson_lines, path_segment, raise_mget_errors
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EsbridgeError
-from esbridge.index.definitions import index_meta
+from esbridge.index.definitions import PASSAGE_VECTOR, index_meta
 from esbridge.index.facts import index_state
-from esbridge.semantic.cache import EmbeddingCache, Encoder
+from esbridge.semantic.cache import EmbeddingCache, Encoder, WindowEncoder
 from esbridge.semantic.text import document_text
 from esbridge.semantic.vectors import SemanticHits, SemanticIndex, VectorIndex
 
@@ -40,6 +45,9 @@ __all__ = ["EngineVectors", "open_vectors", "vector_field_of"]
 
 #: Documents read, embedded and written per round while filling.
 FILL_BATCH = 256
+
+#: The most documents one kNN search returns (both engines' limit on ``k`` / ``num_candidates``).
+MAX_KNN_DEPTH = 10_000
 
 
 def vector_field_of(engine: Engine, index: str) -> dict[str, Any] | None:
@@ -64,11 +72,23 @@ class EngineVectors(SemanticIndex):
                 f"index {index!r} holds {meta.get('model')} vectors of dimension {meta.get('dim')}; the encoder "
                 f"is {encoder.name} ({encoder.dim}): use that model, or re-create the index"
             )
+        #: word pieces per passage (one nested vector each), or ``None``: one vector per document
+        self.passages: int | None = int(meta["passages"]) if meta.get("passages") else None
+        if self.passages is not None:
+            lengths = tuple(getattr(encoder, "passage_lengths", ()))
+            if lengths != (self.passages,) or not hasattr(encoder, "at_length"):
+                raise ConfigurationError(
+                    f"index {index!r} holds one vector per passage of {self.passages} word pieces; the encoder "
+                    f"embeds passages of {', '.join(map(str, lengths)) or 'no fixed length'}: use "
+                    f"passages=({self.passages},), or re-create the index")
         self.engine = engine
         self.index = index
         self.encoder = encoder
         self.fields = tuple(fields)
         self.field = str(meta["field"])
+        #: the field the kNN query searches: the nested passages' vectors, or the field itself
+        self.vector_path = f"{self.field}.{PASSAGE_VECTOR}" if self.passages else self.field
+        self.type = str(meta.get("type") or "knn_vector")
         self.cache = cache or EmbeddingCache.for_encoder(encoder)
         self.check_interval = check_interval
         self.progress = progress
@@ -90,8 +110,12 @@ class EngineVectors(SemanticIndex):
 
     # ---- keeping the field filled -------------------------------------------------------
 
+    def _has_vector_query(self) -> dict[str, Any]:
+        exists = {"exists": {"field": self.vector_path}}
+        return {"nested": {"path": self.field, "query": exists}} if self.passages else exists
+
     def _missing_query(self) -> dict[str, Any]:
-        return {"bool": {"must_not": [{"exists": {"field": self.field}}]}}
+        return {"bool": {"must_not": [self._has_vector_query()]}}
 
     def refresh(self, *, force: bool = False) -> bool:
         """Fill the vectors of documents that have none, if the index changed; ``True`` if any
@@ -107,7 +131,7 @@ class EngineVectors(SemanticIndex):
             wrote = self._fill()
             self.engine.refresh(self.index)
             self._state = index_state(self.engine, self.index)
-            self._count = self.engine.count(self.index, {"exists": {"field": self.field}})
+            self._count = self.engine.count(self.index, self._has_vector_query())
             return wrote > 0
 
     def _fill(self) -> int:
@@ -146,13 +170,22 @@ class EngineVectors(SemanticIndex):
             progress(len(hits) - len(keep))
         if not keep:
             return 0
-        vecs = self.cache.embed([texts[i] for i in keep], self.encoder)
+        kept = [texts[i] for i in keep]
+        if self.passages is None:
+            vecs = self.cache.embed(kept, self.encoder)
+            starts = np.arange(len(keep) + 1)
+        else:
+            window_encoder: WindowEncoder = self.encoder.at_length(self.passages)  # type: ignore[attr-defined]
+            vecs, starts = self.cache.embed_windows(kept, window_encoder)
         lines: list[dict[str, Any]] = []
-        for i, vec in zip(keep, vecs, strict=True):
+        for j, i in enumerate(keep):
             hit = hits[i]
+            rows = vecs[int(starts[j]):int(starts[j + 1])]
+            value: Any = ([{PASSAGE_VECTOR: [float(x) for x in row]} for row in rows] if self.passages
+                          else [float(x) for x in rows[0]])
             lines.append({"update": {"_id": hit["_id"], "if_seq_no": hit["_seq_no"],
                                      "if_primary_term": hit["_primary_term"]}})
-            lines.append({"doc": {self.field: [float(x) for x in vec]}})
+            lines.append({"doc": {self.field: value}})
         resp = self.engine.request("POST", f"/{path_segment(self.index)}/_bulk", body=ndjson_lines(lines),
                                    ndjson=True, context=f"writing document vectors into {self.index!r}")
         ok = 0
@@ -171,17 +204,34 @@ class EngineVectors(SemanticIndex):
 
     # ---- searching ----------------------------------------------------------------------
 
-    def search(self, query_vector: np.ndarray, k: int) -> SemanticHits:
-        """The engine's ``k`` nearest documents by cosine, best first, with their cosines."""
-        self._check_depth(k)
+    def knn_query(self, query_vector: np.ndarray, k: int) -> dict[str, Any]:
+        """The engine's query for the ``k`` documents nearest ``query_vector`` (by their best
+        passage where the field holds passages), scored ``(1 + cos) / 2``."""
         vec = [float(x) for x in np.asarray(query_vector, dtype=np.float32)]
-        body = {"size": k, "_source": False, "query": {"knn": {self.field: {"vector": vec, "k": k}}}}
+        if self.type == "dense_vector":
+            knn: dict[str, Any] = {"knn": {"field": self.vector_path, "query_vector": vec, "k": k,
+                                           "num_candidates": min(max(k, 100), MAX_KNN_DEPTH)}}
+        else:
+            knn = {"knn": {self.vector_path: {"vector": vec, "k": k}}}
+        if self.passages is None:
+            return knn
+        return {"nested": {"path": self.field, "score_mode": "max", "query": knn}}
+
+    def search(self, query_vector: np.ndarray, k: int) -> SemanticHits:
+        """The engine's ``k`` nearest documents by cosine (of their best passage), best first,
+        with their cosines."""
+        self._check_depth(k)
+        if k > MAX_KNN_DEPTH:
+            raise ConfigurationError(f"semantic depth k must be at most {MAX_KNN_DEPTH} where the engine searches the "
+                                     f"vectors (its kNN query's limit), got {k}")
+        body = {"size": k, "_source": False, "query": self.knn_query(query_vector, k)}
         hits = self.engine.search(self.index, body)["hits"]["hits"]
         ids = [str(h["_id"]) for h in hits]
         scores = np.array([2.0 * float(h["_score"]) - 1.0 for h in hits], dtype=np.float64)
         return SemanticHits(ids, scores)
 
     def _vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Per document of ``ids`` that has vectors, its vectors, one row per passage."""
         if not ids:
             return {}
         resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_mget",
@@ -191,22 +241,28 @@ class EngineVectors(SemanticIndex):
         out: dict[str, np.ndarray] = {}
         for d in resp.get("docs", []):
             v = (d.get("_source") or {}).get(self.field) if d.get("found") else None
-            if v:
-                out[str(d["_id"])] = np.asarray(v, dtype=np.float32)
+            if v and self.passages:
+                rows = [p[PASSAGE_VECTOR] for p in v if isinstance(p, dict) and p.get(PASSAGE_VECTOR)]
+                if rows:
+                    out[str(d["_id"])] = np.asarray(rows, dtype=np.float32)
+            elif v:
+                out[str(d["_id"])] = np.asarray([v], dtype=np.float32)
         return out
 
     def vectors_of(self, ids: Sequence[str], query_vector: np.ndarray | None = None) -> np.ndarray:
-        """The vectors of those ``ids`` that have one (ids without a vector are left out); one
-        vector per document, so ``query_vector`` changes nothing."""
+        """The vectors of those ``ids`` that have one (ids without a vector are left out): each
+        document's first passage, or with ``query_vector`` its passage closest to that query."""
         got = self._vectors(ids)
-        rows = [got[d] for d in ids if d in got]
+        q = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
+        rows = [got[d][0 if q is None else int(np.argmax(got[d] @ q))] for d in ids if d in got]
         return np.stack(rows) if rows else np.zeros((0, self.encoder.dim), dtype=np.float32)
 
     def similarity(self, query_vector: np.ndarray, ids: Sequence[str]) -> np.ndarray:
-        """Cosine of ``query_vector`` with the documents ``ids`` (``nan`` for an id without a vector)."""
+        """Cosine of ``query_vector`` with the documents ``ids``, by their best passage, as
+        :meth:`search` scores them (``nan`` for an id without a vector)."""
         got = self._vectors(ids)
         q = np.asarray(query_vector, dtype=np.float32)
-        return np.array([float(got[d] @ q) if d in got else np.nan for d in ids], dtype=np.float64)
+        return np.array([float(np.max(got[d] @ q)) if d in got else np.nan for d in ids], dtype=np.float64)
 
 
 def open_vectors(engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],

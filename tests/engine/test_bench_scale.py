@@ -20,23 +20,26 @@ def test_scale_benchmark_small_case(engine: Engine, sample_dir: Path, tmp_path: 
     out = tmp_path / "scale"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--data", str(data), "--sizes", "400",
-         "--distribution", engine.distribution, "--url", engine.options.url, "--queries", "12",
-         "--window", "50", "--out", str(out)],
+        [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--data", str(data), "--sizes", "200,400",
+         "--store-max-docs", "200", "--distribution", engine.distribution, "--url", engine.options.url,
+         "--queries", "12", "--window", "50", "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.with_suffix(".json").read_text())
     assert report["window"] == 50
-    (row,) = report["rows"]
-    assert row["docs"] == 400
+    row, larger = report["rows"]
+    assert row["docs"] == 200 and larger["docs"] == 400
+    # above --store-max-docs no feature store is built, and its column is left out
+    assert larger["feature_store"] is None and "store" not in larger["latency"]
     # both indices hold every document, and the feature store every one of them
-    assert row["feature_store"]["documents"] == 400
+    assert row["feature_store"]["documents"] == 200
     assert row["bytes"]["plain"] > 0 and row["bytes"]["esbridge"] > row["bytes"]["plain"]
     assert row["bytes"]["feature_store"] > 0
     lat = row["latency"]
     # esbridge's local OpenSearch and Elasticsearch 8 nodes run its plugin; 7.10 has none
     plugin = engine.distribution == "opensearch" or engine.info.version[0] >= 8
-    assert set(lat) == {"engine", "cold", "store", "warm"} | ({"plugin"} if plugin else set())
+    modes = {"engine", "engine_base", "cold", "warm"} | ({"plugin"} if plugin else set())
+    assert set(lat) == modes | {"store"} and set(larger["latency"]) == modes
     # each mode served its candidates from where its column says: cold from the engine, the feature
     # store from disk, warm from memory
     served = row["candidates_served"]
@@ -48,7 +51,7 @@ def test_scale_benchmark_small_case(engine: Engine, sample_dir: Path, tmp_path: 
     assert lat["warm"]["p50"] < lat["cold"]["p50"]
     assert all(0 < v["p50"] <= v["p95"] for v in lat.values())
     md = out.with_suffix(".md").read_text()
-    assert "| 400 |" in md and "feature store" in md
+    assert "| 200 |" in md and "| 400 |" in md and "feature store" in md and "engine, base" in md
     # the cluster keeps no benchmark index behind
     left = engine.request("GET", "/_cat/indices/bench-scale-*?format=json")
     assert left == [], left

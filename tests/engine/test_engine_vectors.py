@@ -1,4 +1,5 @@
-"""Vectors the engine keeps and searches itself (OpenSearch's k-NN plugin)."""
+"""Vectors the engine keeps and searches itself (OpenSearch's k-NN plugin): one per passage
+(nested, what ``esbridge index`` creates) or one per document."""
 
 from __future__ import annotations
 
@@ -35,18 +36,57 @@ def _docs() -> list[dict[str, str]]:
     return documents(N_DOCS)
 
 
-@pytest.fixture
-def knn_index(knn_engine: Engine, encoder) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def _knn_index(engine: Engine, encoder, passages: int | None) -> Iterator[str]:  # type: ignore[no-untyped-def]
     name = f"esb-test-knn-{uuid.uuid4().hex[:8]}"
-    report = ingest(knn_engine, name, _docs(), shards=2, progress=False, strict=True,
-                    vector=VectorField(dim=encoder.dim, model=encoder.name))
+    report = ingest(engine, name, _docs(), shards=2, progress=False, strict=True,
+                    vector=VectorField(dim=encoder.dim, model=encoder.name, passages=passages))
     assert report.indexed == N_DOCS
     yield name
-    knn_engine.delete_index(name)
+    engine.delete_index(name)
 
 
-def test_engine_knn_top_k_equals_exact_cosine_top_k(knn_engine: Engine, knn_index: str, encoder) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def knn_index(knn_engine: Engine, encoder) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """One nested vector per passage, as ``esbridge index`` creates it."""
+    yield from _knn_index(knn_engine, encoder, encoder.passage_tokens)
+
+
+@pytest.fixture
+def knn_doc_index(knn_engine: Engine, encoder) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """One vector per document (an index created without passages)."""
+    yield from _knn_index(knn_engine, encoder, None)
+
+
+def test_engine_knn_over_passages_equals_exact_search_over_the_same_passages(  # type: ignore[no-untyped-def]
+        knn_engine: Engine, knn_index: str, encoder) -> None:
     ev = open_vectors(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False)
+    assert isinstance(ev, EngineVectors) and ev.passages == encoder.passage_tokens and len(ev) == N_DOCS
+    mapping = knn_engine.request("GET", f"/{knn_index}/_mapping")[knn_index]["mappings"]["properties"]
+    assert mapping["esbridge_vector"]["type"] == "nested"
+    assert mapping["esbridge_vector"]["properties"]["vector"]["type"] == "knn_vector"
+    # esbridge's own exact search over the passages it would keep on disk: the reference
+    exact = VectorIndex.open(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False)
+    assert exact.windows and len(exact.vectors) > N_DOCS  # long documents have several passages
+    ids = [d["_id"] for d in _docs()]
+    for q in judged_queries(limit=8):
+        qv = encoder.encode_queries([q["text"]])[0]
+        want = exact.search(qv, 10)
+        got = ev.search(qv, 10)
+        assert got.ids == want.ids, q["text"]  # documents, each once, by their best passage
+        np.testing.assert_allclose(got.scores, want.scores, atol=2e-6)
+        # the engine's passages are esbridge's: first, and closest to the query
+        np.testing.assert_allclose(ev.vectors_of(ids[:5]), exact.vectors_of(ids[:5]), atol=1e-7)
+        np.testing.assert_allclose(ev.vectors_of(ids[:5], qv), exact.vectors_of(ids[:5], qv), atol=1e-7)
+        np.testing.assert_allclose(ev.similarity(qv, ids[:5]), exact.similarity(qv, ids[:5]), atol=1e-6)
+    assert np.isnan(ev.similarity(qv, ["no-such-doc"])[0])
+    with pytest.raises(ConfigurationError, match="semantic depth k must be at most 10000"):
+        ev.search(qv, 10_001)
+
+
+def test_engine_knn_top_k_equals_exact_cosine_top_k(knn_engine: Engine, knn_doc_index: str, encoder) -> None:  # type: ignore[no-untyped-def]
+    knn_index = knn_doc_index
+    ev = open_vectors(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False)
+    assert isinstance(ev, EngineVectors) and ev.passages is None
     assert isinstance(ev, EngineVectors) and len(ev) == N_DOCS
     docs = _docs()
     matrix = encoder.encode([document_text(d, ("title", "text")) for d in docs])
@@ -67,13 +107,17 @@ def test_engine_knn_top_k_equals_exact_cosine_top_k(knn_engine: Engine, knn_inde
 def test_reindexed_and_new_documents_get_vectors_of_their_text(knn_engine: Engine, knn_index: str,  # type: ignore[no-untyped-def]
                                                                 encoder) -> None:
     ev = EngineVectors.open(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False)
-    changed = {"_id": _docs()[0]["_id"], "title": "Sorting networks", "text": "Batcher's bitonic sorter merges runs."}
+    long_text = " ".join(["Batcher's bitonic sorter merges runs of keys in parallel."] * 20)
+    changed = {"_id": _docs()[0]["_id"], "title": "Sorting networks", "text": long_text}
     ingest(knn_engine, knn_index, [changed, {"_id": "new", "text": "Quicksort partitions around a pivot."},
                                    {"_id": "empty", "text": ""}], progress=False)
     assert ev.refresh(force=True)
     assert len(ev) == N_DOCS + 1  # the empty document has no vector and is never a semantic hit
-    want = encoder.encode([document_text(changed, ("title", "text"))])[0]
-    np.testing.assert_allclose(ev.vectors_of([changed["_id"]])[0], want, atol=1e-7)
+    window_encoder = encoder.at_length(ev.passages)
+    want = window_encoder.encode_ids(window_encoder.windows([document_text(changed, ("title", "text"))])[0])
+    assert len(want) > 1  # several passages, each the one of the new text
+    source = knn_engine.request("GET", f"/{knn_index}/_doc/{changed['_id']}")["_source"]
+    np.testing.assert_allclose([p["vector"] for p in source["esbridge_vector"]], want, atol=1e-7)
     top = ev.search(encoder.encode(["how does quicksort partition"])[0], 2)
     assert top.ids[0] == "new"
     assert not ev.refresh(force=True)  # nothing left to fill
@@ -83,9 +127,8 @@ def test_hybrid_pipeline_uses_the_engine_vectors(knn_engine: Engine, knn_index: 
     with HybridSearcher(knn_engine, knn_index, PipelineParams(model=encoder.name), progress=False) as hs:
         assert isinstance(hs.vectors, EngineVectors)
         q = judged_queries(limit=1)[0]["text"]
-        # the engine keeps one vector per document (its first window): exact cosine over the same
-        exact = VectorIndex.open(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False,
-                                 windows=False)
+        # the engine keeps the passages esbridge would keep on disk: exact cosine over the same
+        exact = VectorIndex.open(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False)
         assert hs.semantic(q, depth=20).ids == exact.search(exact.embed_query(q), 20).ids
         resp = hs.search(q, size=5)
         assert len(resp["hits"]["hits"]) == 5
@@ -102,11 +145,69 @@ def test_hybrid_pipeline_uses_the_engine_vectors(knn_engine: Engine, knn_index: 
                     assert all(set(h["_source"]) == {"title", "text"} for h in hits), window
 
 
-def test_engines_without_vector_search_refuse_a_vector_field(engine: Engine, index_name: str) -> None:
-    assert engine.vector_search() is None
-    with pytest.raises(ConfigurationError, match="no vector search esbridge can use"):
+def test_an_engine_refuses_a_vector_field_of_a_type_it_cannot_search(engine: Engine, index_name: str) -> None:
+    kind = engine.vector_search()
+    # OpenSearch without the k-NN plugin and Elasticsearch 7.10 search no vectors; Elasticsearch 8's
+    # are dense_vector
+    assert kind == ("dense_vector" if engine.distribution == "elasticsearch" and engine.info.version[0] >= 8
+                    else None)
+    with pytest.raises(ConfigurationError, match="has no knn_vector vector search") as err:
         create_index(engine, index_name, IndexLayout(), vector=VectorField(dim=384, model="all-minilm-l6-v2"))
+    if kind is not None:
+        assert "VectorField(type='dense_vector')" in str(err.value)
     assert not engine.index_exists(index_name)
+
+
+def test_cli_index_refuses_vectors_in_an_engine_without_vector_search(engine: Engine, index_name: str, tmp_path,  # type: ignore[no-untyped-def]
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from esbridge.cli.main import main
+
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps(d) + "\n" for d in _docs()[:5]))
+    argv = ["index", "--url", engine.options.url, "--input", str(src), "--index", index_name, "--vectors", "engine",
+            "--no-store", "--quiet"]
+    if engine.vector_search() is None:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "--vectors engine:" in err and "has no vector search" in err and err.count("\n") == 1, err
+        assert not engine.index_exists(index_name)  # refused before anything was written
+    else:  # Elasticsearch 8: the passages go into a nested dense_vector field
+        assert main(argv) == 0, capsys.readouterr().err
+        props = engine.request("GET", f"/{index_name}/_mapping")[index_name]["mappings"]["properties"]
+        assert props["esbridge_vector"]["properties"]["vector"]["type"] == "dense_vector"
+        assert "kept and searched by the engine (kNN over passages of 64 word pieces)" in capsys.readouterr().out
+
+
+@pytest.mark.dense_vector
+def test_elasticsearch_dense_vector_over_passages_equals_exact_search(engine: Engine, encoder) -> None:  # type: ignore[no-untyped-def]
+    name = f"esb-test-dv-{uuid.uuid4().hex[:8]}"
+    report = ingest(engine, name, _docs(), shards=2, progress=False, strict=True,
+                    vector=VectorField(dim=encoder.dim, model=encoder.name, passages=encoder.passage_tokens,
+                                       type="dense_vector"))
+    assert report.indexed == N_DOCS
+    try:
+        mapping = engine.request("GET", f"/{name}/_mapping")[name]["mappings"]["properties"]["esbridge_vector"]
+        assert mapping["type"] == "nested" and mapping["properties"]["vector"]["type"] == "dense_vector"
+        ev = open_vectors(engine, name, encoder, fields=("title", "text"), progress=False)
+        assert isinstance(ev, EngineVectors) and ev.passages == encoder.passage_tokens and len(ev) == N_DOCS
+        exact = VectorIndex.open(engine, name, encoder, fields=("title", "text"), progress=False)
+        ids = [d["_id"] for d in _docs()]
+        for q in judged_queries(limit=8):
+            qv = encoder.encode_queries([q["text"]])[0]
+            want, got = exact.search(qv, 10), ev.search(qv, 10)
+            assert got.ids == want.ids, q["text"]
+            np.testing.assert_allclose(got.scores, want.scores, atol=2e-6)
+            np.testing.assert_allclose(ev.vectors_of(ids[:5], qv), exact.vectors_of(ids[:5], qv), atol=1e-7)
+            np.testing.assert_allclose(ev.similarity(qv, ids[:5]), exact.similarity(qv, ids[:5]), atol=1e-6)
+        # the hybrid pipeline's semantic strategy searches the engine's vectors
+        with HybridSearcher(engine, name, PipelineParams(model=encoder.name), progress=False) as hs:
+            assert isinstance(hs.vectors, EngineVectors)
+            q = judged_queries(limit=1)[0]["text"]
+            assert hs.semantic(q, depth=20).ids == exact.search(exact.embed_query(q), 20).ids
+            hits = hs.search(q, size=5)["hits"]["hits"]
+            assert len(hits) == 5 and all("esbridge_vector" not in (h.get("_source") or {}) for h in hits)
+    finally:
+        engine.delete_index(name)
 
 
 def test_cli_index_puts_the_vectors_in_the_engine(knn_engine: Engine, tmp_path,  # type: ignore[no-untyped-def]
@@ -117,12 +218,42 @@ def test_cli_index_puts_the_vectors_in_the_engine(knn_engine: Engine, tmp_path, 
     src.write_text("".join(json.dumps(d) + "\n" for d in _docs()[:20]))
     name = f"esb-test-knncli-{uuid.uuid4().hex[:8]}"
     try:
-        assert main(["index", "--url", knn_engine.options.url, "--input", str(src), "--index", name, "--quiet"]) == 0
+        assert main(["index", "--url", knn_engine.options.url, "--input", str(src), "--index", name,
+                     "--vectors", "engine", "--quiet"]) == 0
         out = capsys.readouterr().out
         assert f"semantic index: 20 document vectors (bge-small-en-v1.5-q) for {name!r}, kept and searched by the " \
-               "engine (kNN)" in out
+               "engine (kNN over passages of 64 word pieces)" in out
         mapping = knn_engine.request("GET", f"/{name}/_mapping")[name]["mappings"]
-        assert mapping["properties"]["esbridge_vector"]["type"] == "knn_vector"
-        assert knn_engine.count(name, {"exists": {"field": "esbridge_vector"}}) == 20
+        assert mapping["properties"]["esbridge_vector"]["type"] == "nested"
+        assert mapping["properties"]["esbridge_vector"]["properties"]["vector"]["type"] == "knn_vector"
+        has = {"nested": {"path": "esbridge_vector", "query": {"exists": {"field": "esbridge_vector.vector"}}}}
+        assert knn_engine.count(name, has) == 20
+        # by default (--vectors disk): a new index without the field, its vectors on disk
+        assert main(["index", "--url", knn_engine.options.url, "--input", str(src), "--index", f"{name}-disk",
+                     "--no-store", "--quiet"]) == 0
+        assert "kept by esbridge on disk (exact search; --vectors engine keeps them in the engine)" \
+            in capsys.readouterr().out
+        props = knn_engine.request("GET", f"/{name}-disk/_mapping")[f"{name}-disk"]["mappings"]["properties"]
+        assert "esbridge_vector" not in props
     finally:
         knn_engine.delete_index(name)
+        knn_engine.delete_index(f"{name}-disk")
+
+
+def test_a_client_keeps_no_state_that_matters(knn_engine: Engine, knn_index: str, encoder,  # type: ignore[no-untyped-def]
+                                              tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two clients with different ESBRIDGE_HOMEs rank alike, and the second writes nothing there: the
+    vectors, features and statistics are the engine's, the fusion weights are in the index's mapping."""
+    params = PipelineParams(model=encoder.name)
+    queries = [q["text"] for q in judged_queries(limit=5)]
+
+    def answers() -> list[list[tuple[str, float]]]:
+        vectors = EngineVectors.open(knn_engine, knn_index, encoder, fields=("title", "text"))
+        with HybridSearcher(knn_engine, knn_index, params, vectors=vectors) as hs:
+            return [[(h["_id"], h["_score"]) for h in hs.search(q, size=10)["hits"]["hits"]] for q in queries]
+
+    first = answers()
+    home = tmp_path / "another-home"
+    monkeypatch.setenv("ESBRIDGE_HOME", str(home))
+    assert answers() == first
+    assert not home.exists() or [p for p in home.rglob("*") if p.is_file()] == []

@@ -1,0 +1,45 @@
+"""The engine's dense-vector field as esbridge maps it: one vector per document, or nested passages."""
+
+from __future__ import annotations
+
+import pytest
+
+from esbridge.errors import ConfigurationError
+from esbridge.index import IndexLayout, VectorField
+from esbridge.index.definitions import build_index_body
+
+
+def test_one_vector_per_document_is_a_plain_knn_vector() -> None:
+    body = build_index_body(IndexLayout(), vector=VectorField(dim=384, model="m"))
+    field = body["mappings"]["properties"]["esbridge_vector"]
+    assert field["type"] == "knn_vector" and field["dimension"] == 384
+    assert body["settings"]["index"]["knn"] is True
+    assert "passages" not in body["mappings"]["_meta"]["esbridge"]["vector"]
+
+
+@pytest.mark.parametrize("kind", ["knn_vector", "dense_vector"])
+def test_passages_are_nested_vectors_of_the_engines_type(kind: str) -> None:
+    body = build_index_body(IndexLayout(), vector=VectorField(dim=384, model="m", passages=64, type=kind))
+    field = body["mappings"]["properties"]["esbridge_vector"]
+    assert field["type"] == "nested"
+    vector = field["properties"]["vector"]
+    assert vector["type"] == kind
+    if kind == "dense_vector":
+        # not quantized: the engine's score stays the cosine
+        assert vector["similarity"] == "cosine" and vector["index_options"] == {"type": "hnsw"}
+        assert "knn" not in body["settings"]["index"]  # an OpenSearch setting Elasticsearch refuses
+    else:
+        assert vector["method"]["space_type"] == "cosinesimil" and body["settings"]["index"]["knn"] is True
+    meta = body["mappings"]["_meta"]["esbridge"]["vector"]
+    assert meta["passages"] == 64 and meta["type"] == kind
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"passages": 4}, "vector passages must be an integer >= 8"),
+    ({"passages": True}, "vector passages must be an integer >= 8"),
+    ({"type": "sparse_vector"}, "vector type must be one of knn_vector, dense_vector"),
+    ({"dim": 0}, "vector dimension must be an integer"),
+])
+def test_a_bad_vector_field_is_refused_naming_the_parameter(kwargs: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigurationError, match=needle):
+        VectorField(**{"dim": 384, "model": "m", **kwargs})  # type: ignore[arg-type]
