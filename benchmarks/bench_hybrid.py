@@ -32,6 +32,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,17 @@ def main() -> int:
         def bm25_body(q: str) -> dict[str, Any]:
             return {"size": 10, "_source": False, "query": hs.reranker.first_stage_query(hs.reranker.analyze(q), q)}
 
+        def beside(q: str, other: Callable[[str], Any], engine_times: list[float], times: list[float]) -> Any:
+            """The engine's BM25 for ``q``, then ``other(q)``, each timed into its list; ``other``'s answer."""
+            body = bm25_body(q)
+            t0 = time.perf_counter()
+            engine.search(index, body)
+            engine_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            answer = other(q)
+            times.append(time.perf_counter() - t0)
+            return answer
+
         for q in queries:  # analysis cache warm for both sides
             hs.reranker.analyze(q)
         rows = []
@@ -118,16 +130,11 @@ def main() -> int:
                   ("first pass (a document's term vectors are fetched when a query first needs them)",
                    "second pass (every candidate's term vectors cached)"))
         for label in passes:
-            eng_t, hyb_t = [], []
+            eng_t: list[float] = []
+            hyb_t: list[float] = []
             parts: dict[str, list[float]] = {}
             for q in queries:
-                body = bm25_body(q)
-                t0 = time.perf_counter()
-                engine.search(index, body)
-                eng_t.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                resp = hs.search(q, size=10)
-                hyb_t.append(time.perf_counter() - t0)
+                resp = beside(q, lambda q: hs.search(q, size=10), eng_t, hyb_t)
                 for k, v in resp["_esbridge"]["seconds"].items():
                     parts.setdefault(k, []).append(v)
             split = ", ".join(f"{k} {ms(v, 50):.1f}" for k, v in parts.items())
@@ -168,15 +175,10 @@ def main() -> int:
                         fused[h["_id"]] = fused.get(h["_id"], 0.0) + norm / 2
                 return sorted(fused, key=lambda d: -fused[d])[:10]
 
-            eh_t, eb_t = [], []
+            eh_t: list[float] = []
+            eb_t: list[float] = []
             for q in queries:
-                body = bm25_body(q)
-                t0 = time.perf_counter()
-                engine.search(index, body)
-                eb_t.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                engine_hybrid(q)
-                eh_t.append(time.perf_counter() - t0)
+                beside(q, engine_hybrid, eb_t, eh_t)
             sem_rows.append(f"| the engine's own hybrid: query embedding, then its `knn` and BM25 top 100 in one "
                             f"`_msearch`, min-max normalised and averaged | {ms(eh_t, 50):.1f} / {ms(eh_t, 95):.1f} "
                             f"({ms(eh_t, 50) / ms(eb_t, 50):.1f}x the engine's BM25 at size 10, "
