@@ -46,6 +46,10 @@ __all__ = ["EngineVectors", "open_vectors", "vector_field_of"]
 #: Documents read, embedded and written per round while filling.
 FILL_BATCH = 256
 
+#: Vectors written per bulk request at most (a document's passages are never split): about 15 MB of
+#: JSON for 384 dimensions, far below the engines' 100 MB request limit.
+BULK_VECTORS = 4096
+
 #: The most documents one kNN search returns (both engines' limit on ``k`` / ``num_candidates``).
 MAX_KNN_DEPTH = 10_000
 
@@ -178,6 +182,7 @@ class EngineVectors(SemanticIndex):
             window_encoder: WindowEncoder = self.encoder.at_length(self.passages)  # type: ignore[attr-defined]
             vecs, starts = self.cache.embed_windows(kept, window_encoder)
         lines: list[dict[str, Any]] = []
+        vectors = ok = 0
         for j, i in enumerate(keep):
             hit = hits[i]
             rows = vecs[int(starts[j]):int(starts[j + 1])]
@@ -186,6 +191,18 @@ class EngineVectors(SemanticIndex):
             lines.append({"update": {"_id": hit["_id"], "if_seq_no": hit["_seq_no"],
                                      "if_primary_term": hit["_primary_term"]}})
             lines.append({"doc": {self.field: value}})
+            vectors += len(rows)
+            if vectors >= BULK_VECTORS:  # long documents have many passages: keep each request small
+                ok += self._send(lines)
+                lines, vectors = [], 0
+        if lines:
+            ok += self._send(lines)
+        if progress is not None:
+            progress(len(keep))
+        return ok
+
+    def _send(self, lines: list[dict[str, Any]]) -> int:
+        """One bulk request of vector updates; how many were written."""
         resp = self.engine.request("POST", f"/{path_segment(self.index)}/_bulk", body=ndjson_lines(lines),
                                    ndjson=True, context=f"writing document vectors into {self.index!r}")
         ok = 0
@@ -198,8 +215,6 @@ class EngineVectors(SemanticIndex):
                 err = result.get("error") or {}
                 raise EsbridgeError(f"the engine refused the vector of document {result.get('_id')!r} in "
                                     f"{self.index!r}: {err.get('type')}: {err.get('reason')}")
-        if progress is not None:
-            progress(len(keep))
         return ok
 
     # ---- searching ----------------------------------------------------------------------

@@ -58,9 +58,17 @@ def knn_doc_index(knn_engine: Engine, encoder) -> Iterator[str]:  # type: ignore
 
 
 def test_engine_knn_over_passages_equals_exact_search_over_the_same_passages(  # type: ignore[no-untyped-def]
-        knn_engine: Engine, knn_index: str, encoder) -> None:
+        knn_engine: Engine, knn_index: str, encoder, monkeypatch: pytest.MonkeyPatch) -> None:
+    from esbridge.semantic import engine_vectors
+
+    # small bulk requests: the fill writes its passages in many, each document's in one
+    monkeypatch.setattr(engine_vectors, "BULK_VECTORS", 50)
+    sent: list[int] = []
+    send = EngineVectors._send
+    monkeypatch.setattr(EngineVectors, "_send", lambda self, lines: sent.append(len(lines)) or send(self, lines))
     ev = open_vectors(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False)
     assert isinstance(ev, EngineVectors) and ev.passages == encoder.passage_tokens and len(ev) == N_DOCS
+    assert len(sent) > 3 and sum(sent) == 2 * N_DOCS
     mapping = knn_engine.request("GET", f"/{knn_index}/_mapping")[knn_index]["mappings"]["properties"]
     assert mapping["esbridge_vector"]["type"] == "nested"
     assert mapping["esbridge_vector"]["properties"]["vector"]["type"] == "knn_vector"
