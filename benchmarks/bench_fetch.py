@@ -23,13 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from esbridge.engine.client import Engine
-from esbridge.engine.provision import provision
 from esbridge.index import read_layout
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import bench_index, engine_arguments, judged_queries, machine, ms, write_report  # noqa: E402
+from common import connect_engine, engine_arguments, judged_collection, machine, ms, write_report  # noqa: E402
 
 #: How the hits come back: the label, and what the search body adds.
 WAYS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -49,11 +47,8 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.options())
-    folder = Path(args.dataset)
-    queries = judged_queries(folder, args.queries)
-    index, expected = bench_index(engine, folder / "corpus.jsonl")
+    engine = connect_engine(args)
+    folder, queries, index, expected = judged_collection(engine, args.dataset, args.queries)
     layout = read_layout(engine, index)
     assert layout is not None
     field = layout.subfield(layout.combined, "base")

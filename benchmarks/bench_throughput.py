@@ -24,15 +24,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
-from esbridge.engine.provision import provision
 from esbridge.features.plugin import features_plugin_plan
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import bench_index, engine_arguments, judged_queries, machine, write_report  # noqa: E402
+from common import connect_engine, engine_arguments, judged_collection, machine, write_report  # noqa: E402
 
 
 def qps(threads: int, seconds: float, queries: list[str], one: Callable[[str], object]) -> tuple[float, int]:
@@ -73,11 +71,8 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.options())
-    folder = Path(args.dataset)
-    queries = judged_queries(folder, args.queries)
-    index, expected = bench_index(engine, folder / "corpus.jsonl")
+    engine = connect_engine(args)
+    folder, queries, index, expected = judged_collection(engine, args.dataset, args.queries)
     plugin = run(features_plugin_plan(engine), engine)
     rp = Reranker(engine, index, scorer="evolved", window=args.window, features="plugin" if plugin else "auto")
     # the warm and cold runs read term vectors (_mtermvectors), as on a cluster without the plugin

@@ -25,6 +25,22 @@ def engine_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
 
 
+def connect_engine(args: argparse.Namespace) -> Engine:
+    """A client of the engine ``--distribution`` / ``--url`` name (:func:`engine_arguments`), with the
+    provisioned engine's options (a local node is started where none runs and no URL is given)."""
+    from esbridge.engine.provision import provision
+
+    return Engine.connect(provision(args.distribution, url=args.url, use_docker=False, progress=True).options())
+
+
+def judged_collection(engine: Engine, dataset: str, queries: int) -> tuple[Path, list[str], str, int]:
+    """A BEIR folder's first ``queries`` judged query texts and its bench index
+    (:func:`bench_index`): ``(folder, queries, index, documents)``."""
+    folder = Path(dataset)
+    index, expected = bench_index(engine, folder / "corpus.jsonl")
+    return folder, judged_queries(folder, queries), index, expected
+
+
 def machine() -> str:
     """One line on the machine, for the results' header."""
     from esbridge.evaluation.report import describe_machine

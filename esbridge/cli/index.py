@@ -131,7 +131,7 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
     layout = IndexLayout(fields=fields)
     if args.per_field_channels:
         layout = IndexLayout(fields=fields, field_channels=layout.channels)
-    encoder = vector = None
+    encoder = vector = kind = None
     if not args.no_semantic:
         from esbridge.semantic.encoder import available
 
@@ -177,7 +177,7 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
                         f" over passages of {vi.passages} word pieces)" if vi.passages else ")")
                 else:
                     where = "kept by esbridge on disk (exact search; " + (
-                        "the engine has no vector search)" if engine.vector_search() is None
+                        "the engine has no vector search)" if kind is None
                         else "--vectors engine keeps them in the engine)")
                 print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}, {where}")
             else:

@@ -186,8 +186,8 @@ class EngineVectors(SemanticIndex):
         for j, i in enumerate(keep):
             hit = hits[i]
             rows = vecs[int(starts[j]):int(starts[j + 1])]
-            value: Any = ([{PASSAGE_VECTOR: [float(x) for x in row]} for row in rows] if self.passages
-                          else [float(x) for x in rows[0]])
+            listed = rows.tolist()  # float32s as the floats they are
+            value: Any = [{PASSAGE_VECTOR: row} for row in listed] if self.passages else listed[0]
             lines.append({"update": {"_id": hit["_id"], "if_seq_no": hit["_seq_no"],
                                      "if_primary_term": hit["_primary_term"]}})
             lines.append({"doc": {self.field: value}})
@@ -222,7 +222,7 @@ class EngineVectors(SemanticIndex):
     def knn_query(self, query_vector: np.ndarray, k: int) -> dict[str, Any]:
         """The engine's query for the ``k`` documents nearest ``query_vector`` (by their best
         passage where the field holds passages), scored ``(1 + cos) / 2``."""
-        vec = [float(x) for x in np.asarray(query_vector, dtype=np.float32)]
+        vec = np.asarray(query_vector, dtype=np.float32).tolist()
         if self.type == "dense_vector":
             knn: dict[str, Any] = {"knn": {"field": self.vector_path, "query_vector": vec, "k": k,
                                            "num_candidates": min(max(k, 100), MAX_KNN_DEPTH)}}
