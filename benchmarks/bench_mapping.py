@@ -3,12 +3,14 @@
 A BEIR corpus is bulk-indexed (500 documents per request, one shard, no replica, one refresh at
 the end) into a plain mapping (one ``text`` field holding title and text, the standard analyzer:
 what the engine benchmark calls a plain mapping) and into esbridge's mapping
-(:func:`esbridge.index.create_index`) with one part taken away at a time: the stored term
-vectors (which the feature store can hold instead), the ``length`` token counts (read by the
-in-engine rescorer), each channel of the combined field, the per-field copies of ``title`` and
-``text``.  Every variant is indexed ``--repeats`` times in the same run, interleaved, and the
-median time is reported with its ratio to the plain mapping's, so the table shows where the
-indexing time goes and which parts a faster mapping would have to give up.
+(:func:`esbridge.index.create_index`, storing term vectors) with one part taken away at a time:
+the stored term vectors, the ``length`` token counts (read by the in-engine rescorer), each
+channel of the combined field, the per-field copies of ``title`` and ``text``.  Where every node
+runs the ``esbridge-features`` plugin, also the mapping esbridge creates there by default: no
+stored term vectors, lengths and distinct terms in the norms of the plugin's similarity.  Every
+variant is indexed ``--repeats`` times in the same run, interleaved, and the median time is
+reported with its ratio to the plain mapping's, so the table shows where the indexing time goes
+and which parts a faster mapping would have to give up.
 
 Usage (one command; starts esbridge's local node when no --url is given):
 
@@ -30,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from esbridge.engine.client import Engine
+from esbridge.engine.features_plugin import on_every_node_plan
+from esbridge.engine.plan import run
 from esbridge.engine.provision import provision
 from esbridge.index import IndexLayout, create_index
 
@@ -38,18 +42,21 @@ sys.path.insert(0, str(HERE))
 from common import bulk_load, engine_arguments, machine, write_report  # noqa: E402
 
 NAME = "esbridge-bench-mapping"
+NORMS = "esbridge mapping, lengths in the plugin's norms (no term vectors)"
 Mapping_ = dict[str, Any]
 
 
-def esbridge_body(engine: Engine) -> tuple[dict[str, Any], Mapping_]:
-    """Settings (analysis included) and mappings of an esbridge index, read back from the engine."""
-    create_index(engine, NAME, IndexLayout())
+def esbridge_body(engine: Engine, term_vectors: bool) -> tuple[dict[str, Any], Mapping_]:
+    """Settings (analysis and similarities included) and mappings of an esbridge index, read back
+    from the engine."""
+    create_index(engine, NAME, IndexLayout(), term_vectors=term_vectors)
     try:
         got = engine.request("GET", f"/{NAME}")[NAME]
     finally:
         engine.delete_index(NAME)
-    settings = {"index": {"number_of_shards": 1, "number_of_replicas": 0,
-                          "analysis": got["settings"]["index"]["analysis"]}}
+    index = got["settings"]["index"]
+    settings = {"index": {"number_of_shards": 1, "number_of_replicas": 0, "analysis": index["analysis"],
+                          **({"similarity": index["similarity"]} if "similarity" in index else {})}}
     return settings, got["mappings"]
 
 
@@ -120,15 +127,21 @@ def main() -> int:
     folder = Path(args.dataset)
     docs = [json.loads(line) for line in open(folder / "corpus.jsonl", encoding="utf-8") if line.strip()]
     docs = docs[:args.docs] if args.docs > 0 else docs
-    settings, mapping = esbridge_body(engine)
+    settings, mapping = esbridge_body(engine, term_vectors=True)
+    plugin = bool(run(on_every_node_plan(engine), engine))
     plain = ({"settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0}},
               "mappings": {"dynamic": False, "properties": {"text": {"type": "text"}}}},
              lambda d: {"text": f"{d.get('title') or ''} {d.get('text') or ''}"})
     rows: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]] = [
         ("plain one-text-field", *plain)]
+    texts = lambda d: {"title": d.get("title") or "", "text": d.get("text") or ""}  # noqa: E731
     for label, m in variants(mapping):
-        rows.append((label, {"settings": settings, "mappings": m},
-                     lambda d: {"title": d.get("title") or "", "text": d.get("text") or ""}))
+        rows.append((label, {"settings": settings, "mappings": m}, texts))
+    if plugin:
+        norm_settings, norm_mapping = esbridge_body(engine, term_vectors=False)
+        rows += [(NORMS, {"settings": norm_settings, "mappings": norm_mapping}, texts),
+                 (f"{NORMS}, without the bigram channel",
+                  {"settings": norm_settings, "mappings": without_subfield(norm_mapping, "bigram")}, texts)]
     times: dict[str, list[float]] = {label: [] for label, _, _ in rows}
     for r in range(args.repeats):  # interleaved, so a slower minute hits every variant alike
         for label, body, source in rows:
@@ -136,6 +149,7 @@ def main() -> int:
             print(f"round {r + 1}: {label} {times[label][-1]:.2f} s", file=sys.stderr)
     base = statistics.median(times["plain one-text-field"])
     full = statistics.median(times["esbridge mapping"])
+    norms = statistics.median(times[NORMS]) if plugin else None
     lines = [f"# Indexing cost of esbridge's mapping, part by part: {engine.info.label}", "",
              f"Machine: {machine()}. Engine: {engine.info.label} (local node, same machine). Collection: "
              f"{folder.resolve().name} ({len(docs)} documents).", "",
@@ -152,6 +166,12 @@ def main() -> int:
         share = "" if label.startswith("plain") or label == "esbridge mapping" else \
             f"{100 * (full - t) / (full - base):.0f}%"
         lines.append(f"| {label} | {t:.2f} | {len(docs) / t:.0f} | {t / base:.2f}x | {share} |")
+    if norms is not None:
+        lines += ["", f"Where every node runs esbridge's engine plugin, `esbridge index` creates the mapping "
+                  f"*{NORMS}*: **{norms / base:.2f}x** the plain mapping's time, {100 * (full - norms) / full:.0f}% "
+                  "less than with stored term vectors. Its text fields store no term vectors; their similarity is "
+                  "the plugin's `esbridge_bm25`, which scores as the engine's BM25 and keeps each document's exact "
+                  "length and distinct terms in the norms, where the plugin reads them."]
     lines += ["", f"The esbridge mapping takes **{full / base:.2f}x** the plain mapping's time. The plain "
               "mapping analyses each document once with the standard analyzer; the esbridge mapping analyses "
               "`title` and `text` each with the base analyzer, the combined field with the base, prefix, "

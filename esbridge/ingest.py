@@ -73,6 +73,8 @@ class IngestReport:
     target: str = ""
     #: what became of the index besides the documents (replaced, or left unchanged), if anything.
     note: str | None = None
+    #: whether the index stores term vectors (:attr:`esbridge.index.IndexLayout.term_vectors`).
+    term_vectors: bool = True
 
     @property
     def ok(self) -> bool:
@@ -307,6 +309,7 @@ def ingest(
     progress: bool = False,
     strict: bool = False,
     vector: VectorField | None = None,
+    term_vectors: bool | None = None,
 ) -> IngestReport:
     """Index ``docs`` into ``index``, creating it with esbridge's mapping if needed.
 
@@ -331,6 +334,9 @@ def ingest(
         vector: when the index is created here, give it this dense-vector field (the
             engine's kNN search; the vectors are filled by
             :func:`esbridge.semantic.engine_vectors.open_vectors`).
+        term_vectors: whether an index created here stores term vectors (see
+            :func:`esbridge.index.create_index`: by default none where every node runs esbridge's
+            engine plugin).
 
     An index created here for documents of which not one could be indexed is deleted again
     (the report's ``note`` says so): no empty index is left behind.
@@ -352,13 +358,14 @@ def ingest(
     if replace and exists:
         replaced = _named_index(engine, index)
         target = _replacement_name(engine, index)
-        create_index(engine, target, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
-                     meta={"replaces": index})
+        body = create_index(engine, target, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
+                            meta={"replaces": index}, term_vectors=term_vectors)
         created = True
         fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     elif exists:
         existing = read_layout(engine, index)
         fields, id_field = existing.fields, existing.id_field
+        body = {"mappings": {"_meta": {"esbridge": {"term_vectors": existing.term_vectors}}}}
         if layout is not None and (layout.fields, layout.combined, layout.id_field) != \
                 (existing.fields, existing.combined, existing.id_field):
             raise ConfigurationError(
@@ -366,12 +373,14 @@ def ingest(
                 f"the input asks for {list(layout.fields)} — use another index name or the same fields"
             )
     elif create:
-        create_index(engine, index, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector)
+        body = create_index(engine, index, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
+                            term_vectors=term_vectors)
         created = True
         fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     else:
         raise ConfigurationError(f"index {index!r} does not exist (and create=False)")
-    report = IngestReport(index=index, target=target)
+    report = IngestReport(index=index, target=target,
+                          term_vectors=bool(body["mappings"]["_meta"]["esbridge"].get("term_vectors", True)))
     indexed_ids: set[str] = set()
     first_line: dict[str, int] = {}
     from tqdm import tqdm

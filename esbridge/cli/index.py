@@ -160,7 +160,8 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
                 vector = VectorField(dim=encoder.dim, model=encoder.name, passages=lengths[0], type=kind)
     try:
         report = ingest(engine, index, docs, layout=layout, replace=args.recreate, shards=args.shards,
-                        replicas=args.replicas, progress=not args.quiet, vector=vector)
+                        replicas=args.replicas, progress=not args.quiet, vector=vector,
+                        term_vectors={"auto": None, "yes": True, "no": False}[args.term_vectors])
     except IngestError as err:
         if err.report is not None:
             _print_failures(err.report, args.show_failures)
@@ -183,7 +184,10 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
             else:
                 print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
                       "for hybrid search", file=sys.stderr)
-        if not args.no_store and report.indexed:
+        if not args.no_store and report.indexed and not report.term_vectors and args.store is None:
+            print(f"feature store not filled: index {index!r} stores no term vectors, and the engine's "
+                  "esbridge-features plugin reads candidates' features (--store DIR fills a store anyway)")
+        elif not args.no_store and report.indexed:
             from esbridge.features.build import build_store
             from esbridge.features.diskstore import DiskVectorStore
 
@@ -303,6 +307,10 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                         "by esbridge (the default; every client machine keeps its own copy), or in the engine, a "
                         "nested vector field its kNN query searches (OpenSearch with k-NN, Elasticsearch 8.12+; "
                         "slower today: docs/hybrid.md)")
+    p.add_argument("--term-vectors", choices=("auto", "yes", "no"), default="auto",
+                   help="whether a new index stores term vectors: auto (the default) stores none where every node "
+                        "runs esbridge's esbridge-features plugin, which then reads lengths from the norms of its "
+                        "similarity (cheaper indexing; the index opens only on nodes with the plugin)")
     p.add_argument("--store", metavar="DIR",
                    help="the on-disk feature store to fill with the documents' term vectors after indexing "
                         "(default: $ESBRIDGE_HOME/features or ~/.cache/esbridge/features)")

@@ -45,6 +45,7 @@ from esbridge.engine.calls import path_segment, scroll_plan
 from esbridge.engine.client import EngineBase, sync_engine
 from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, run
 from esbridge.errors import ConfigurationError, EngineError
+from esbridge.features.termvectors import ShardRouting, artificial_doc, texts_plan
 from esbridge.home import cache_dir
 from esbridge.index.definitions import IndexLayout
 from esbridge.index.facts import identity_plan, index_key_plan
@@ -185,17 +186,25 @@ class CollectionEntropy:
         subfields = list(self.layout.indexed(self.layout.combined, channel))
         hist: dict[str, np.ndarray] = {}
         ids = yield from _all_ids_plan(self.index)
+        routing = ShardRouting(self.engine, self.index)
+        stored = self.layout.term_vectors and (yield from routing.stores_term_vectors_plan())
         bar = tqdm(total=len(ids), desc=f"collection entropy of {self.index}/{channel}", unit="doc",
                    disable=not self.progress, file=sys.stderr)
         for start in range(0, len(ids), self.batch_size):
             chunk = ids[start:start + self.batch_size]
-            resp = yield Call(
-                "POST", f"/{path_segment(self.index, patterns=True)}/_mtermvectors",
-                body={"ids": chunk, "parameters": {"fields": subfields, "positions": False,
-                                                   "offsets": False, "term_statistics": False,
-                                                   "field_statistics": False}},
-                context=f"reading term vectors of {self.index!r} for collection entropy",
-            )
+            if stored:
+                body: dict[str, Any] = {"ids": chunk, "parameters": {
+                    "fields": subfields, "positions": False, "offsets": False, "term_statistics": False,
+                    "field_statistics": False}}
+            else:  # no stored term vectors: the engine analyses each document's text again
+                texts = yield from texts_plan(self.index, self.layout, chunk)
+                body = {"docs": [artificial_doc(texts[i], subfields) for i in chunk if i in texts]}
+            resp: dict[str, Any] = {"docs": []}
+            if body.get("ids") or body.get("docs"):
+                resp = yield Call(
+                    "POST", f"/{path_segment(self.index, patterns=True)}/_mtermvectors", body=body,
+                    context=f"reading term vectors of {self.index!r} for collection entropy",
+                )
             for doc in resp["docs"]:
                 if "error" in doc:
                     err = doc["error"] if isinstance(doc["error"], dict) else {"reason": doc["error"]}

@@ -39,7 +39,7 @@ import numpy as np
 
 from esbridge.engine.calls import path_segment
 from esbridge.engine.client import EngineBase
-from esbridge.engine.features_plugin import CLASSNAME, PLUGIN_NAME
+from esbridge.engine.features_plugin import PLUGIN_NAME, on_every_node_plan
 from esbridge.engine.plan import Call, Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.termvectors import (
@@ -90,20 +90,7 @@ def features_plugin_plan(engine: EngineBase, source: str = "auto") -> Plan[bool]
     env = os.environ.get("ESBRIDGE_FEATURES_PLUGIN", "").lower()
     if source == "termvectors" or (source == "auto" and env in ("off", "0", "false", "no")):
         return False
-    cached: bool | None = getattr(engine, "_features_plugin", None)
-    if cached is None:
-        try:
-            resp = yield Call("GET", "/_nodes/plugins", params={"filter_path": "nodes.*.plugins"},
-                              context="listing the cluster's plugins")
-        except EngineError as err:
-            if err.status not in (401, 403):
-                raise
-            resp = {}
-        nodes = list((resp.get("nodes") or {}).values()) if isinstance(resp, Mapping) else []
-        cached = bool(nodes) and all(
-            any(p.get("name") == PLUGIN_NAME or p.get("classname") == CLASSNAME for p in (n.get("plugins") or []))
-            for n in nodes)
-        engine._features_plugin = cached  # type: ignore[attr-defined]
+    cached = yield from on_every_node_plan(engine)
     if not cached and (source == "plugin" or env == "on"):
         asked = "features='plugin'" if source == "plugin" else "ESBRIDGE_FEATURES_PLUGIN=on"
         raise ConfigurationError(

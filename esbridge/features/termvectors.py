@@ -48,7 +48,7 @@ from esbridge.engine.calls import analyze_plan, path_segment
 from esbridge.engine.client import Engine, EngineBase, sync_engine
 from esbridge.engine.plan import Call, Plan, gather, run
 from esbridge.errors import ConfigurationError, EngineError
-from esbridge.index.definitions import IndexLayout
+from esbridge.index.definitions import EXACT_SIMILARITY, IndexLayout
 from esbridge.scoring.arrays import ChannelArrays, FieldArrays, ScoringInput
 
 #: Candidates per ``_mtermvectors`` request.
@@ -216,8 +216,26 @@ class ShardRouting:
         self.engine = engine
         self.index = index
         self._routings: list[str] | None = None
+        self._settings: Mapping[str, Any] | None = None
         #: whether some shard of the index has replicas (known once :meth:`routings_plan` ran)
         self.replicated = False
+
+    def _settings_plan(self) -> Plan[Mapping[str, Any]]:
+        if self._settings is None:
+            self._settings = yield Call(
+                "GET", f"/{path_segment(self.index, patterns=True)}/_settings/"
+                       "index.number_of_shards,index.number_of_replicas,index.auto_expand_replicas,"
+                       f"index.similarity.{EXACT_SIMILARITY}.type",
+                context=f"reading the shard count of {self.index!r}")
+        return self._settings
+
+    def stores_term_vectors_plan(self) -> Plan[bool]:
+        """Whether the index stores term vectors: not where its settings define the
+        ``esbridge-features`` plugin's exact-length similarity (:attr:`IndexLayout.term_vectors`),
+        whatever layout a caller describes it with (asked once, with the shard count)."""
+        settings = yield from self._settings_plan()
+        return not any((((spec.get("settings") or {}).get("index") or {}).get("similarity") or {}).get(EXACT_SIMILARITY)
+                       for spec in settings.values())
 
     def routings(self) -> list[str]:
         return run(self.routings_plan(), sync_engine(self.engine))
@@ -225,10 +243,7 @@ class ShardRouting:
     def routings_plan(self) -> Plan[list[str]]:
         """:meth:`routings` as a plan (asked once, then remembered)."""
         if self._routings is None:
-            settings = yield Call(
-                "GET", f"/{path_segment(self.index, patterns=True)}/_settings/"
-                       "index.number_of_shards,index.number_of_replicas,index.auto_expand_replicas",
-                context=f"reading the shard count of {self.index!r}")
+            settings = yield from self._settings_plan()
             n_shards = 0
             for spec in settings.values():
                 conf = spec["settings"]["index"]
@@ -345,6 +360,67 @@ def _candidate_doc(doc_id: str, subfields: Sequence[str], positions: bool = Fals
     }
 
 
+def artificial_doc(source: Mapping[str, Any], subfields: Sequence[str]) -> dict[str, Any]:
+    """A ``_mtermvectors`` entry that analyses a document's text again (its ``_index`` and text
+    fields, as :func:`texts_plan` read them): the engine parses it with the index's mapping, so
+    copies into the combined field and the channel sub-fields are made as at indexing."""
+    return {
+        "_index": source["_index"],
+        "doc": source["doc"],
+        "fields": list(subfields),
+        "term_statistics": False,
+        "field_statistics": False,
+        "positions": False,
+        "offsets": False,
+        "payloads": False,
+    }
+
+
+def texts_plan(index: str, layout: IndexLayout, ids: Sequence[str]) -> Plan[dict[str, Mapping[str, Any]]]:
+    """``{id: {"_index", "_version", "doc"}}`` of the documents of ``ids`` that exist, ``doc``
+    holding their text fields from ``_source``.
+
+    Raises:
+        ConfigurationError: a document without ``_source`` (the index keeps none), whose
+            term frequencies nothing can then read.
+    """
+    if not ids:
+        return {}
+    resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_mget", body={"ids": list(ids)},
+                      params={"_source_includes": ",".join(layout.fields)},
+                      context=f"reading the text of candidates in {index!r}")
+    out: dict[str, Mapping[str, Any]] = {}
+    for ans in resp.get("docs") or ():
+        if "error" in ans:
+            raise EngineError(f"reading document {ans.get('_id')!r} of {index!r} failed: {ans['error']}",
+                              index=index, body=ans)
+        if not ans.get("found"):
+            continue
+        if "_source" not in ans:
+            raise ConfigurationError(
+                f"document {ans.get('_id')!r} of index {index!r} has no _source; the index stores no term "
+                "vectors, so its features are read through esbridge's engine plugin only (install "
+                "esbridge-features on every node: esbridge plugin build)")
+        src = ans["_source"]
+        out[str(ans["_id"])] = {"_index": ans["_index"], "_version": ans.get("_version", 0),
+                                "doc": {f: src[f] for f in layout.fields if f in src}}
+    return out
+
+
+def _as_stored(ids: Sequence[str], answers: Mapping[str, Mapping[str, Any]],
+               sources: Mapping[str, Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The answers about artificial documents as those about stored ones read: ``found`` and
+    ``_version`` from the documents' reads, and not found where a document does not exist."""
+    out: list[Mapping[str, Any]] = []
+    for i in ids:
+        ans = answers.get(i)
+        if ans is None:
+            out.append({"_id": i, "found": False})
+        else:
+            out.append({**ans, "_id": i, "found": True, "_version": sources[i]["_version"]})
+    return out
+
+
 def _sum_stats(answers: Sequence[Mapping[str, Any]], subfield: str) -> FieldStats:
     doc_count = sum_ttf = 0
     df: dict[str, int] = {}
@@ -441,22 +517,34 @@ def fetch_raw_plan(
         stats_docs = []
     n_stats = len(stats_docs)
     chunks = [list(ids[i:i + batch_size]) for i in range(0, len(ids), batch_size)] or [[]]
+    stored = layout.term_vectors and (not ids or (yield from routing.stores_term_vectors_plan()))
     for n, chunk in enumerate(chunks):
-        docs = [_candidate_doc(i, subfields, positions) for i in chunk]
+        if stored:
+            docs = [_candidate_doc(i, subfields, positions) for i in chunk]
+            asked = chunk
+            sources: dict[str, Mapping[str, Any]] = {}
+        else:  # no stored term vectors: the engine analyses each document's text fields again
+            sources = yield from texts_plan(index, layout, chunk)
+            requests += 1 if chunk else 0
+            asked = [i for i in chunk if i in sources]
+            docs = [artificial_doc(sources[i], subfields) for i in asked]
         if n == 0:
             docs = stats_docs + docs
         if not docs:
-            continue
-        resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_mtermvectors", body={"docs": docs},
-                          context=f"fetching term vectors from {index!r}")
-        requests += 1
-        answers = resp["docs"]
+            answers = []
+        else:
+            resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_mtermvectors", body={"docs": docs},
+                              context=f"fetching term vectors from {index!r}")
+            requests += 1
+            answers = resp["docs"]
         if n == 0 and n_stats:
             stats_answers = answers[:n_stats]
             answers = answers[n_stats:]
-        if len(answers) != len(chunk):
+        if len(answers) != len(asked):
             raise EngineError(f"_mtermvectors on {index!r} answered {len(answers)} documents for the "
-                              f"{len(chunk)} requested", index=index)
+                              f"{len(asked)} requested", index=index)
+        if not stored:
+            answers = _as_stored(chunk, dict(zip(asked, answers, strict=True)), sources)
         for doc_id, ans in zip(chunk, answers, strict=True):
             if "error" in ans:
                 raise EngineError(

@@ -20,12 +20,13 @@ import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
 from esbridge.engine.calls import check_index_name, path_segment
 from esbridge.engine.client import Engine
+from esbridge.engine.features_plugin import PLUGIN_NAME, similarity_on_every_node_plan
 from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.painless import (
@@ -95,6 +96,12 @@ class IndexLayout:
         base_subfield: the base channel is the sub-field ``<field>.base`` (indices created
             before it moved into the field itself, and existing indices given esbridge's
             channels, whose fields keep their own analyzer); default ``False``: the field itself.
+        term_vectors: the channel sub-fields store term vectors (default).  ``False``: they
+            store none, and their similarity is the ``esbridge-features`` engine plugin's
+            ``esbridge_bm25`` (the engine's BM25, scoring as before), whose norms keep each
+            document's exact length and distinct terms: the plugin reads those, and
+            ``_mtermvectors`` reads analyse the documents' ``_source`` again.  Cheaper to index;
+            the index opens only on nodes with the plugin.
     """
 
     fields: tuple[str, ...] = ("title", "text")
@@ -107,6 +114,7 @@ class IndexLayout:
     positions: tuple[str, ...] = ()
     field_channels: tuple[str, ...] = ("base",)
     base_subfield: bool = False
+    term_vectors: bool = True
 
     def __post_init__(self) -> None:
         unknown = [ch for ch in self.field_channels if ch not in self.channels]
@@ -125,6 +133,9 @@ class IndexLayout:
                 raise ConfigurationError(f"a plain index has only the base channel, not {list(self.channels)}")
             if not self.search_analyzer:
                 raise ConfigurationError("a plain index layout needs the search analyzer of its fields")
+            if not self.term_vectors:
+                raise ConfigurationError("a plain index's fields are the user's own: term_vectors=False describes "
+                                         "only an index esbridge created")
         else:
             for name in (*self.fields, self.combined):
                 if not _FIELD_PATH.match(name):
@@ -200,8 +211,14 @@ class IndexLayout:
     def to_meta(self) -> dict[str, Any]:
         return {"fields": list(self.fields), "combined": self.combined,
                 "channels": list(self.channels), "id_field": self.id_field,
-                "field_channels": list(self.field_channels), "base_subfield": self.base_subfield}
+                "field_channels": list(self.field_channels), "base_subfield": self.base_subfield,
+                "term_vectors": self.term_vectors}
 
+
+#: The similarity type of the ``esbridge-features`` plugin whose norms keep exact lengths
+#: (:attr:`IndexLayout.term_vectors`), and the name an index's settings give it.
+EXACT_SIMILARITY_TYPE = "esbridge_bm25"
+EXACT_SIMILARITY = "esbridge_exact"
 
 #: The field holding a document's embedding where the engine searches vectors itself.
 VECTOR_FIELD = "esbridge_vector"
@@ -340,6 +357,16 @@ def build_index_body(
     if not layout.base_subfield:  # the field itself is the base channel (same analyzer, term vectors)
         for spec in props.values():
             spec["fields"].pop("base", None)
+    if not layout.term_vectors:
+        exact: dict[str, Any] = {"type": EXACT_SIMILARITY_TYPE}
+        if bm25 is not None:
+            exact.update(k1=bm25[0], b=bm25[1])
+        body["settings"].setdefault("similarity", {})[EXACT_SIMILARITY] = exact
+        channel_subfields = set(layout.channels)
+        for spec in props.values():
+            for sub in (spec, *(v for k, v in spec["fields"].items() if k in channel_subfields)):
+                sub.pop("term_vector", None)
+                sub["similarity"] = EXACT_SIMILARITY
     if layout.id_field != "_id":
         props[layout.id_field] = {"type": "keyword"}
     if vector is not None:
@@ -373,11 +400,16 @@ def create_index(
     body: Mapping[str, Any] | None = None,
     similarity: SimilaritySpec = None,
     vector: VectorField | None = None,
+    term_vectors: bool | None = None,
 ) -> dict[str, Any]:
     """Create ``index`` with esbridge's mapping (or ``body``) and wait for it to be usable.
 
     ``vector`` adds a dense-vector field (see :func:`build_index_body`); an engine without
     vector search refuses it with a clear error.
+
+    ``term_vectors`` (:attr:`IndexLayout.term_vectors`): ``None`` (default) stores none where
+    every node of the cluster runs esbridge's ``esbridge-features`` plugin, unless ``layout``
+    asks for them; ``False`` without the plugin on every node is refused.
 
     Raises:
         EngineError: when the engine rejects the index, saying which setting and why
@@ -397,6 +429,7 @@ def create_index(
                    " esbridge can use (OpenSearch's k-NN plugin, Elasticsearch 8.12+)")
                 + "; or create the index without a vector field, and esbridge keeps the vectors on disk"
             )
+        layout = replace(layout or IndexLayout(), term_vectors=_stores_term_vectors(engine, layout, term_vectors))
         body = build_index_body(layout, shards=shards, replicas=replicas, bm25=bm25, meta=meta,
                                 similarity=sims, vector=vector)
     try:
@@ -417,6 +450,23 @@ def create_index(
                    context=f"waiting for index {index!r}")
     _wait_for_replicas(engine, index, body)
     return dict(body)
+
+
+def _stores_term_vectors(engine: Engine, layout: IndexLayout | None, asked: bool | None) -> bool:
+    """Whether a new index stores term vectors (see :func:`create_index`)."""
+    if asked is None and layout is not None and not layout.term_vectors:
+        asked = False
+    if asked:
+        return True
+    everywhere = run(similarity_on_every_node_plan(engine), engine)
+    if asked is None:
+        return not everywhere
+    if not everywhere:
+        raise ConfigurationError(
+            f"an index without term vectors needs esbridge's {PLUGIN_NAME} plugin (1.3.0 or later) on every node "
+            f"of the cluster (GET _nodes/plugins), and {engine.info.label} lacks it somewhere; install it "
+            "(esbridge plugin build) or store term vectors (term_vectors=True)")
+    return False
 
 
 def _wait_for_replicas(engine: Engine, index: str, body: Mapping[str, Any]) -> None:
@@ -486,6 +536,7 @@ def layout_from_meta(meta: Mapping[str, Any]) -> IndexLayout:
         field_channels=tuple(meta.get("field_channels") or channels),
         # ... and their base channel in a sub-field <field>.base
         base_subfield=bool(meta.get("base_subfield", True)),
+        term_vectors=bool(meta.get("term_vectors", True)),
     )
 
 

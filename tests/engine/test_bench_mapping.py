@@ -25,7 +25,7 @@ def _has(mapping: dict, key: str) -> bool:
 
 def test_each_variant_lacks_its_part_and_the_engine_indexes_it(engine: Engine, sample_dir: Path,
                                                                 tmp_path: Path) -> None:
-    _, mapping = bench_mapping.esbridge_body(engine)
+    _, mapping = bench_mapping.esbridge_body(engine, term_vectors=True)
     variants = dict(bench_mapping.variants(mapping))
     assert _has(mapping, "term_vector") and not _has(variants["without stored term vectors"], "term_vector")
     combined = mapping["_meta"]["esbridge"]["combined"]
@@ -47,5 +47,11 @@ def test_each_variant_lacks_its_part_and_the_engine_indexes_it(engine: Engine, s
     report = out.read_text()
     for label in ["plain one-text-field", *variants]:
         assert f"| {label} |" in report, label
+    # where the plugin runs, also the mapping esbridge creates there: no term vectors, lengths in norms
+    plugin = engine.distribution == "opensearch" or engine.info.version[0] >= 8
+    assert (f"| {bench_mapping.NORMS} |" in report) == plugin
+    if plugin:
+        settings, bare = bench_mapping.esbridge_body(engine, term_vectors=False)
+        assert not _has(bare, "term_vector") and _has(bare, "similarity") and "similarity" in settings["index"]
     assert "--docs 120" in report
     assert not engine.index_exists(bench_mapping.NAME)

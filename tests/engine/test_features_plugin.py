@@ -25,13 +25,14 @@ from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features import analyze_query, fetch_raw
+from esbridge.features.entropy import CollectionEntropy
 from esbridge.features.plugin import analysing_ext, features_plugin_plan, fetch_with_plugin_plan
-from esbridge.features.termvectors import EMPTY_VECTOR
-from esbridge.index import read_layout
+from esbridge.features.termvectors import EMPTY_VECTOR, FetchResult
+from esbridge.index import create_index, read_layout
 from esbridge.ingest import ingest
 from esbridge.scoring import available_scorers
 from tests.cli import run as run_cli
-from tests.data import judged_queries
+from tests.data import documents, judged_queries
 
 
 class Recorder:
@@ -49,7 +50,9 @@ class Recorder:
             self.paths.append(path)
             body = kwargs.get("body")
             if path.endswith("/_mtermvectors") and isinstance(body, dict):
-                self.vectors |= any("_id" in d for d in body.get("docs", ()))
+                # a candidate by id, or (an index without stored term vectors) its text again
+                self.vectors |= any("_id" in d or ("doc" in d and not d.get("term_statistics"))
+                                    for d in body.get("docs", ()))
             return self._request(method, path, *args, **kwargs)
 
         self.engine.request = request  # type: ignore[method-assign]
@@ -196,6 +199,79 @@ def test_counts_beyond_16_bits_come_back_whole(engine: Engine, plugin_expected: 
                 assert m.tf[k].tolist() == [vec.get(t, 0) for t in m.terms], key
     finally:
         engine.delete_index(name)
+
+
+def _same_features(got: FetchResult, ref: FetchResult, what: str) -> None:
+    """``got`` (vectors or the plugin's matrices) holds the numbers of ``ref`` (stored term vectors)."""
+    assert got.candidates.found == ref.candidates.found, what
+    for key, m in got.candidates.matrices.items():
+        for k, row in enumerate(m.rows.tolist()):
+            vec = ref.candidates.vectors[row].get(key, EMPTY_VECTOR)
+            assert (m.length[k], m.distinct[k]) == (vec.length, len(vec)), (what, key, ref.candidates.ids[row])
+            assert m.tf[k].tolist() == [vec.get(t, 0) for t in m.terms], (what, key)
+    for row, (a, b) in enumerate(zip(got.candidates.vectors, ref.candidates.vectors, strict=True)):
+        if got.candidates.matrices:
+            break
+        for key in {*a, *b}:
+            va, vb = a.get(key, EMPTY_VECTOR), b.get(key, EMPTY_VECTOR)
+            assert (dict(va), va.length) == (dict(vb), vb.length), (what, key, ref.candidates.ids[row])
+    for key, st in got.stats.items():
+        ref_st = ref.stats[key]
+        assert (st.doc_count, st.sum_ttf) == (ref_st.doc_count, ref_st.sum_ttf), (what, key)
+        assert all(ref_st.df.get(t, 0) == n for t, n in st.df.items()), (what, key)
+
+
+def test_an_index_without_term_vectors_reads_as_one_with_them(engine: Engine, plugin_expected: bool) -> None:
+    """Where the plugin runs, a new index stores no term vectors: the engine's BM25 scores are
+    those of an index that stores them; the plugin reads the same lengths and distinct terms (from
+    its similarity's norms), ``_mtermvectors`` the same term frequencies (the text analysed again),
+    and BMX's collection entropy is the same.  Without the plugin, such an index is refused."""
+    if not plugin_expected:
+        with pytest.raises(ConfigurationError, match="needs esbridge's esbridge-features plugin on every node"):
+            create_index(engine, "esb-test-no-term-vectors", term_vectors=False)
+        assert not engine.index_exists("esb-test-no-term-vectors")
+        return
+    docs = [*documents()[:300],
+            # nothing left in the base channel of either field (stop words), something in the others
+            {"_id": "stop", "title": "The And", "text": "of the"}]
+    names = {True: "esb-test-stored-term-vectors", False: "esb-test-no-term-vectors"}
+    try:
+        for stored, name in names.items():
+            engine.delete_index(name)
+            ingest(engine, name, docs, shards=2, progress=False, strict=True,
+                   term_vectors=None if not stored else True)  # the default where the plugin runs: none
+            engine.refresh(name)
+        layout, bare = read_layout(engine, names[True]), read_layout(engine, names[False])
+        assert (layout.term_vectors, bare.term_vectors) == (True, False)
+        assert '"term_vector":' not in json.dumps(engine.request("GET", f"/{names[False]}/_mapping"))
+        for q in judged_queries()[:4]:
+            for field in (layout.combined, layout.fields[0], f"{layout.combined}.bigram"):
+                body = {"query": {"match": {field: q["text"]}}, "size": 30}
+                a, b = (engine.search(names[s], body, params={"search_type": "dfs_query_then_fetch"})
+                        for s in (True, False))
+                assert [(h["_id"], h["_score"]) for h in a["hits"]["hits"]] == \
+                    [(h["_id"], h["_score"]) for h in b["hits"]["hits"]], (field, q["text"])
+        ids = [d["_id"] for d in docs] + ["absent"]
+        for q in judged_queries()[:3]:
+            query = analyze_query(engine, names[True], layout, q["text"], layout.channels)
+            for fields in ([layout.combined], [layout.fields[0]]):
+                stat_fields = list(dict.fromkeys([*fields, layout.combined]))
+                ref = fetch_raw(engine, names[True], layout, query, ids, fields=fields)
+                again = fetch_raw(engine, names[False], bare, query, ids, fields=fields)
+                plugin = run(fetch_with_plugin_plan(names[False], bare, query, ids, fields=fields,
+                                                    stats_query=query, stat_fields=stat_fields, shards=2), engine)
+                assert plugin is not None
+                _same_features(again, ref, f"_mtermvectors, {fields}")
+                _same_features(plugin, ref, f"plugin, {fields}")
+        stop = fetch_raw(engine, names[True], layout, query, ["stop"], fields=[layout.combined]).candidates.vectors[0]
+        assert layout.combined not in stop and f"{layout.combined}.bigram" in stop  # the edge case is there
+        for channel in layout.channels:
+            tables = [CollectionEntropy(engine, names[s], lay, persist=False).table(channel)
+                      for s, lay in ((True, layout), (False, bare))]
+            assert tables[0] == tables[1] and tables[0], channel
+    finally:
+        for name in names.values():
+            engine.delete_index(name)
 
 
 def test_two_clients_with_their_own_homes_rank_alike(engine: Engine, sample_indices: dict[int, str],

@@ -25,6 +25,7 @@ NOT_INDEX_NAMES = {
     ("index/plain.py", "task"),            # a task id the engine returned
     ("engine/local.py", "pid"),            # /proc/<pid>/stat
     ("engine/es_distribution.py", "name"),  # /var/lib/<system user>
+    ("features/termvectors.py", "EXACT_SIMILARITY"),  # a constant: the name of a similarity setting
 }
 
 

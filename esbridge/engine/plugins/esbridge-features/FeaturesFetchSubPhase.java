@@ -10,6 +10,7 @@ import org.apache.lucene.index.IndexOptions;
 import org.apache.lucene.index.IndexReaderContext;
 import org.apache.lucene.index.LeafReader;
 import org.apache.lucene.index.LeafReaderContext;
+import org.apache.lucene.index.NumericDocValues;
 import org.apache.lucene.index.PostingsEnum;
 import org.apache.lucene.index.Term;
 import org.apache.lucene.index.TermState;
@@ -20,10 +21,14 @@ import org.apache.lucene.index.TermVectors;
 import org.apache.lucene.search.CollectionStatistics;
 import org.apache.lucene.search.IndexSearcher;
 import org.apache.lucene.search.TermStatistics;
+import org.apache.lucene.search.similarities.PerFieldSimilarityWrapper;
+import org.apache.lucene.search.similarities.Similarity;
 import org.apache.lucene.util.BytesRef;
 import org.apache.lucene.util.IOSupplier; //@opensearch
 import org.opensearch.common.document.DocumentField; //@opensearch
 import org.elasticsearch.common.document.DocumentField; //@elasticsearch
+import org.opensearch.index.similarity.NonNegativeScoresSimilarity; //@opensearch
+import org.elasticsearch.index.similarity.NonNegativeScoresSimilarity; //@elasticsearch
 import org.opensearch.search.fetch.FetchContext; //@opensearch
 import org.elasticsearch.search.fetch.FetchContext; //@elasticsearch
 import org.opensearch.search.fetch.FetchSubPhase; //@opensearch
@@ -63,8 +68,9 @@ import java.util.Map;
  * Term frequencies come from the postings (one enumerator per term and segment, advanced through
  * the segment's hits in document order; for a term whose statistics are asked for too, opened from
  * the one lookup of the term in each segment that the statistics need); lengths and distinct-term
- * counts from
- * {@link SegmentLengths}, which reads a document's term vector once for the life of its segment.
+ * counts from the field's norms where its similarity is {@link ExactLengthSimilarity} (which keeps
+ * them there exactly), else from {@link SegmentLengths}, which reads a document's term vector once
+ * for the life of its segment.
  */
 final class FeaturesFetchSubPhase implements FetchSubPhase {
     static final String FEATURES = "_esbridge_features";
@@ -127,14 +133,21 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
             columns += g.terms().size() + 2;
         }
         final int width = columns;
+        final boolean[] fromNorms = new boolean[groups.size()];
+        for (int i = 0; i < groups.size(); i++) {
+            fromNorms[i] = exactNorms(searcher, groups.get(i).fields().get(0));
+        }
         return new FetchSubPhaseProcessor() {
             private LeafReaderContext leaf;
             private LeafReader reader;
             private TermVectors vectors;
-            /** per group: whether its field lacks frequencies or term vectors, its lengths, its postings per term */
+            /** per group: whether its field lacks frequencies or term vectors (or norms), whether the
+             * segment has it, its lengths (from term vectors, or its norms), its postings per term */
             private boolean[] lacking;
+            private boolean[] present;
             private String[] groupField;
             private SegmentLengths[] lengths;
+            private NumericDocValues[] norms;
             private PostingsEnum[][] postings;
             private int lastDoc;
             private boolean statsSent;
@@ -146,6 +159,7 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                 vectors = reader.termVectors();
                 FieldInfos infos = reader.getFieldInfos();
                 lacking = new boolean[groups.size()];
+                present = new boolean[groups.size()];
                 groupField = new String[groups.size()];
                 lengths = new SegmentLengths[groups.size()];
                 for (int i = 0; i < groups.size(); i++) {
@@ -154,23 +168,31 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                     if (info == null) {
                         continue;  // no document of this segment has the field
                     }
-                    if (info.getIndexOptions().compareTo(IndexOptions.DOCS_AND_FREQS) < 0
-                            || !info.hasTermVectors()) { //@opensearch
-                            || !info.hasVectors()) { //@elasticsearch
+                    if (info.getIndexOptions().compareTo(IndexOptions.DOCS_AND_FREQS) < 0) {
+                        lacking[i] = true;
+                    } else if (fromNorms[i]) {
+                        lacking[i] = !info.hasNorms();
+                    } else if (!info.hasTermVectors()) { //@opensearch
+                    } else if (!info.hasVectors()) { //@elasticsearch
                         lacking[i] = true;
                     } else {
                         lengths[i] = SegmentLengths.of(reader, groupField[i]);
                     }
+                    present[i] = !lacking[i];
                 }
                 resetPostings();
             }
 
             private void resetPostings() throws IOException {
                 postings = new PostingsEnum[groups.size()][];
+                norms = new NumericDocValues[groups.size()];
                 for (int i = 0; i < groups.size(); i++) {
                     BytesRef[] terms = groupTerms.get(i);
                     postings[i] = new PostingsEnum[terms.length];
-                    Terms inField = lengths[i] == null ? null : reader.terms(groupField[i]);
+                    if (present[i] && fromNorms[i]) {
+                        norms[i] = reader.getNormValues(groupField[i]);
+                    }
+                    Terms inField = present[i] ? reader.terms(groupField[i]) : null;
                     if (inField == null) {
                         continue;
                     }
@@ -248,6 +270,10 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                 if (lengths[i] != null) {
                     length = lengths[i].length[doc];
                     distinct = lengths[i].distinct[doc];
+                } else if (norms[i] != null && norms[i].advanceExact(doc)) {  // no norm: no token in the field
+                    long norm = norms[i].longValue();
+                    length = ExactLengthSimilarity.length(norm);
+                    distinct = ExactLengthSimilarity.distinct(norm);
                 }
                 out.put(length).put(distinct);
                 for (int j = 0; j < nTerms; j++) {
@@ -265,6 +291,19 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                 }
             }
         };
+    }
+
+    /** Whether {@code field} is scored by {@link ExactLengthSimilarity}, whose norms hold its exact
+     * lengths and distinct terms. */
+    private static boolean exactNorms(IndexSearcher searcher, String field) {
+        Similarity similarity = searcher.getSimilarity();
+        if (similarity instanceof PerFieldSimilarityWrapper perField) {
+            similarity = perField.get(field);
+        }
+        if (similarity instanceof NonNegativeScoresSimilarity checked) {  // how the engine holds a plugin's
+            similarity = checked.getDelegate();
+        }
+        return similarity instanceof ExactLengthSimilarity;
     }
 
     /** The values as little-endian 16-bit integers where every one fits, else as 32-bit ones

@@ -1,5 +1,12 @@
 package org.esbridge.features;
 
+import org.opensearch.index.IndexModule; //@opensearch
+import org.elasticsearch.index.IndexModule; //@elasticsearch
+import org.apache.lucene.search.similarities.BM25Similarity; //@opensearch
+import org.opensearch.common.settings.Settings; //@opensearch
+import org.elasticsearch.lucene.similarity.LegacyBM25Similarity; //@elasticsearch
+import org.elasticsearch.common.settings.Settings; //@elasticsearch
+import org.apache.lucene.search.similarities.Similarity;
 import org.opensearch.plugins.Plugin; //@opensearch
 import org.elasticsearch.plugins.Plugin; //@elasticsearch
 import org.opensearch.plugins.SearchPlugin; //@opensearch
@@ -17,11 +24,36 @@ import java.util.List;
  * from the hit's stored term vectors next to the postings, and to the first hit each shard returns
  * the named terms' statistics as the searcher sees them: index-wide under dfs_query_then_fetch.
  * Nothing is scored here: esbridge's scorers read these numbers.
+ *
+ * It also adds the similarity type {@code esbridge_bm25} ({@link ExactLengthSimilarity}): the
+ * engine's BM25, whose norms keep each document's exact length and distinct terms, so that an
+ * index whose text fields use it needs no stored term vectors.
  */
 public class FeaturesPlugin extends Plugin implements SearchPlugin {
     @Override
     public List<SearchExtSpec<?>> getSearchExts() {
         return List.of(new SearchExtSpec<>(FeaturesExt.NAME, FeaturesExt::new, FeaturesExt::parse));
+    }
+
+    @Override
+    public void onIndexModule(IndexModule module) {
+        module.addSimilarity(ExactLengthSimilarity.TYPE, (settings, version, scripts) ->
+            new ExactLengthSimilarity(bm25(settings)));
+    }
+
+    /** The BM25 the engine's own similarity type {@code BM25} makes of the same settings. */
+    private static Similarity bm25(Settings settings) {
+        for (String key : settings.keySet()) {
+            if (!List.of("type", "k1", "b", "discount_overlaps").contains(key)) {
+                throw new IllegalArgumentException("Unknown settings for similarity of type ["
+                    + ExactLengthSimilarity.TYPE + "]: [" + key + "]");
+            }
+        }
+        float k1 = settings.getAsFloat("k1", 1.2f);
+        float b = settings.getAsFloat("b", 0.75f);
+        boolean discountOverlaps = settings.getAsBoolean("discount_overlaps", true);
+        return new BM25Similarity(k1, b, discountOverlaps); //@opensearch
+        return new LegacyBM25Similarity(k1, b, discountOverlaps); //@elasticsearch
     }
 
     @Override
