@@ -169,7 +169,8 @@ def main() -> int:
     if norms is not None:
         lines += ["", f"Where every node runs esbridge's engine plugin, `esbridge index` creates the mapping "
                   f"*{NORMS}*: **{norms / base:.2f}x** the plain mapping's time, {100 * (full - norms) / full:.0f}% "
-                  "less than with stored term vectors. Its text fields store no term vectors; their similarity is "
+                  "less than with stored term vectors. Its text fields store no term vectors and have no `length` "
+                  "token counts (the in-engine rescorer's); their similarity is "
                   "the plugin's `esbridge_bm25`, which scores as the engine's BM25 and keeps each document's exact "
                   "length and distinct terms in the norms, where the plugin reads them."]
     lines += ["", f"The esbridge mapping takes **{full / base:.2f}x** the plain mapping's time. The plain "

@@ -323,8 +323,10 @@ class EvolvedRescorer:
             raise ConfigurationError(
                 f"index {self.index!r} has no exact base-channel length in {self.length_field!r} "
                 "(a token_count with enable_position_increments: false, as mappings/text_field.json "
-                "now defines it; older esbridge indices counted stopword positions too): "
-                "re-create the index"
+                "now defines it; older esbridge indices counted stopword positions too, and an index without "
+                "term vectors, whose lengths the engine plugin reads from the norms, has none): re-create the "
+                "index with esbridge's scripted similarities (create_index(similarity=...)), or with term vectors "
+                "(esbridge index --term-vectors yes)"
             )
 
     def _check_similarity(self, name: str | None) -> str:

@@ -100,8 +100,10 @@ class IndexLayout:
             store none, and their similarity is the ``esbridge-features`` engine plugin's
             ``esbridge_bm25`` (the engine's BM25, scoring as before), whose norms keep each
             document's exact length and distinct terms: the plugin reads those, and
-            ``_mtermvectors`` reads analyse the documents' ``_source`` again.  Cheaper to index;
-            the index opens only on nodes with the plugin.
+            ``_mtermvectors`` reads analyse the documents' ``_source`` again; the ``length``
+            token counts are left out too, unless scripted similarities are asked for (the
+            in-engine rescorer reads them).  Cheaper to index; the index opens only on nodes
+            with the plugin.
     """
 
     fields: tuple[str, ...] = ("title", "text")
@@ -367,6 +369,8 @@ def build_index_body(
             for sub in (spec, *(v for k, v in spec["fields"].items() if k in channel_subfields)):
                 sub.pop("term_vector", None)
                 sub["similarity"] = EXACT_SIMILARITY
+            if not sims:  # the norms hold the exact lengths; only the in-engine rescorer reads the token counts
+                spec["fields"].pop("length", None)
     if layout.id_field != "_id":
         props[layout.id_field] = {"type": "keyword"}
     if vector is not None:

@@ -41,8 +41,11 @@ def test_without_term_vectors_every_channel_field_uses_the_exact_length_similari
     for path, spec in fields.items():
         assert "term_vector" not in spec, path
         assert spec["similarity"] == EXACT_SIMILARITY, path
-    # the token counts are not text fields and keep their own mapping
-    assert body["mappings"]["properties"][layout.combined]["fields"]["length"]["type"] == "token_count"
+    # the norms hold the exact lengths: no token counts (the in-engine rescorer's) unless scripted
+    # similarities are asked for
+    assert all("length" not in spec.get("fields", {}) for spec in body["mappings"]["properties"].values())
+    scripted = build_index_body(layout, similarity="evolved")["mappings"]["properties"][layout.combined]
+    assert scripted["fields"]["length"]["type"] == "token_count"
     assert body["settings"]["similarity"] == {EXACT_SIMILARITY: {"type": EXACT_SIMILARITY_TYPE}}
     assert layout_from_meta(body["mappings"]["_meta"]["esbridge"]).term_vectors is False
 
