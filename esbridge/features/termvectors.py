@@ -639,13 +639,16 @@ def build_input(
     fields: Sequence[str],
     field_weights: Mapping[str, float] | None = None,
     entropy: Mapping[str, Mapping[str, float]] | None = None,
+    distinct: bool = True,
 ) -> ScoringInput:
     """Per-channel arrays for the scorers from a :func:`fetch_raw` result.
 
     With ``fields == (layout.combined,)`` the channel arrays are the combined
     field's.  With the text fields, ``tf`` and ``doc_len`` are the BM25F
     pseudo-frequency and pseudo-length ``sum_f w_f * x_f``; ``df`` and ``N``
-    always come from the combined field.
+    always come from the combined field.  ``distinct=False``: no scorer reads the candidates'
+    distinct terms (:attr:`~esbridge.scoring.registry.Scorer.needs_distinct`), which over several
+    fields are then not counted (``unique_terms`` is ``None``).
     """
     weights = {f: float((field_weights or {}).get(f, 1.0)) for f in fields}
     channels: dict[str, ChannelArrays] = {}
@@ -668,8 +671,11 @@ def build_input(
             avgdl = total / n_docs if n_docs else 0.0
             text_fields = per_field
         sfs = [layout.subfield(f, ch) for f in fields]
+        unique: np.ndarray | None
         if len(sfs) == 1:
             unique = read[fields[0]][1]
+        elif not distinct:  # no scorer of these inputs reads it
+            unique = None
         else:
             if any(sf in result.candidates.matrices for sf in sfs):
                 raise ValueError("the distinct terms of several fields need their whole vectors, "

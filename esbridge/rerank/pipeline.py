@@ -309,10 +309,12 @@ class RerankerCore:
         query = {ch: prepared.query[ch] for ch in self.channels}
         fields = self._fields()
         layout = self._layout
-        # one field: the scorer reads only the query's terms (and each field's length and
-        # distinct terms), so the disk store need not build every term of every candidate
+        # one field, or a scorer that does not count distinct terms over several: the scorer reads
+        # only the query's terms (and each field's length), so the disk store need not build every
+        # term of every candidate, and the engine plugin can read them
+        distinct = self._scorer.needs_distinct
         fetched = yield from self.store.fetch_plan(query, ids, versions, fields=fields, validate=not stats_validated,
-                                                   terms_only=len(fields) == 1, carried=carried)
+                                                   terms_only=len(fields) == 1 or not distinct, carried=carried)
         entropy: dict[str, dict[str, float]] | None = None
         if self._scorer.needs_entropy:
             if self._entropy is None:
@@ -324,7 +326,7 @@ class RerankerCore:
 
         def build() -> ScoringInput:
             inputs: ScoringInput = build_input(fetched, layout, query, fields=fields,
-                                               field_weights=field_weights, entropy=entropy)
+                                               field_weights=field_weights, entropy=entropy, distinct=distinct)
             return inputs
 
         return build, list(fetched.candidates.found)

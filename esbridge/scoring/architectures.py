@@ -597,6 +597,7 @@ ARCH_B: Scorer[ArchBParams] = register(
         params_type=ArchBParams,
         fn=score_arch_b,
         channels=("base",),
+        needs_distinct=True,
         description="Architecture B: query-specificity-gated BM25",
     )
 )

@@ -34,6 +34,9 @@ class Scorer(Generic[P]):
         needs_fields: reads per-field arrays (``ChannelArrays.fields``, BM25F), so the
             features layer must fetch every text field rather than the combined one.
         needs_entropy: reads collection entropies (``ChannelArrays.entropy``, BMX).
+        needs_distinct: reads each candidate's number of distinct terms
+            (``ChannelArrays.unique_terms``); over several fields that takes their whole term
+            vectors, which the engine plugin does not return.
     """
 
     name: str
@@ -43,6 +46,7 @@ class Scorer(Generic[P]):
     description: str
     needs_fields: bool = False
     needs_entropy: bool = False
+    needs_distinct: bool = False
 
     def score(self, inputs: ScoringInput, params: P | None = None) -> ScoreResult:
         """Score the candidates of ``inputs`` with ``params`` (defaults if ``None``)."""

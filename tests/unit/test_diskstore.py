@@ -265,12 +265,16 @@ def test_the_scorer_input_is_the_same_from_arrays_and_whole_vectors(tmp_path: Pa
             np.testing.assert_array_equal(a.doc_len, b.doc_len)
             assert a.unique_terms is not None and b.unique_terms is not None
             np.testing.assert_array_equal(a.unique_terms, b.unique_terms)
-    with pytest.raises(ValueError, match="one query's terms"):  # fields cannot be added up from arrays
-        cands = CandidateVectors(ids=ids, vectors=tuple({} for _ in keys), found=(True,) * len(keys),
-                                 matrices=matrices)
-        both = {layout.subfield(f, ch): stats[layout.subfield(layout.combined, ch)]
-                for f in (layout.combined, "title") for ch in query}
+    cands = CandidateVectors(ids=ids, vectors=tuple({} for _ in keys), found=(True,) * len(keys),
+                             matrices=matrices)
+    both = {layout.subfield(f, ch): stats[layout.subfield(layout.combined, ch)]
+            for f in (layout.combined, "title") for ch in query}
+    with pytest.raises(ValueError, match="one query's terms"):  # distinct terms cannot be added up from arrays
         build_input(FetchResult(cands, both, 0), layout, query, fields=[layout.combined, "title"])
+    # ... which no scorer but one reads: without them, the rest is built
+    built = build_input(FetchResult(cands, both, 0), layout, query, fields=[layout.combined, "title"],
+                        distinct=False)
+    assert all(c.unique_terms is None and c.tf.sum() > 0 for c in built.channels.values())
 
 
 def test_rows_a_reader_remembers_never_serve_another_version(tmp_path: Path,
