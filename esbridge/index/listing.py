@@ -60,6 +60,8 @@ class IndexEntry:
             out.append(f"unfinished: was to replace {replaces!r}, which does not name it (delete it)")
         if self.meta.get("channels_added"):
             out.append("channels added in place")
+        if self.layout is not None and not self.layout.term_vectors:
+            out.append("no term vectors (lengths in the engine plugin's norms; opens only where it runs)")
         sims = self.meta.get("similarities")
         if isinstance(sims, Mapping) and sims:
             out.append(f"scripted similarities {', '.join(map(str, sims))}")
@@ -80,6 +82,7 @@ class IndexEntry:
             "channels": list(layout.channels) if layout else None,
             "field_channels": list(layout.field_channels) if layout else None,
             "id_field": layout.id_field if layout else None,
+            "term_vectors": layout.term_vectors if layout else None,
             "vector": dict(self.vector) if self.vector else None,
             "notes": self.notes(),
         }

@@ -60,6 +60,10 @@ def test_the_indices_table_shows_each_layout() -> None:
     assert lines[3].split()[:6] == ["logs", "-", "3", "-", "-", "-"] and "not esbridge's" in lines[3]
     assert esb.to_json()["vector"] == {"field": "esbridge_vector", "dim": 384, "model": "all-MiniLM-L6-v2"}
     assert plain.to_json()["fields"] is None and not plain.to_json()["esbridge"]
+    bare = IndexEntry(name="bare", aliases=(), status="open", documents=1, meta={"fields": ["text"]},
+                      layout=IndexLayout(fields=("text",), term_vectors=False))
+    assert "no term vectors (lengths in the engine plugin's norms" in render_table([bare])
+    assert bare.to_json()["term_vectors"] is False and esb.to_json()["term_vectors"] is True
 
 
 def test_losing_the_engine_after_the_documents_are_in_says_they_are(tmp_path: Path, capsys: pytest.CaptureFixture[str],
