@@ -120,11 +120,12 @@ def index_plain(engine: Engine, name: str, corpus: Path) -> float:
     return time.perf_counter() - t0
 
 
-def index_esbridge(engine: Engine, name: str, corpus: Path) -> float:
+def index_esbridge(engine: Engine, name: str, corpus: Path) -> tuple[float, bool]:
+    """Seconds to index ``corpus`` with esbridge's mapping, and whether the index stores term vectors."""
     engine.delete_index(name)
     t0 = time.perf_counter()
-    ingest(engine, name, read_jsonl(corpus), progress=False, strict=True)
-    return time.perf_counter() - t0
+    report = ingest(engine, name, read_jsonl(corpus), progress=False, strict=True)
+    return time.perf_counter() - t0, report.term_vectors
 
 
 def latency(engine: Engine, index: str, plain: str, queries: list[str], window: int,
@@ -265,7 +266,7 @@ def main() -> int:
             vocab.write_corpus(n, corpus)
             plain, esb = f"bench-scale-plain-{n}", f"bench-scale-{n}"
             t_plain = index_plain(engine, plain, corpus)
-            t_esb = index_esbridge(engine, esb, corpus)
+            t_esb, term_vectors = index_esbridge(engine, esb, corpus)
             with_store = args.store_max_docs is None or n <= args.store_max_docs
             store = DiskVectorStore(Path(tmp) / "store") if with_store else None
             built = build_store(engine, esb, store, progress=True) if store is not None else None
@@ -274,6 +275,7 @@ def main() -> int:
                 store.close()
             rows.append({
                 "docs": n,
+                "term_vectors": term_vectors,
                 "indexing": {"plain_s": t_plain, "esbridge_s": t_esb, "plain_docs_per_s": n / t_plain,
                              "esbridge_docs_per_s": n / t_esb},
                 "bytes": {"plain": store_bytes(engine, plain), "esbridge": store_bytes(engine, esb),
@@ -307,11 +309,15 @@ def main() -> int:
            f"queries; window {args.window}, size 10.", "",
            f"Command: `python benchmarks/bench_scale.py --data <folder of collections> --sizes {args.sizes} "
            f"--distribution {args.distribution}"
-           + (f" --store-max-docs {args.store_max_docs}" if args.store_max_docs is not None else "") + "`", "",
-           "Indexing and size on disk (the feature store: `esbridge features build` of the esbridge index):", "",
-           "| docs | plain docs/s | esbridge docs/s | esbridge / plain time | plain MB | esbridge MB | "
+           + (f" --store-max-docs {args.store_max_docs}" if args.store_max_docs is not None else "")
+           + (" --merge`; the rows of other sizes come from an earlier run" if args.merge and
+              any(r["docs"] not in sizes for r in rows) else "`"), "",
+           "Indexing and size on disk (the feature store: `esbridge features build` of the esbridge index; "
+           "*term vectors*: whether the esbridge index stored them, or, where the engine plugin runs, kept exact "
+           "lengths in its similarity's norms instead):", "",
+           "| docs | term vectors | plain docs/s | esbridge docs/s | esbridge / plain time | plain MB | esbridge MB | "
            "feature store build docs/s | feature store MB |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
 
     def cell(r: dict[str, Any], key: str, fmt: str) -> str:
         lat = r["latency"].get(key)
@@ -326,7 +332,8 @@ def main() -> int:
         fs_rate = f"{fs['docs_per_s']:.0f}" if fs else "—"
         fs_mb = f"{r['bytes']['feature_store'] / 1e6:.1f}" if fs else "—"
         out.append(
-            f"| {r['docs']} | {ix['plain_docs_per_s']:.0f} | {ix['esbridge_docs_per_s']:.0f} | "
+            f"| {r['docs']} | {'stored' if r.get('term_vectors', True) else 'none (norms)'} | "
+            f"{ix['plain_docs_per_s']:.0f} | {ix['esbridge_docs_per_s']:.0f} | "
             f"{ix['esbridge_s'] / ix['plain_s']:.2f}x | {r['bytes']['plain'] / 1e6:.1f} | "
             f"{r['bytes']['esbridge'] / 1e6:.1f} | {fs_rate} | {fs_mb} |")
     out += ["", f"Per-query latency, window {args.window} (p50 / p95 ms; ratios of p50 to the engine's):", "",
