@@ -224,7 +224,8 @@ def test_an_index_without_term_vectors_reads_as_one_with_them(engine: Engine, pl
     its similarity's norms), ``_mtermvectors`` the same term frequencies (the text analysed again),
     and BMX's collection entropy is the same.  Without the plugin, such an index is refused."""
     if not plugin_expected:
-        with pytest.raises(ConfigurationError, match="needs esbridge's esbridge-features plugin .1.3.0 or later. on every node"):
+        with pytest.raises(ConfigurationError,
+                           match="needs esbridge's esbridge-features plugin .1.3.0 or later. on every node"):
             create_index(engine, "esb-test-no-term-vectors", term_vectors=False)
         assert not engine.index_exists("esb-test-no-term-vectors")
         return
