@@ -183,9 +183,9 @@ def test_rescore_mode_reranks_the_engines_own_query(engine: Engine, collection: 
     want = reranker.rescore(engine.search(index, {"query": query, "size": 20}), q, window_size=20)
     with running(engine, {index: {"mode": "rescore", "window": 20}}) as url:
         got = client_of(engine, url).search(index=index, body={"query": query, "size": 10,
-                                                       "aggs": {"n": {"value_count": {"field": "text.length"}}}})
+                                                       "aggs": {"n": {"filter": {"exists": {"field": "title"}}}}})
     assert ranking(got) == ranking(want)[:10]
-    assert got["aggregations"]["n"]["value"] == want["hits"]["total"]["value"]
+    assert got["aggregations"]["n"]["doc_count"] == want["hits"]["total"]["value"] > 0
 
 
 def test_msearch_answers_each_search_as_search_does(engine: Engine, collection: tuple[str, list[str]]) -> None:
