@@ -360,12 +360,13 @@ def ingest(
         target = _replacement_name(engine, index)
         body = create_index(engine, target, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
                             meta={"replaces": index}, term_vectors=term_vectors)
+        stored = bool(body["mappings"]["_meta"]["esbridge"]["term_vectors"])
         created = True
         fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     elif exists:
         existing = read_layout(engine, index)
         fields, id_field = existing.fields, existing.id_field
-        body = {"mappings": {"_meta": {"esbridge": {"term_vectors": existing.term_vectors}}}}
+        stored = existing.term_vectors
         if layout is not None and (layout.fields, layout.combined, layout.id_field) != \
                 (existing.fields, existing.combined, existing.id_field):
             raise ConfigurationError(
@@ -375,12 +376,12 @@ def ingest(
     elif create:
         body = create_index(engine, index, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
                             term_vectors=term_vectors)
+        stored = bool(body["mappings"]["_meta"]["esbridge"]["term_vectors"])
         created = True
         fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     else:
         raise ConfigurationError(f"index {index!r} does not exist (and create=False)")
-    report = IngestReport(index=index, target=target,
-                          term_vectors=bool(body["mappings"]["_meta"]["esbridge"].get("term_vectors", True)))
+    report = IngestReport(index=index, target=target, term_vectors=stored)
     indexed_ids: set[str] = set()
     first_line: dict[str, int] = {}
     from tqdm import tqdm

@@ -4,7 +4,8 @@ BMX weighs each query term by ``Ẽ(t) = -sum_j p_j ln p_j`` over the documents
 containing ``t``, with ``p_j = sigmoid(tf(t, d_j))``.  That needs the whole
 collection's term frequencies, which no engine API returns per term; esbridge
 reads every document's term vectors of a channel once (``_mtermvectors`` over
-all ids, in batches, with a progress bar on stderr), keeps a per-term histogram
+all ids, in batches, with a progress bar on stderr; on an index without stored term
+vectors the engine analyses each document's text again, as for candidates), keeps a per-term histogram
 of term frequencies, and turns it into a table ``{term: Ẽ(term)}``.  On a large
 index this is a one-off cost proportional to the index size.
 
@@ -41,11 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.calls import path_segment, scroll_plan
+from esbridge.engine.calls import scroll_plan
 from esbridge.engine.client import EngineBase, sync_engine
-from esbridge.engine.plan import Call, Exclusive, Offload, Plan, PlanLock, run
-from esbridge.errors import ConfigurationError, EngineError
-from esbridge.features.termvectors import ShardRouting, artificial_doc, texts_plan
+from esbridge.engine.plan import Exclusive, Offload, Plan, PlanLock, run
+from esbridge.errors import ConfigurationError
+from esbridge.features.termvectors import QueryChannel, ShardRouting, fetch_raw_plan
 from esbridge.home import cache_dir
 from esbridge.index.definitions import IndexLayout
 from esbridge.index.facts import identity_plan, index_key_plan
@@ -183,43 +184,20 @@ class CollectionEntropy:
         from tqdm import tqdm
 
         # the combined field's sub-field, or for a plain index every text field (added up per document)
-        subfields = list(self.layout.indexed(self.layout.combined, channel))
+        key = self.layout.subfield(self.layout.combined, channel)
         hist: dict[str, np.ndarray] = {}
         ids = yield from _all_ids_plan(self.index)
         routing = ShardRouting(self.engine, self.index)
-        stored = self.layout.term_vectors and (yield from routing.stores_term_vectors_plan())
         bar = tqdm(total=len(ids), desc=f"collection entropy of {self.index}/{channel}", unit="doc",
                    disable=not self.progress, file=sys.stderr)
         for start in range(0, len(ids), self.batch_size):
             chunk = ids[start:start + self.batch_size]
-            if stored:
-                body: dict[str, Any] = {"ids": chunk, "parameters": {
-                    "fields": subfields, "positions": False, "offsets": False, "term_statistics": False,
-                    "field_statistics": False}}
-            else:  # no stored term vectors: the engine analyses each document's text again
-                texts = yield from texts_plan(self.index, self.layout, chunk)
-                body = {"docs": [artificial_doc(texts[i], subfields) for i in chunk if i in texts]}
-            resp: dict[str, Any] = {"docs": []}
-            if body.get("ids") or body.get("docs"):
-                resp = yield Call(
-                    "POST", f"/{path_segment(self.index, patterns=True)}/_mtermvectors", body=body,
-                    context=f"reading term vectors of {self.index!r} for collection entropy",
-                )
-            for doc in resp["docs"]:
-                if "error" in doc:
-                    err = doc["error"] if isinstance(doc["error"], dict) else {"reason": doc["error"]}
-                    raise EngineError(
-                        f"term vectors of document {doc.get('_id')!r} in {self.index!r} failed while computing "
-                        f"collection entropy ({err.get('type', 'error')}: "
-                        f"{' '.join(str(err.get('reason', '')).split())}); retry when every shard has an active copy",
-                        index=self.index, body=doc,
-                    )
-                vectors = doc.get("term_vectors") or {}
-                freqs: dict[str, int] = {}
-                for sf in subfields:
-                    for term, info in ((vectors.get(sf) or {}).get("terms") or {}).items():
-                        freqs[term] = freqs.get(term, 0) + int(info["term_freq"])
-                for term, tf in freqs.items():
+            # the candidates' path: stored term vectors, or the text analysed again where there are none
+            got = yield from fetch_raw_plan(self.index, self.layout, {channel: QueryChannel((), ())}, chunk,
+                                            fields=[self.layout.combined], routing=routing, stats_query={},
+                                            batch_size=len(chunk))
+            for vectors in got.candidates.vectors:
+                for term, tf in (vectors.get(key) or {}).items():
                     row = hist.get(term)
                     if row is None:
                         row = hist[term] = np.zeros(MAX_TF_BIN, dtype=np.float64)

@@ -48,7 +48,7 @@ from esbridge.engine.calls import analyze_plan, path_segment
 from esbridge.engine.client import Engine, EngineBase, sync_engine
 from esbridge.engine.plan import Call, Plan, gather, run
 from esbridge.errors import ConfigurationError, EngineError
-from esbridge.index.definitions import EXACT_SIMILARITY, IndexLayout
+from esbridge.index.definitions import EXACT_SIMILARITY, IndexLayout, channel_analyzers
 from esbridge.scoring.arrays import ChannelArrays, FieldArrays, ScoringInput
 
 #: Candidates per ``_mtermvectors`` request.
@@ -360,64 +360,38 @@ def _candidate_doc(doc_id: str, subfields: Sequence[str], positions: bool = Fals
     }
 
 
-def artificial_doc(source: Mapping[str, Any], subfields: Sequence[str]) -> dict[str, Any]:
-    """A ``_mtermvectors`` entry that analyses a document's text again (its ``_index`` and text
-    fields, as :func:`texts_plan` read them): the engine parses it with the index's mapping, so
-    copies into the combined field and the channel sub-fields are made as at indexing."""
-    return {
-        "_index": source["_index"],
-        "doc": source["doc"],
-        "fields": list(subfields),
+def _reanalysed_docs(doc_id: str, layout: IndexLayout, channels: Sequence[str]) -> list[dict[str, Any]]:
+    """``_mtermvectors`` entries for one candidate of an index without stored term vectors
+    (:attr:`IndexLayout.term_vectors`): one per channel, each having the engine analyse the
+    document's text fields from ``_source`` with that channel's analyzer (:func:`_reanalysed`
+    turns the answers into the channel sub-fields' vectors)."""
+    analyzers = channel_analyzers()
+    return [{
+        "_id": doc_id,
+        "fields": list(layout.fields),
+        "per_field_analyzer": {f: analyzers[ch] for f in layout.fields},
         "term_statistics": False,
         "field_statistics": False,
         "positions": False,
         "offsets": False,
         "payloads": False,
-    }
+    } for ch in channels]
 
 
-def texts_plan(index: str, layout: IndexLayout, ids: Sequence[str]) -> Plan[dict[str, Mapping[str, Any]]]:
-    """``{id: {"_index", "_version", "doc"}}`` of the documents of ``ids`` that exist, ``doc``
-    holding their text fields from ``_source``.
-
-    Raises:
-        ConfigurationError: a document without ``_source`` (the index keeps none), whose
-            term frequencies nothing can then read.
-    """
-    if not ids:
-        return {}
-    resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_mget", body={"ids": list(ids)},
-                      params={"_source_includes": ",".join(layout.fields)},
-                      context=f"reading the text of candidates in {index!r}")
-    out: dict[str, Mapping[str, Any]] = {}
-    for ans in resp.get("docs") or ():
-        if "error" in ans:
-            raise EngineError(f"reading document {ans.get('_id')!r} of {index!r} failed: {ans['error']}",
-                              index=index, body=ans)
-        if not ans.get("found"):
-            continue
-        if "_source" not in ans:
-            raise ConfigurationError(
-                f"document {ans.get('_id')!r} of index {index!r} has no _source; the index stores no term "
-                "vectors, so its features are read through esbridge's engine plugin only (install "
-                "esbridge-features on every node: esbridge plugin build)")
-        src = ans["_source"]
-        out[str(ans["_id"])] = {"_index": ans["_index"], "_version": ans.get("_version", 0),
-                                "doc": {f: src[f] for f in layout.fields if f in src}}
-    return out
-
-
-def _as_stored(ids: Sequence[str], answers: Mapping[str, Mapping[str, Any]],
-               sources: Mapping[str, Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The answers about artificial documents as those about stored ones read: ``found`` and
-    ``_version`` from the documents' reads, and not found where a document does not exist."""
-    out: list[Mapping[str, Any]] = []
-    for i in ids:
-        ans = answers.get(i)
-        if ans is None:
-            out.append({"_id": i, "found": False})
-        else:
-            out.append({**ans, "_id": i, "found": True, "_version": sources[i]["_version"]})
+def _reanalysed(layout: IndexLayout, channels: Sequence[str],
+                answers: Sequence[Mapping[str, Any]]) -> dict[str, FieldVector]:
+    """One candidate's vectors from its :func:`_reanalysed_docs` answers (in channel order):
+    each text field's channel sub-field, and the combined field's as their sum, which is what
+    ``copy_to`` indexes (each field a value of its own, so no token pair spans two fields)."""
+    out: dict[str, FieldVector] = {}
+    for ch, ans in zip(channels, answers, strict=True):
+        tvs = ans.get("term_vectors") or {}
+        got = {f: _field_vector(tvs[f]) for f in layout.fields if (tvs.get(f) or {}).get("terms")}
+        if ch in layout.field_channels:  # a text field has a sub-field of its own only for these
+            for f, vec in got.items():
+                out[layout.subfield(f, ch)] = vec
+        if got:
+            out[layout.subfield(layout.combined, ch)] = sum_vectors(list(got.values()))
     return out
 
 
@@ -496,10 +470,9 @@ def fetch_raw_plan(
     """
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
-    if field_channels is None:
-        wanted = _engine_fields(layout, fields, query)
-    else:
-        wanted = {k: v for f, chs in field_channels.items() for k, v in _engine_fields(layout, [f], chs).items()}
+    pairs = [(f, ch) for f in fields for ch in query] if field_channels is None else \
+        [(f, ch) for f, chs in field_channels.items() for ch in chs]
+    wanted = {layout.subfield(f, ch): layout.indexed(f, ch) for f, ch in pairs}
     subfields = list(dict.fromkeys(sf for sfs in wanted.values() for sf in sfs))
     positions = any(sf in layout.positions for sf in subfields)
     stat_fields = list(dict.fromkeys([*fields, layout.combined]))
@@ -518,34 +491,31 @@ def fetch_raw_plan(
     n_stats = len(stats_docs)
     chunks = [list(ids[i:i + batch_size]) for i in range(0, len(ids), batch_size)] or [[]]
     stored = layout.term_vectors and (not ids or (yield from routing.stores_term_vectors_plan()))
+    # without stored term vectors, each candidate is asked once per channel, its text analysed again
+    channels = list(dict.fromkeys(ch for _, ch in pairs))
+    per_doc = 1 if stored else len(channels)
     for n, chunk in enumerate(chunks):
         if stored:
             docs = [_candidate_doc(i, subfields, positions) for i in chunk]
-            asked = chunk
-            sources: dict[str, Mapping[str, Any]] = {}
-        else:  # no stored term vectors: the engine analyses each document's text fields again
-            sources = yield from texts_plan(index, layout, chunk)
-            requests += 1 if chunk else 0
-            asked = [i for i in chunk if i in sources]
-            docs = [artificial_doc(sources[i], subfields) for i in asked]
+        else:
+            docs = [d for i in chunk for d in _reanalysed_docs(i, layout, channels)]
         if n == 0:
             docs = stats_docs + docs
         if not docs:
-            answers = []
-        else:
-            resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_mtermvectors", body={"docs": docs},
-                              context=f"fetching term vectors from {index!r}")
-            requests += 1
-            answers = resp["docs"]
+            continue
+        resp = yield Call("POST", f"/{path_segment(index, patterns=True)}/_mtermvectors", body={"docs": docs},
+                          context=f"fetching term vectors from {index!r}")
+        requests += 1
+        answers = resp["docs"]
         if n == 0 and n_stats:
             stats_answers = answers[:n_stats]
             answers = answers[n_stats:]
-        if len(answers) != len(asked):
+        if len(answers) != per_doc * len(chunk):
             raise EngineError(f"_mtermvectors on {index!r} answered {len(answers)} documents for the "
-                              f"{len(asked)} requested", index=index)
-        if not stored:
-            answers = _as_stored(chunk, dict(zip(asked, answers, strict=True)), sources)
-        for doc_id, ans in zip(chunk, answers, strict=True):
+                              f"{per_doc * len(chunk)} requested", index=index)
+        for k, doc_id in enumerate(chunk):
+            mine = answers[k * per_doc:(k + 1) * per_doc]
+            ans = next((a for a in mine if "error" in a), mine[0])
             if "error" in ans:
                 raise EngineError(
                     f"term vectors of document {doc_id!r} in {index!r} failed: {ans['error']}",
@@ -554,8 +524,10 @@ def fetch_raw_plan(
             ok = bool(ans.get("found"))
             found.append(ok)
             versions.append((int(ans.get("_version", 0)), 0) if ok else None)
-            tvs = ans.get("term_vectors") or {}
-            got = {sf: _field_vector(tv) for sf, tv in tvs.items()}
+            if stored:
+                got = {sf: _field_vector(tv) for sf, tv in (ans.get("term_vectors") or {}).items()}
+            else:
+                got = _reanalysed(layout, channels, mine)
             vectors.append({key: sum_vectors([got.get(sf, EMPTY_VECTOR) for sf in sfs])
                             for key, sfs in wanted.items() if any(sf in got for sf in sfs)})
     for ans in stats_answers:

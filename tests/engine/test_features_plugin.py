@@ -50,9 +50,7 @@ class Recorder:
             self.paths.append(path)
             body = kwargs.get("body")
             if path.endswith("/_mtermvectors") and isinstance(body, dict):
-                # a candidate by id, or (an index without stored term vectors) its text again
-                self.vectors |= any("_id" in d or ("doc" in d and not d.get("term_statistics"))
-                                    for d in body.get("docs", ()))
+                self.vectors |= any("_id" in d for d in body.get("docs", ()))
             return self._request(method, path, *args, **kwargs)
 
         self.engine.request = request  # type: ignore[method-assign]
