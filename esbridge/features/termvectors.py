@@ -9,6 +9,13 @@ sends ``_mtermvectors`` requests holding
   hold the query's terms verbatim (``keyword`` analyzer), asking for term and
   field statistics of every channel sub-field.
 
+For an index without stored term vectors (:attr:`IndexLayout.term_vectors`, known from its
+settings), each candidate is asked once per channel with that channel's analyzer for its
+text fields, which the engine analyses from ``_source``; the combined field's vector is
+their sum, as ``copy_to`` indexes it.  (Reading the texts with ``_mget`` and sending them
+back as artificial documents cost as much, in two requests: 199 against 189 ms for 100
+SciFact candidates.)
+
 For a plain index (:func:`esbridge.index.open_layout`) the channel sub-field of a text
 field is the field itself, whose term vectors the engine computes from ``_source`` where
 they are not stored; its virtual combined field stands for every text field: a
