@@ -7,6 +7,12 @@ engine by esbridge's plugin (where the engine runs it), and with term vectors wa
 candidate fetched once before) and cold (the vector cache cleared before each query).  The aim:
 esbridge's warm rerank at least 0.8x the engine's queries per second.
 
+Where the time goes: each run also reports the CPU time spent per query by this client process
+(``time.process_time``, every thread) and by the engine (``_nodes/stats/process``, summed over the
+nodes).  With the client and a local node on one machine, queries per second cannot exceed the
+machine's cores divided by their sum; the report gives that bound, and the one the engine alone
+would allow were the client on a machine of its own.
+
 Usage (one command; starts esbridge's local node when no --url is given; ``DATA`` is the
 folder that holds the BEIR-layout collections):
 
@@ -18,12 +24,15 @@ Results go to ``benchmarks/results/throughput-<distribution>.md``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
 from esbridge.features.plugin import features_plugin_plan
 from esbridge.rerank import Reranker
@@ -33,7 +42,22 @@ sys.path.insert(0, str(HERE))
 from common import connect_engine, engine_arguments, judged_collection, machine, write_report  # noqa: E402
 
 
-def qps(threads: int, seconds: float, queries: list[str], one: Callable[[str], object]) -> tuple[float, int]:
+def engine_cpu_ms(engine: Engine) -> float:
+    """CPU milliseconds the engine's nodes have spent since they started, summed over the nodes."""
+    stats = engine.request("GET", "/_nodes/stats/process", context="reading the nodes' CPU time")
+    return float(sum(n["process"]["cpu"]["total_in_millis"] for n in stats["nodes"].values()))
+
+
+class Run(NamedTuple):
+    """One timed run: queries per second, and CPU milliseconds per query of the client and the engine."""
+
+    qps: float
+    client_ms: float
+    engine_ms: float
+
+
+def qps(threads: int, seconds: float, queries: list[str], one: Callable[[str], object],
+        engine: Engine) -> Run:
     """Queries per second of ``threads`` threads each running ``one`` over ``queries`` in turn."""
     done = [0] * threads
     errors: list[BaseException] = []
@@ -49,15 +73,19 @@ def qps(threads: int, seconds: float, queries: list[str], one: Callable[[str], o
         except BaseException as err:  # reported below, never swallowed
             errors.append(err)
 
+    cpu0, engine0 = time.process_time(), engine_cpu_ms(engine)
     start = time.perf_counter()
     pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
     for t in pool:
         t.start()
     for t in pool:
         t.join()
+    elapsed = time.perf_counter() - start
+    cpu, engine_ms = time.process_time() - cpu0, engine_cpu_ms(engine) - engine0
     if errors:
         raise errors[0]
-    return sum(done) / (time.perf_counter() - start), sum(done)
+    n = max(sum(done), 1)
+    return Run(sum(done) / elapsed, 1000.0 * cpu / n, engine_ms / n)
 
 
 def main() -> int:
@@ -104,16 +132,35 @@ def main() -> int:
              "cleared before each query.", "",
              "| client threads | engine BM25 q/s | esbridge plugin q/s | plugin / engine | esbridge warm q/s | "
              "warm / engine | esbridge cold q/s | cold / engine |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    cores = os.cpu_count() or 1
+    cpu_lines = ["", f"Where the time goes: CPU milliseconds per query, of this client process (every thread) and "
+                 f"of the engine (its nodes' process CPU), in the same runs. The machine has {cores} cores, "
+                 "shared by both: its bound is cores / (client + engine) CPU per query; the engine's own bound "
+                 "is cores / engine CPU per query, what a client on a machine of its own would be held to.", "",
+                 "| client threads | run | q/s | client CPU ms/query | engine CPU ms/query | bound, both on "
+                 "this machine, q/s | bound, engine alone, q/s |", "|---:|---|---:|---:|---:|---:|---:|"]
+
+    def cpu_line(n: int, name: str, r: Run) -> str:
+        both = 1000.0 * cores / max(r.client_ms + r.engine_ms, 1e-9)
+        alone = 1000.0 * cores / max(r.engine_ms, 1e-9)
+        return (f"| {n} | {name} | {r.qps:.1f} | {r.client_ms:.2f} | {r.engine_ms:.2f} | {both:.0f} | "
+                f"{alone:.0f} |")
+
     for n in (int(t) for t in args.threads.split(",")):
-        e, _ = qps(n, args.seconds, queries, engine_query)
-        p = qps(n, args.seconds, queries, through_plugin)[0] if plugin else None
+        e = qps(n, args.seconds, queries, engine_query, engine)
+        p = qps(n, args.seconds, queries, through_plugin, engine) if plugin else None
         for q in queries:  # every candidate's vectors fetched once: the warm run reads them from memory
             warm(q)
-        w, _ = qps(n, args.seconds, queries, warm)
-        c, _ = qps(n, args.seconds, queries, cold)
-        cells = f"{p:.1f} | {p / e:.2f}x" if p is not None else "— | —"
-        lines.append(f"| {n} | {e:.1f} | {cells} | {w:.1f} | {w / e:.2f}x | {c:.1f} | {c / e:.2f}x |")
+        w = qps(n, args.seconds, queries, warm, engine)
+        c = qps(n, args.seconds, queries, cold, engine)
+        cells = f"{p.qps:.1f} | {p.qps / e.qps:.2f}x" if p is not None else "— | —"
+        lines.append(f"| {n} | {e.qps:.1f} | {cells} | {w.qps:.1f} | {w.qps / e.qps:.2f}x | {c.qps:.1f} | "
+                     f"{c.qps / e.qps:.2f}x |")
         print(lines[-1], file=sys.stderr)
+        for name, r in (("engine BM25", e), ("esbridge plugin", p), ("esbridge warm", w), ("esbridge cold", c)):
+            if r is not None:
+                cpu_lines.append(cpu_line(n, name, r))
+    lines += cpu_lines
     rr.close()
     rp.close()
     write_report("\n".join(lines),
