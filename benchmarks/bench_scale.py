@@ -14,7 +14,9 @@ At each size, in the same run and against the same node:
 2. the feature store (``esbridge features build`` of the esbridge index): build time and size
    on disk;
 3. per-query latency (p50, p95) at window 100: the engine's BM25 ``match`` on the plain index and
-   on the esbridge index's own base channel (the query esbridge's first stage runs), and
+   on the esbridge index's own base channel (the query esbridge's first stage runs), the same
+   query asking esbridge's engine plugin for the candidates' features (the request a rerank
+   through the plugin sends: where the engine's time goes, apart from the client's), and
    esbridge's rerank: through esbridge's engine plugin (where the node runs it), cold
    (candidates in neither the store nor memory: every term vector fetched from the engine), from
    the feature store (nothing in memory, as in a new process) and warm (every candidate in
@@ -54,7 +56,7 @@ from esbridge.engine.provision import provision
 from esbridge.features.build import build_store
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.diskstore import DiskVectorStore
-from esbridge.features.plugin import features_plugin_plan
+from esbridge.features.plugin import analysing_ext, features_plugin_plan
 from esbridge.ingest import ingest, read_jsonl
 from esbridge.rerank import Reranker
 
@@ -143,11 +145,16 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
             engine.search(plain, {"size": window, "query": {"match": {"text": q}}})
             engine.search(index, {"size": window, "query": {"match": {base: q}}})
             warmup.search(q, size=10)
-    out: dict[str, list[float]] = {"engine": [], "engine_base": [], "plugin": [], "cold": [], "store": [],
-                                   "warm": []}
+    out: dict[str, list[float]] = {"engine": [], "engine_base": [], "engine_features": [], "plugin": [],
+                                   "cold": [], "store": [], "warm": []}
+    channels = list(layout.channels)
     for q in queries:  # the engine's BM25 on the plain index and on esbridge's base channel, the same window
-        for key, where, body in (("engine", plain, {"size": window, "query": {"match": {"text": q}}}),
-                                 ("engine_base", index, {"size": window, "query": {"match": {base: q}}})):
+        requests = [("engine", plain, {"size": window, "query": {"match": {"text": q}}}),
+                    ("engine_base", index, {"size": window, "query": {"match": {base: q}}})]
+        if plugin:  # the first stage's request through the plugin: the query analysed and the features counted
+            requests.append(("engine_features", index, {"size": window, "query": {"match": {base: q}},
+                                                        "ext": analysing_ext(layout, q, channels, channels)}))
+        for key, where, body in requests:
             t0 = time.perf_counter()
             engine.search(where, body)
             out[key].append(time.perf_counter() - t0)
@@ -187,7 +194,7 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
     else:
         del out["store"], served["store"]
     if not plugin:
-        del out["plugin"], served["plugin"]
+        del out["plugin"], served["plugin"], out["engine_features"]
     return out, served
 
 
@@ -195,9 +202,12 @@ LATENCY_COLUMNS = (
     "Columns: *engine, plain* is the engine's BM25 `match` on the plain index's `text` field (the "
     "standard analyzer, which keeps stopwords); *engine, base* is the engine's BM25 `match` on the "
     "esbridge index's base channel, the query esbridge's first stage sends, and the ratios are to it; "
-    "*plugin* is esbridge's rerank with the candidates' features read inside the engine by esbridge's "
-    "engine plugin (no client-side store, nothing kept between queries); the other columns read term "
-    "vectors with `_mtermvectors`, as on a cluster without the plugin: *cold* is esbridge's rerank "
+    "*engine, base + features* is the same query with the extension that has esbridge's engine plugin "
+    "analyse the query and count each hit's features (the request a rerank through the plugin sends, "
+    "without the client's work on its answer); *plugin* is esbridge's rerank with the candidates' "
+    "features read inside the engine by esbridge's engine plugin (no client-side store, nothing kept "
+    "between queries); the other columns read term vectors with `_mtermvectors`, as on a cluster "
+    "without the plugin: *cold* is esbridge's rerank "
     "with nothing in memory and no feature store (every candidate's term vectors fetched from the "
     "engine); *feature store* is a new process's view (candidates in the store, none in memory); "
     "*warm* is the same query again right after its cold run (every candidate in memory). The synthetic "
@@ -338,14 +348,15 @@ def main() -> int:
             f"{r['bytes']['esbridge'] / 1e6:.1f} | {fs_rate} | {fs_mb} |")
     out += ["", f"Per-query latency, window {args.window} (p50 / p95 ms; ratios of p50 to the engine's):", "",
             LATENCY_COLUMNS, "",
-            "| docs | engine, plain | engine, base | plugin | cold | feature store | warm | plugin / engine | "
-            "cold / engine | store / engine | warm / engine |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| docs | engine, plain | engine, base | engine, base + features | plugin | cold | feature store | "
+            "warm | features / engine | plugin / engine | cold / engine | store / engine | warm / engine |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         f = "{p50:.1f} / {p95:.1f}"
-        out.append(f"| {r['docs']} | {cell(r, 'engine', f)} | {cell(r, 'engine_base', f)} | {cell(r, 'plugin', f)} | "
-                   f"{cell(r, 'cold', f)} | "
-                   f"{cell(r, 'store', f)} | {cell(r, 'warm', f)} | {ratio(r, 'plugin')} | {ratio(r, 'cold')} | "
+        out.append(f"| {r['docs']} | {cell(r, 'engine', f)} | {cell(r, 'engine_base', f)} | "
+                   f"{cell(r, 'engine_features', f)} | {cell(r, 'plugin', f)} | {cell(r, 'cold', f)} | "
+                   f"{cell(r, 'store', f)} | {cell(r, 'warm', f)} | {ratio(r, 'engine_features')} | "
+                   f"{ratio(r, 'plugin')} | {ratio(r, 'cold')} | "
                    f"{ratio(r, 'store')} | {ratio(r, 'warm')} |")
     if has_plot:
         out += ["", f"![cost against collection size]({stem.with_suffix('.svg').name})"]

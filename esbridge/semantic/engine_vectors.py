@@ -24,6 +24,7 @@ returns the cosine itself, like the on-disk :class:`~esbridge.semantic.vectors.V
 
 from __future__ import annotations
 
+import base64
 import sys
 import threading
 import time
@@ -52,6 +53,9 @@ BULK_VECTORS = 4096
 
 #: The most documents one kNN search returns (both engines' limit on ``k`` / ``num_candidates``).
 MAX_KNN_DEPTH = 10_000
+
+#: Documents whose vectors one search reads back from their doc values.
+VALUES_BATCH = 500
 
 
 def vector_field_of(engine: Engine, index: str) -> dict[str, Any] | None:
@@ -93,6 +97,9 @@ class EngineVectors(SemanticIndex):
         #: the field the kNN query searches: the nested passages' vectors, or the field itself
         self.vector_path = f"{self.field}.{PASSAGE_VECTOR}" if self.passages else self.field
         self.type = str(meta.get("type") or "knn_vector")
+        #: the binary doc-values field holding each document's vectors (float32, little-endian,
+        #: one row per passage), or ``None`` for an index that keeps them in ``_source``
+        self.values: str | None = str(meta["values"]) if meta.get("values") else None
         self.cache = cache or EmbeddingCache.for_encoder(encoder)
         self.check_interval = check_interval
         self.progress = progress
@@ -190,7 +197,10 @@ class EngineVectors(SemanticIndex):
             value: Any = [{PASSAGE_VECTOR: row} for row in listed] if self.passages else listed[0]
             lines.append({"update": {"_id": hit["_id"], "if_seq_no": hit["_seq_no"],
                                      "if_primary_term": hit["_primary_term"]}})
-            lines.append({"doc": {self.field: value}})
+            doc: dict[str, Any] = {self.field: value}
+            if self.values is not None:
+                doc[self.values] = base64.b64encode(np.ascontiguousarray(rows, dtype="<f4").tobytes()).decode("ascii")
+            lines.append({"doc": doc})
             vectors += len(rows)
             if vectors >= BULK_VECTORS:  # long documents have many passages: keep each request small
                 ok += self._send(lines)
@@ -245,10 +255,13 @@ class EngineVectors(SemanticIndex):
         scores = np.array([2.0 * float(h["_score"]) - 1.0 for h in hits], dtype=np.float64)
         return SemanticHits(ids, scores)
 
-    def _vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Per document of ``ids`` that has vectors, its vectors, one row per passage."""
+    def passages_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Per document of ``ids`` that has vectors, its vectors as the engine holds them, one row per
+        passage (one row where the field holds one vector per document)."""
         if not ids:
             return {}
+        if self.values is not None:
+            return self._values(ids)
         resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_mget",
                                    body={"ids": list(ids)}, params={"_source_includes": self.field},
                                    context=f"reading document vectors of {self.index!r}")
@@ -264,10 +277,32 @@ class EngineVectors(SemanticIndex):
                 out[str(d["_id"])] = np.asarray([v], dtype=np.float32)
         return out
 
+    def _values(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """:meth:`passages_of` from the binary doc values of :attr:`values` (the vectors are not in
+        ``_source``), by a search of the ids, ``VALUES_BATCH`` at a time."""
+        assert self.values is not None
+        out: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(str(d) for d in ids))
+        for start in range(0, len(unique), VALUES_BATCH):
+            chunk = unique[start:start + VALUES_BATCH]
+            body = {"size": len(chunk), "_source": False, "query": {"ids": {"values": chunk}},
+                    "docvalue_fields": [self.values]}
+            for hit in self.engine.search(self.index, body)["hits"]["hits"]:
+                packed = (hit.get("fields") or {}).get(self.values)
+                if not packed:
+                    continue
+                flat = np.frombuffer(base64.b64decode(packed[0]), dtype="<f4")
+                if flat.size == 0 or flat.size % self.encoder.dim:
+                    raise EsbridgeError(f"document {hit['_id']!r} of {self.index!r} holds {flat.size} numbers in "
+                                        f"{self.values!r}, not whole vectors of dimension {self.encoder.dim}; "
+                                        "index the document again: esbridge then fills its vectors anew")
+                out[str(hit["_id"])] = flat.reshape(-1, self.encoder.dim).astype(np.float32)
+        return out
+
     def vectors_of(self, ids: Sequence[str], query_vector: np.ndarray | None = None) -> np.ndarray:
         """The vectors of those ``ids`` that have one (ids without a vector are left out): each
         document's first passage, or with ``query_vector`` its passage closest to that query."""
-        got = self._vectors(ids)
+        got = self.passages_of(ids)
         q = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
         rows = [got[d][0 if q is None else int(np.argmax(got[d] @ q))] for d in ids if d in got]
         return np.stack(rows) if rows else np.zeros((0, self.encoder.dim), dtype=np.float32)
@@ -275,7 +310,7 @@ class EngineVectors(SemanticIndex):
     def similarity(self, query_vector: np.ndarray, ids: Sequence[str]) -> np.ndarray:
         """Cosine of ``query_vector`` with the documents ``ids``, by their best passage, as
         :meth:`search` scores them (``nan`` for an id without a vector)."""
-        got = self._vectors(ids)
+        got = self.passages_of(ids)
         q = np.asarray(query_vector, dtype=np.float32)
         return np.array([float(np.max(got[d] @ q)) if d in got else np.nan for d in ids], dtype=np.float64)
 

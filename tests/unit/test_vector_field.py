@@ -34,6 +34,25 @@ def test_passages_are_nested_vectors_of_the_engines_type(kind: str) -> None:
     assert meta["passages"] == 64 and meta["type"] == kind
 
 
+@pytest.mark.parametrize("passages", [None, 64])
+def test_vectors_are_left_out_of_the_stored_source_and_kept_in_doc_values(passages: int | None) -> None:
+    vf = VectorField(dim=384, model="m", passages=passages, type="dense_vector")
+    body = build_index_body(IndexLayout(), vector=vf)
+    props = body["mappings"]["properties"]
+    assert vf.values == "esbridge_vector_values"
+    assert props["esbridge_vector_values"] == {"type": "binary", "doc_values": True}
+    # every search reads hits' _id from the blocks _source is stored in: vectors there slow them all
+    assert body["mappings"]["_source"] == {"excludes": ["esbridge_vector", "esbridge_vector_values"]}
+    assert body["mappings"]["_meta"]["esbridge"]["vector"]["values"] == "esbridge_vector_values"
+
+
+@pytest.mark.parametrize("name", ["title", "text_values"])
+def test_a_vector_field_may_not_replace_a_text_field(name: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"{name!r} would replace a text field"):
+        build_index_body(IndexLayout(fields=("title", "text_values")),
+                         vector=VectorField(dim=384, model="m", name=name.removesuffix("_values")))
+
+
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"passages": 4}, "vector passages must be an integer >= 8"),
     ({"passages": True}, "vector passages must be an integer >= 8"),
