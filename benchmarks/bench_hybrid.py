@@ -50,21 +50,7 @@ from esbridge.semantic.vectors import VectorIndex
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import bench_index, judged_queries, machine, ms, write_report  # noqa: E402
-
-
-def leases_past_writes(engine: Engine, index: str, timeout: float = 300.0) -> None:
-    """Wait until every shard copy's retention leases retain no operation up to the index's last
-    write (at most ``timeout`` seconds), so a merge may drop the sources kept for recovery."""
-    deadline = time.monotonic() + timeout
-    while True:
-        shards = engine.request("GET", f"/{index}/_stats", params={"level": "shards"})["indices"][index]["shards"]
-        behind = [lease for copies in shards.values() for copy in copies
-                  for lease in (copy.get("retention_leases") or {}).get("leases", [])
-                  if int(lease["retaining_seq_no"]) <= int(copy["seq_no"]["max_seq_no"])]
-        if not behind or time.monotonic() > deadline:
-            return
-        time.sleep(2.0)
+from common import bench_index, judged_queries, machine, ms, settle_vector_index, write_report  # noqa: E402
 
 
 def main() -> int:
@@ -123,16 +109,8 @@ def main() -> int:
         _ = hs.vectors
         merged = ""
         if knn:
-            # The vectors were written by updates after indexing; until the segments they went to are
-            # merged, the engine keeps a copy of each updated document's whole source for recovery
-            # (``_recovery_source``), vectors included, in the blocks every hit's ``_id`` is read from.
-            # That copy may go once every retention lease has moved past the updates (the engine
-            # renews them in the background) and a commit holds them (a flush); then one merge, as an
-            # index built once and then searched would have.
             t0 = time.perf_counter()
-            leases_past_writes(engine, index)
-            engine.request("POST", f"/{index}/_flush")
-            engine.request("POST", f"/{index}/_forcemerge", params={"max_num_segments": 1})
+            settle_vector_index(engine, index)
             merged = (f"The index with the vectors was flushed and merged to one segment after they were filled "
                       f"({time.perf_counter() - t0:.0f} s")
         def bm25_body(q: str) -> dict[str, Any]:

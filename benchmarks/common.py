@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,28 @@ def bench_index(engine: Engine, corpus: Path, vector: VectorField | None = None)
         engine.delete_index(index)
         ingest(engine, index, read_jsonl(corpus), progress=True, strict=True, vector=vector)
     return index, expected
+
+
+def settle_vector_index(engine: Engine, index: str, timeout: float = 300.0) -> None:
+    """Flush ``index`` and merge it to one segment once its vectors are filled, as an index built
+    once and then searched would be.
+
+    The vectors are written by updates after indexing, and with them left out of ``_source`` the
+    engine keeps a copy of each updated document's whole source for recovery (``_recovery_source``),
+    vectors included, in the blocks every hit's ``_id`` is read from.  A merge drops that copy only
+    once every retention lease has moved past the updates (the engine renews them in the
+    background; waited for here, at most ``timeout`` seconds) and a commit holds them (the flush).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shards = engine.request("GET", f"/{index}/_stats", params={"level": "shards"})["indices"][index]["shards"]
+        if all(int(lease["retaining_seq_no"]) > int(copy["seq_no"]["max_seq_no"])
+               for copies in shards.values() for copy in copies
+               for lease in (copy.get("retention_leases") or {}).get("leases", [])):
+            break
+        time.sleep(2.0)
+    engine.request("POST", f"/{index}/_flush")
+    engine.request("POST", f"/{index}/_forcemerge", params={"max_num_segments": 1})
 
 
 def bulk_load(engine: Engine, index: str, docs: Iterable[dict[str, Any]],
