@@ -90,6 +90,17 @@ def combined_only(m: Mapping_) -> Mapping_:
     return out
 
 
+def without_positions(m: Mapping_, channels_only: bool) -> Mapping_:
+    """Text fields indexed with frequencies but no positions (``index_options: freqs``): the
+    channel sub-fields only, or every text field and sub-field."""
+    out = copy.deepcopy(m)
+    for f in _text_fields(out).values():
+        subs = [s for k, s in f.get("fields", {}).items() if k != "length" and s.get("type") == "text"]
+        for spec in subs if channels_only else [f, *subs]:
+            spec["index_options"] = "freqs"
+    return out
+
+
 def variants(m: Mapping_) -> list[tuple[str, Mapping_]]:
     return [
         ("esbridge mapping", m),
@@ -141,7 +152,11 @@ def main() -> int:
         norm_settings, norm_mapping = esbridge_body(engine, term_vectors=False)
         rows += [(NORMS, {"settings": norm_settings, "mappings": norm_mapping}, texts),
                  (f"{NORMS}, without the bigram channel",
-                  {"settings": norm_settings, "mappings": without_subfield(norm_mapping, "bigram")}, texts)]
+                  {"settings": norm_settings, "mappings": without_subfield(norm_mapping, "bigram")}, texts),
+                 (f"{NORMS}, sub-fields without positions",
+                  {"settings": norm_settings, "mappings": without_positions(norm_mapping, True)}, texts),
+                 (f"{NORMS}, no field with positions",
+                  {"settings": norm_settings, "mappings": without_positions(norm_mapping, False)}, texts)]
     times: dict[str, list[float]] = {label: [] for label, _, _ in rows}
     for r in range(args.repeats):  # interleaved, so a slower minute hits every variant alike
         for label, body, source in rows:

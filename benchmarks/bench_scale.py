@@ -148,17 +148,22 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
     out: dict[str, list[float]] = {"engine": [], "engine_base": [], "engine_features": [], "plugin": [],
                                    "cold": [], "store": [], "warm": []}
     channels = list(layout.channels)
+    plugin_requests: list[tuple[str, str, dict[str, Any]]] = []
     for q in queries:  # the engine's BM25 on the plain index and on esbridge's base channel, the same window
         requests = [("engine", plain, {"size": window, "query": {"match": {"text": q}}}),
                     ("engine_base", index, {"size": window, "query": {"match": {base: q}}})]
         if plugin:  # the first stage's request through the plugin: the query analysed and the features counted
             requests.append(("engine_features", index, {"size": window, "query": {"match": {base: q}},
                                                         "ext": analysing_ext(layout, q, channels, channels)}))
+        plugin_requests += requests[1:]
         for key, where, body in requests:
             t0 = time.perf_counter()
             engine.search(where, body)
             out[key].append(time.perf_counter() - t0)
     served = {mode: {"memory": 0, "disk": 0, "engine": 0} for mode in ("plugin", "cold", "store", "warm")}
+    if plugin:  # where the engine's time goes: the same requests again, profiled (not timed)
+        profiled = {key: engine_parts(engine, where, [b for k, _, b in plugin_requests if k == key], key)
+                    for key, where in (("engine_base", index), ("engine_features", index))}
 
     def timed(r: Reranker, q: str, mode: str) -> None:
         before, carried = r.store.vectors.counts(), r.store.carried
@@ -195,7 +200,54 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
         del out["store"], served["store"]
     if not plugin:
         del out["plugin"], served["plugin"], out["engine_features"]
-    return out, served
+        profiled = {}
+    return out, served, profiled
+
+
+#: The engine's profile of a search, summed per query: the query phase, and the fetch phase's
+#: parts (``fetch.<part>``, and ``<sub-phase>.<part>`` for each fetch sub-phase), in ms.
+Parts = dict[str, float]
+
+
+def engine_parts(engine: Engine, index: str, bodies: list[dict[str, Any]], label: str) -> Parts:
+    """The mean per query of each part of the engine's own profile (``"profile": true``) of
+    ``bodies``, in ms; ``segments`` is the mean number of segments the fetch phase read."""
+    total: Counter[str] = Counter()
+    for body in bodies:
+        got = engine.search(index, {**body, "profile": True})
+        for shard in got["profile"]["shards"]:
+            for search in shard["searches"]:
+                total["query"] += sum(q["time_in_nanos"] for q in search["query"]) / 1e6
+                total["collector"] += sum(c["time_in_nanos"] for c in search["collector"]) / 1e6
+            for fetch in shard.get("fetch", []):
+                total["fetch"] += fetch["time_in_nanos"] / 1e6
+                for part, ns in fetch["breakdown"].items():
+                    if part.endswith("_count"):
+                        if part in ("get_next_reader_count", "next_reader_count"):
+                            total["segments"] += ns
+                        continue
+                    total[f"fetch.{part}"] += ns / 1e6
+                for child in fetch.get("children", []):
+                    for part, ns in child["breakdown"].items():
+                        if not part.endswith("_count"):
+                            total[f"{child['type']}.{part}"] += ns / 1e6
+    if not total:
+        print(f"{label}: the engine gave no profile", file=sys.stderr)
+    return {k: v / max(1, len(bodies)) for k, v in sorted(total.items())}
+
+
+#: The rows of the engine-side table: label, the part in the plugin's request, and whether to
+#: subtract the same part of the engine's own request.
+WHERE_ROWS = (
+    ("query phase (the `match`)", "query", False),
+    ("fetch phase, all of it", "fetch", False),
+    ("fetch: reading stored fields (`_id`, `_source`)", "fetch.load_stored_fields", False),
+    ("plugin: setting up (the query's analysis, each term's statistics looked up in every segment)",
+     "fetch.build_sub_phase_processors", True),
+    ("plugin: per segment with hits (each term's postings opened)", "FeaturesFetchSubPhase.set_next_reader", False),
+    ("plugin: per hit (frequencies from the postings, lengths from the norms, packing)",
+     "FeaturesFetchSubPhase.process", False),
+)
 
 
 LATENCY_COLUMNS = (
@@ -280,7 +332,7 @@ def main() -> int:
             with_store = args.store_max_docs is None or n <= args.store_max_docs
             store = DiskVectorStore(Path(tmp) / "store") if with_store else None
             built = build_store(engine, esb, store, progress=True) if store is not None else None
-            lat, served = latency(engine, esb, plain, queries, args.window, store, plugin)
+            lat, served, profiled = latency(engine, esb, plain, queries, args.window, store, plugin)
             if store is not None:
                 store.close()
             rows.append({
@@ -295,6 +347,7 @@ def main() -> int:
                                   "terms": built.size.terms} if built else None,
                 "latency": {k: {"p50": ms(v, 50), "p95": ms(v, 95)} for k, v in lat.items()},
                 "candidates_served": served,
+                "engine_profile": profiled,
             })
             print(json.dumps(rows[-1]), file=sys.stderr)
             engine.delete_index(plain)
@@ -358,6 +411,22 @@ def main() -> int:
                    f"{cell(r, 'store', f)} | {cell(r, 'warm', f)} | {ratio(r, 'engine_features')} | "
                    f"{ratio(r, 'plugin')} | {ratio(r, 'cold')} | "
                    f"{ratio(r, 'store')} | {ratio(r, 'warm')} |")
+    profiled_rows = [r for r in rows if r.get("engine_profile")]
+    if profiled_rows:
+        out += ["", "Where the engine's time goes in the plugin's request (the engine's own profile, "
+                "`\"profile\": true`, of the *engine, base + features* requests, run again untimed; mean ms "
+                "per query; the profile's own overhead is in these figures, so they add up to more than the "
+                "timed columns). *Plugin: setting up* is the plugin's request's part less the same part of "
+                "the *engine, base* request:", "",
+                "| docs | segments read | " + " | ".join(label for label, _, _ in WHERE_ROWS) + " |",
+                "|---:|---:|" + "---:|" * len(WHERE_ROWS)]
+        for r in profiled_rows:
+            feats, own = r["engine_profile"]["engine_features"], r["engine_profile"]["engine_base"]
+            cells = []
+            for _, part, less in WHERE_ROWS:
+                v = feats.get(part)
+                cells.append("—" if v is None else f"{v - (own.get(part, 0.0) if less else 0.0):.2f}")
+            out.append(f"| {r['docs']} | {feats.get('segments', 0):.1f} | " + " | ".join(cells) + " |")
     if has_plot:
         out += ["", f"![cost against collection size]({stem.with_suffix('.svg').name})"]
     write_report("\n".join(out), stem.with_suffix(".md"))

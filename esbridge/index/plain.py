@@ -405,7 +405,8 @@ def channel_mapping_update(index: str, mapping: Mapping[str, Any], fields: Seque
                 raise ConfigurationError(f"field {name!r} of index {index!r} already has a sub-field {sub!r} "
                                          f"({have.get('type')}, analyzer {have.get('analyzer', 'default')!r}) that is "
                                          "not esbridge's; rename it to add esbridge's channels")
-            existing[sub] = copy.deepcopy(want)
+            # one there already stays as it is (an index option such as positions cannot change)
+            existing[sub] = copy.deepcopy(dict(have) if have is not None else want)
         new["fields"] = existing
         targets = new.get("copy_to")
         targets = [targets] if isinstance(targets, str) else list(targets or [])
@@ -423,7 +424,8 @@ def channel_mapping_update(index: str, mapping: Mapping[str, Any], fields: Seque
                 and all(_same_subfield((have_combined.get("fields") or {}).get(s) or {}, w) for s, w in subs.items())):
             raise ConfigurationError(f"index {index!r} already has a field {combined!r} that is not esbridge's "
                                      "combined field; esbridge needs that name for it")
-    out[combined] = copy.deepcopy(template)
+    else:
+        out[combined] = copy.deepcopy(template)
     return {"properties": out}
 
 

@@ -379,15 +379,16 @@ class RerankerCore:
     def _analyses_inline_plan(self, text: str) -> Plan[bool]:
         """Whether ``text``'s first stage is one search that brings its analysis too
         (:meth:`_fetch_analysed_plan`): ``bm25`` on an esbridge index of one shard (index-wide
-        statistics) read in its combined field by the plugin, a short text not analysed before."""
+        statistics) read in its combined field by the plugin, a short text.
+
+        Also for a text analysed before: the one search brings its statistics fresh from the
+        searcher that found the hits, where searching by its known terms would first have to ask
+        the engine whether the index changed (``_stats``), a second request every query."""
         check_text(text, "query text")
         layout = self._layout
         if (not text or len(text) > MATCH_TEXT_LIMIT or self.first_stage != FirstStage.BM25 or self.dfs
                 or layout.plain or self._fields() != (layout.combined,) or self._older_plugin):
             return False
-        channels = analysed_channels(self.first_stage, layout, self.channels)
-        if all((text, ch) in self._analysis for ch in channels):
-            return False  # analysed before: the first stage's terms are known
         if not (yield from self._carries_features_plan()):
             return False
         if self._n_shards is None:

@@ -152,15 +152,22 @@ def test_channel_mapping_update_keeps_what_the_field_has() -> None:
     title = body["properties"]["title"]
     assert title["analyzer"] == "english" and title["copy_to"] == ["everything", "esb_all"]
     assert set(title["fields"]) == {"raw", "base", "prefix", "bigram", "micro", "length"}
-    assert title["fields"]["prefix"] == {"type": "text", "analyzer": "esb_prefix", "term_vector": "yes"}
+    assert title["fields"]["prefix"] == {"type": "text", "analyzer": "esb_prefix", "index_options": "freqs",
+                                         "term_vector": "yes"}
     abstract = body["properties"]["meta"]["properties"]["abstract"]
     assert abstract["copy_to"] == ["esb_all"] and "base" in abstract["fields"]
     assert body["properties"]["esb_all"] == load_mapping_file("text_field.json")
     assert mapping["properties"]["title"]["copy_to"] == "everything"  # the input is not changed
     # run again after an interruption: esbridge's own sub-fields are no conflict
     resumed = {"properties": {**mapping["properties"], "title": title, "esb_all": body["properties"]["esb_all"]}}
-    assert channel_mapping_update("docs", resumed, ["title"])["properties"]["title"]["copy_to"] == ["everything",
-                                                                                                      "esb_all"]
+    again = channel_mapping_update("docs", resumed, ["title"])["properties"]
+    assert again["title"]["copy_to"] == ["everything", "esb_all"]
+    assert "esb_all" not in again  # there already: not sent again
+    # sub-fields an earlier esbridge added with positions stay so (the engine refuses to change index_options)
+    older = {**title, "fields": {k: {kk: vv for kk, vv in v.items() if kk != "index_options"}
+                                 for k, v in title["fields"].items()}}
+    kept = channel_mapping_update("docs", {"properties": {**mapping["properties"], "title": older}}, ["title"])
+    assert "index_options" not in kept["properties"]["title"]["fields"]["bigram"]
 
 
 @pytest.mark.parametrize("mapping,fields,needle", [
