@@ -165,6 +165,31 @@ def test_documents_written_after_the_first_query(engine: Engine, fresh_index: st
     assert on["hits"]["hits"][0]["_id"] == "late"
 
 
+def test_statistics_after_a_write_are_the_new_readers(engine: Engine, plugin_expected: bool) -> None:
+    """On one shard the first stage's hits bring the terms' statistics, whose lookups the plugin
+    shares between the searches of one open index reader: after a write and a refresh the same
+    query, searched again, is scored with the new reader's statistics."""
+    name = "esb-test-plugin-one-shard-write"
+    engine.delete_index(name)
+    docs = [{"_id": f"d{i}", "title": f"paper {i}", "text": f"gene expression in tumour cells, study {i}"}
+            for i in range(30)]
+    ingest(engine, name, docs, shards=1, progress=False, strict=True)
+    try:
+        query = "tumour gene expression"
+        rr = Reranker(engine, name, scorer="evolved", window=50)
+        before = rr.search(query, size=10)
+        ingest(engine, name, [{"_id": f"late{i}", "title": "tumour gene expression", "text": "tumour gene expression"}
+                              for i in range(5)], progress=False, strict=True)
+        engine.refresh(name)
+        after = rr.search(query, size=10)
+        ref = Reranker(engine, name, scorer="evolved", window=50, features="termvectors").search(query, size=10)
+        _same(after, ref, "after a write, one shard")
+        assert after["hits"]["hits"][0]["_id"].startswith("late")
+        assert [h["_score"] for h in after["hits"]["hits"]] != [h["_score"] for h in before["hits"]["hits"]]
+    finally:
+        engine.delete_index(name)
+
+
 def test_counts_beyond_16_bits_come_back_whole(engine: Engine, plugin_expected: bool) -> None:
     """The plugin packs a hit's numbers as 16-bit integers where they all fit, else as 32-bit
     ones: a document of 40,000 words (one of them 33,000 times) reads as with term vectors."""

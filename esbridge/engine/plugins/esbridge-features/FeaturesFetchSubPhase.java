@@ -7,6 +7,7 @@ import org.apache.lucene.analysis.tokenattributes.PositionIncrementAttribute;
 import org.apache.lucene.index.FieldInfo;
 import org.apache.lucene.index.FieldInfos;
 import org.apache.lucene.index.IndexOptions;
+import org.apache.lucene.index.IndexReader;
 import org.apache.lucene.index.IndexReaderContext;
 import org.apache.lucene.index.LeafReader;
 import org.apache.lucene.index.LeafReaderContext;
@@ -48,6 +49,8 @@ import java.util.LinkedHashSet;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Adds {@code _esbridge_features} to each hit: the request's tag and the hit's features packed in
@@ -67,7 +70,10 @@ import java.util.Map;
  *
  * Term frequencies come from the postings (one enumerator per term and segment, advanced through
  * the segment's hits in document order; for a term whose statistics are asked for too, opened from
- * the one lookup of the term in each segment that the statistics need); lengths and distinct-term
+ * the one lookup of the term in each segment that the statistics need). Those lookups are shared
+ * by the searches of one open index reader ({@link #LOOKUPS}): a term another search of the same
+ * reader asked for is not looked up again; they are dropped when the reader closes (a refresh
+ * opens a new one). Lengths and distinct-term
  * counts from the field's norms where its similarity is {@link ExactLengthSimilarity} (which keeps
  * them there exactly), else from {@link SegmentLengths}, which reads a document's term vector once
  * for the life of its segment.
@@ -76,6 +82,30 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
     static final String FEATURES = "_esbridge_features";
     static final String STATS = "_esbridge_stats";
     static final String QUERY = "_esbridge_query";
+
+    /** Per open top-level reader, per field: each term's lookup in every segment of that reader. */
+    private static final Map<IndexReader.CacheKey, Lookups> LOOKUPS = new ConcurrentHashMap<>();
+    /** How many terms one reader's shared lookups hold at most (all fields; each holds a term state per
+     * segment); later ones are looked up by each search that asks for them. */
+    static final int MAX_SHARED_TERMS = 10_000;
+
+    /** The lookups shared by the searches of one reader. */
+    private static final class Lookups {
+        final Map<String, Map<BytesRef, TermStates>> byField = new ConcurrentHashMap<>();
+        final AtomicInteger size = new AtomicInteger();
+    }
+
+    /** The lookups shared by the searches of {@code searcher}'s reader (null: it has no cache key). */
+    private static Lookups shared(IndexSearcher searcher) {
+        IndexReader.CacheHelper helper = searcher.getIndexReader().getReaderCacheHelper();
+        if (helper == null) {
+            return null;
+        }
+        return LOOKUPS.computeIfAbsent(helper.getKey(), key -> {
+            helper.addClosedListener(LOOKUPS::remove);
+            return new Lookups();
+        });
+    }
 
     /** One token of an analysed text: its position and its term. */
     private record Token(int position, BytesRef term) {
@@ -123,8 +153,9 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
         // the statistics asked for, each term's looked up once in every segment; where a group
         // counts such a term, its postings are then opened from that lookup's state
         final Map<String, Map<BytesRef, TermStates>> states = new HashMap<>();
+        final Lookups sharedLookups = statsAsked.isEmpty() ? null : shared(searcher);
         for (FeaturesExt.Stats st : statsAsked) {
-            lookUp(searcher, st, states.computeIfAbsent(st.field(), f -> new HashMap<>()));
+            lookUp(searcher, st, states.computeIfAbsent(st.field(), f -> new HashMap<>()), sharedLookups);
         }
         final List<BytesRef[]> groupTerms = new ArrayList<>();
         int columns = 0;
@@ -327,16 +358,26 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
         return out.array();
     }
 
-    /** Adds to {@code looked} the terms of {@code st} it lacks, each looked up in every segment of the
+    /** Adds to {@code looked} the terms of {@code st} it lacks: from {@code shared} where another
+     * search of the same reader looked them up, else each looked up in every segment of the
      * searcher's reader (one terms enumerator per segment for all of them; what
-     * {@link TermStates#build} does with one per term). */
-    private static void lookUp(IndexSearcher searcher, FeaturesExt.Stats st, Map<BytesRef, TermStates> looked)
-            throws IOException {
+     * {@link TermStates#build} does with one per term) and then offered to {@code shared}. A
+     * lookup is complete before it is shared, and never changed after. */
+    private static void lookUp(IndexSearcher searcher, FeaturesExt.Stats st, Map<BytesRef, TermStates> looked,
+                               Lookups shared) throws IOException {
         IndexReaderContext top = searcher.getTopReaderContext();
+        Map<BytesRef, TermStates> known = shared == null ? null
+            : shared.byField.computeIfAbsent(st.field(), f -> new ConcurrentHashMap<>());
         List<BytesRef> wanted = new ArrayList<>();
         for (String term : st.terms()) {
             BytesRef b = new BytesRef(term);
-            if (!looked.containsKey(b)) {
+            if (looked.containsKey(b)) {
+                continue;
+            }
+            TermStates done = known == null ? null : known.get(b);
+            if (done != null) {
+                looked.put(b, done);
+            } else {
                 looked.put(b, new TermStates(top));
                 wanted.add(b);
             }
@@ -354,6 +395,16 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
             for (BytesRef b : wanted) {
                 if (it.seekExact(b)) {
                     looked.get(b).register(it.termState(), leaf.ord, it.docFreq(), it.totalTermFreq());
+                }
+            }
+        }
+        if (known != null) {
+            for (BytesRef b : wanted) {
+                if (shared.size.get() >= MAX_SHARED_TERMS) {
+                    break;
+                }
+                if (known.putIfAbsent(b, looked.get(b)) == null) {
+                    shared.size.incrementAndGet();
                 }
             }
         }
