@@ -176,7 +176,8 @@ def test_statistics_after_a_write_are_the_new_readers(engine: Engine, plugin_exp
     ingest(engine, name, docs, shards=1, progress=False, strict=True)
     try:
         query = "tumour gene expression"
-        rr = Reranker(engine, name, scorer="evolved", window=50)
+        # without the plugin, statistics cached by the client: refetched after any write
+        rr = Reranker(engine, name, scorer="evolved", window=50, stats_refresh_interval=0)
         before = rr.search(query, size=10)
         ingest(engine, name, [{"_id": f"late{i}", "title": "tumour gene expression", "text": "tumour gene expression"}
                               for i in range(5)], progress=False, strict=True)

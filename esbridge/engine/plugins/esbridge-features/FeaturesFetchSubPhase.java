@@ -88,6 +88,9 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
     /** How many terms one reader's shared lookups hold at most (all fields; each holds a term state per
      * segment); later ones are looked up by each search that asks for them. */
     static final int MAX_SHARED_TERMS = 10_000;
+    /** How many open readers share lookups at most (a node's shards each have one, two while a
+     * refresh is under way); beyond that a search looks its terms up itself. */
+    static final int MAX_SHARING_READERS = 1_024;
 
     /** The lookups shared by the searches of one reader. */
     private static final class Lookups {
@@ -95,11 +98,16 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
         final AtomicInteger size = new AtomicInteger();
     }
 
-    /** The lookups shared by the searches of {@code searcher}'s reader (null: it has no cache key). */
+    /** The lookups shared by the searches of {@code searcher}'s reader (null: it has no cache key, or
+     * {@link #MAX_SHARING_READERS} readers share already). */
     private static Lookups shared(IndexSearcher searcher) {
         IndexReader.CacheHelper helper = searcher.getIndexReader().getReaderCacheHelper();
         if (helper == null) {
             return null;
+        }
+        Lookups known = LOOKUPS.get(helper.getKey());
+        if (known != null || LOOKUPS.size() >= MAX_SHARING_READERS) {
+            return known;
         }
         return LOOKUPS.computeIfAbsent(helper.getKey(), key -> {
             helper.addClosedListener(LOOKUPS::remove);
