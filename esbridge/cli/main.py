@@ -36,12 +36,48 @@ class Parser(argparse.ArgumentParser):
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
         given = list(sys.argv[1:] if args is None else args)
-        parsed, extras = self.parse_known_args(given, namespace)
+        parsed, extras = self.parse_known_args(_glued(given, _option_strings(self)), namespace)
         if extras:
             command = _command_parser(self, parsed)
             command.error(_unrecognized(extras, command))
         parsed.command_argv = given
         return parsed
+
+
+#: Options whose value may begin with ``-``: an API key's id is random base64url, a user name is
+#: the user's.  ``--api-key -Xy1:...`` would otherwise read as an option without its value.
+_DASH_VALUES = ("--api-key", "--username")
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of ``parser`` and of its sub-commands."""
+    out: set[str] = set()
+    for action in parser._actions:
+        out.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _option_strings(sub)
+    return out
+
+
+def _glued(tokens: list[str], known: set[str]) -> list[str]:
+    """``tokens`` with each ``--api-key V`` / ``--username V`` whose ``V`` begins with ``-`` (and is
+    no option of the command line) written ``--api-key=V``, which argparse reads as the value."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok == "--":  # everything after is positional
+            out.extend(tokens[i:])
+            break
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if tok in _DASH_VALUES and nxt is not None and nxt.startswith("-") and nxt.split("=", 1)[0] not in known:
+            out.append(f"{tok}={nxt}")
+            i += 2
+            continue
+        out.append(tok)
+        i += 1
+    return out
 
 
 def _command_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:

@@ -184,3 +184,19 @@ def test_a_cluster_that_did_not_answer_is_not_waited_for_again() -> None:
         return len(atransport.calls), len(asleeps)
 
     assert asyncio.run(twice()) == (5, 3)
+
+
+@pytest.mark.parametrize("key", ["-Xy1abc:s3cr3t", "_ab-c:d", "-a"])
+def test_an_api_key_or_user_beginning_with_a_dash_is_taken_as_the_value(key: str) -> None:
+    """An API key's id is random base64url and may begin with ``-``: ``--api-key -Xy1...`` is its
+    value, not an unknown option (argparse alone refuses it: "expected one argument")."""
+    args = build_parser().parse_args(["search", "--api-key", key, "--username", "-me", "--size", "2", "idx", "q"])
+    assert args.api_key == key and args.username == "-me" and args.size == 2
+    assert args.command_argv[:3] == ["search", "--api-key", key]  # the line as given, for reports
+
+
+def test_a_missing_api_key_value_is_still_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--api-key`` followed by another option has no value: refused, naming the option."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["search", "--api-key", "--size", "2", "idx", "q"])
+    assert "--api-key" in capsys.readouterr().err
