@@ -107,12 +107,11 @@ def main() -> int:
 
     with HybridSearcher(engine, index, params, progress=True) as hs:
         _ = hs.vectors
-        merged = ""
+        settled: float | None = None  # seconds the flush and merge took
         if knn:
             t0 = time.perf_counter()
             settle_vector_index(engine, index)
-            merged = (f"The index with the vectors was flushed and merged to one segment after they were filled "
-                      f"({time.perf_counter() - t0:.0f} s")
+            settled = time.perf_counter() - t0
         def bm25_body(q: str) -> dict[str, Any]:
             return {"size": 10, "_source": False, "query": hs.reranker.first_stage_query(hs.reranker.analyze(q), q)}
 
@@ -196,10 +195,11 @@ def main() -> int:
             f"{params.scorer} over the top {params.window}, semantic top {params.semantic_depth})", "",
             "| pass | engine BM25 p50 / p95 ms | pipeline p50 / p95 ms | p50 ratio | pipeline p50 by step, ms |",
             "|---|---:|---:|---:|---|", *rows, ""]
-    if merged:  # its size once the merged-away files are gone (the answer to the merge comes before)
+    if settled is not None:  # its size once the merged-away files are gone (the answer to the merge comes before)
         stats = engine.request("GET", f"/{index}/_stats/store")
         size = stats["_all"]["primaries"]["store"]["size_in_bytes"] / 1e6
-        out += [f"{merged}; {size:.0f} MB on disk at the end of the run).", ""]
+        out += ["The index with the vectors was flushed and merged to one segment after they were filled "
+                f"({settled:.0f} s; {size:.0f} MB on disk at the end of the run).", ""]
     if knn:
         out += ["## Semantic strategy alone (query vector given)", "",
                 "| search | p50 / p95 ms |", "|---|---:|", *sem_rows, "",
