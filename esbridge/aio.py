@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from esbridge.engine.async_client import AsyncEngine
 from esbridge.engine.plan import Plan, PlanLock, run_async
 from esbridge.features.cache import DocVersion
-from esbridge.rerank import AnalyzedQuery, Ranking, RerankerCore
+from esbridge.rerank import AnalyzedQuery, Ranking, RerankerCore, Retrieved
 from esbridge.scoring import ScoreResult, ScoringInput
 
 __all__ = ["AsyncEngine", "AsyncReranker"]
@@ -97,6 +97,10 @@ class AsyncReranker(RerankerCore):
     async def analyze(self, text: str) -> AnalyzedQuery:
         """The query's tokens per channel from the index's analyzers."""
         return await self._run(self._analyze_plan(text))
+
+    async def retrieve(self, query_text: str, *, window: int | None = None, filter: Any = None) -> Retrieved:
+        """:meth:`Reranker.retrieve <esbridge.rerank.Reranker.retrieve>`."""
+        return await self._run(self._retrieve_plan(query_text, window=window, filter=filter))
 
     async def fetch_candidates(self, prepared: AnalyzedQuery, query_text: str, *, window: int | None = None,
                                filter: Any = None, source: Any = False) -> dict[str, Any]:

@@ -389,13 +389,22 @@ class HybridSearcher:
                 window: int | None = None) -> tuple[RankedList, list[DocVersion | None]]:
         """The lexical strategy's list (the top ``window``, default the pipeline's) and the hits'
         ``(_seq_no, _primary_term)``."""
+        _, ranked, versions = self._lexical(text, filter=filter, prepared=prepared, window=window)
+        return ranked, versions
+
+    def _lexical(self, text: str, *, filter: Any = None, prepared: AnalyzedQuery | None = None,
+                 window: int | None = None) -> tuple[AnalyzedQuery, RankedList, list[DocVersion | None]]:
+        """:meth:`lexical` with the analysed query: without ``prepared``, the reranker's
+        :meth:`~esbridge.rerank.Reranker.retrieve` (one search where the index allows it)."""
         rr = self.reranker
-        prepared = prepared or rr.analyze(text)
-        hits = rr.fetch_candidates(prepared, text, window=window or self.params.window,
-                                   filter=filter)["hits"]["hits"]
+        window = window or self.params.window
         # a hit deleted between the search and the term-vector fetch is left out, not scored as empty
+        if prepared is None:
+            got = rr.retrieve(text, window=window, filter=filter)
+            return got.query, RankedList(got.ranking.ids, got.ranking.scores), got.versions()
+        hits = rr.fetch_candidates(prepared, text, window=window, filter=filter)["hits"]["hits"]
         ranking = rr.rank(prepared, hits, stats_validated=True)
-        return RankedList(ranking.ids, ranking.scores), [hit_version(hits[i]) for i in ranking.order]
+        return prepared, RankedList(ranking.ids, ranking.scores), [hit_version(hits[i]) for i in ranking.order]
 
     def keyword_terms(self, prepared: AnalyzedQuery, lexical: RankedList,
                       versions: Sequence[DocVersion | None], *, narrative: str | None = None,
@@ -422,7 +431,9 @@ class HybridSearcher:
         cands = tuple(expansion_candidates(vecs, kp.min_docs))
         if not cands:
             return weighted_terms(base, {}, 0.0)
-        st = store.fetch({"base": QueryChannel(cands, (1,) * len(cands))}, [], [], fields=[combined]).stats[sub]
+        # the index's state was checked by the fetch above, a moment ago
+        st = store.fetch({"base": QueryChannel(cands, (1,) * len(cands))}, [], [], fields=[combined],
+                         validate=False).stats[sub]
         extra = expansion_terms(vecs, lexical.scores[:n], st.df, st.doc_count, kp, exclude=base.terms)
         return weighted_terms(base, extra, kp.lam)
 
@@ -576,8 +587,7 @@ class HybridSearcher:
             vectors = self.vectors
             semantic = self._semantic_pool().submit(self._semantic_run, vectors, text, filter)
         if "lexical" in wanted or "keyword" in wanted:
-            prepared = self.reranker.analyze(text)
-            lists["lexical"], versions = self.lexical(text, filter=filter, prepared=prepared)
+            prepared, lists["lexical"], versions = self._lexical(text, filter=filter)
             seconds["lexical"] = time.perf_counter() - t0
         qvec = None
         if semantic is not None:
@@ -586,11 +596,13 @@ class HybridSearcher:
             # the source's keyword query: the narrative's keyphrases, ranked like the query by the lexical strategy
             t1 = time.perf_counter()
             phrases = " ".join(self.keyphrases(narrative))
-            kw_prepared = self.reranker.analyze(phrases) if phrases else None
-            base = kw_prepared.query.get("base") if kw_prepared is not None else None
-            expansion = {t: float(c) for t, c in zip(base.terms, base.qtf)} if base is not None else {}
-            lists["keyword"] = (self.lexical(phrases, filter=filter, prepared=kw_prepared, window=p.keyword.depth)[0]
-                                if expansion else RankedList([], np.zeros(0)))
+            lists["keyword"] = RankedList([], np.zeros(0))
+            if phrases:
+                kw_prepared, found, _ = self._lexical(phrases, filter=filter, window=p.keyword.depth)
+                base = kw_prepared.query.get("base")
+                expansion = {t: float(c) for t, c in zip(base.terms, base.qtf)} if base is not None else {}
+                if expansion:
+                    lists["keyword"] = found
             seconds["keyword"] = time.perf_counter() - t1
         elif "keyword" in wanted:
             assert prepared is not None

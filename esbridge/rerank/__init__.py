@@ -15,7 +15,15 @@ the data:
 * :mod:`esbridge.rerank.reranker`: :class:`Reranker`.
 """
 
-from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion, Ranking, RerankStats, hit_version, rank_order
+from esbridge.rerank.candidates import (
+    AnalyzedQuery,
+    CandidateUnion,
+    Ranking,
+    RerankStats,
+    Retrieved,
+    hit_version,
+    rank_order,
+)
 from esbridge.rerank.first_stage import MAX_FIRST_STAGE_TERMS, FirstStage
 from esbridge.rerank.pipeline import INLINE_SOURCE_WINDOW, RerankerCore
 from esbridge.rerank.reranker import Reranker, SharedAnalysis
@@ -28,6 +36,7 @@ __all__ = [
     "FirstStage",
     "Ranking",
     "RerankStats",
+    "Retrieved",
     "Reranker",
     "RerankerCore",
     "SharedAnalysis",

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from esbridge.errors import ConfigurationError
-from esbridge.features.cache import HitVersion
+from esbridge.features.cache import DocVersion, HitVersion
 from esbridge.features.termvectors import QueryChannel
 from esbridge.index.definitions import IndexLayout
 from esbridge.jsoninput import check_depth
@@ -236,6 +236,27 @@ class Ranking:
         scores = np.asarray(result.scores, dtype=np.float64)[order]
         return cls(ids=[str(ids[i]) for i in order], scores=scores, order=order, found=kept,
                    dropped=[str(d) for d, ok in zip(ids, kept) if not ok], result=result)
+
+
+@dataclass(frozen=True, eq=False)
+class Retrieved:
+    """A query's first stage and its hits ranked (:meth:`esbridge.rerank.Reranker.retrieve`).
+
+    Attributes:
+        query: the query as the index's analyzers analysed it.
+        hits: the first stage's hits, in its order (the features the engine plugin added taken
+            out of them).
+        ranking: those hits ranked by the reranker's scorer (:class:`Ranking`).
+    """
+
+    query: AnalyzedQuery
+    hits: list[dict[str, Any]]
+    ranking: Ranking
+
+    def versions(self) -> list[DocVersion | None]:
+        """The ranked hits' versions (:func:`hit_version`), aligned with ``ranking.ids``:
+        ``None`` where the first stage did not ask for them (its hits brought their features)."""
+        return [hit_version(self.hits[i]) for i in self.ranking.order]
 
 
 def reorder_hits(hits: Sequence[Mapping[str, Any]], ranking: Ranking, *, explain: bool = False,

@@ -63,6 +63,7 @@ from esbridge.rerank.candidates import (
     CandidateUnion,
     Ranking,
     RerankStats,
+    Retrieved,
     candidate_keys,
     check_count,
     describe_dropped,
@@ -433,6 +434,34 @@ class RerankerCore:
         prepared = AnalyzedQuery(query=got.query, dropped=dropped_terms(self.first_stage, layout, got.query))
         return prepared, response, carried
 
+    def _found_plan(self, text: str, *, window: int, filter: Any = None, source: Any = False,
+                    ) -> Plan[tuple[AnalyzedQuery, dict[str, Any], Carried | None, float]]:
+        """A query text's first stage: the analysed query, the engine's response, the features its
+        hits brought (``None``: taken out of the hits where :meth:`_rank_plan` reads them) and the
+        seconds its analysis took apart from the search (0 when one search brought both).  One
+        search where it can be (:meth:`_analyses_inline_plan`), else the analysis and then the
+        first stage with the statistics fetched meanwhile; either way the statistics need no
+        further check before the hits are ranked."""
+        if (yield from self._analyses_inline_plan(text)):
+            inline = yield from self._fetch_analysed_plan(text, window=window, filter=filter, source=source)
+            if inline is not None:
+                return (*inline, 0.0)
+        t0 = time.perf_counter()
+        prepared = yield from self._analyze_plan(text)
+        analysed = time.perf_counter() - t0
+        response = yield from self._fetch_candidates_plan(prepared, text, window=window, filter=filter,
+                                                          source=source)
+        return prepared, response, None, analysed
+
+    def _retrieve_plan(self, text: str, *, window: int | None = None, filter: Any = None) -> Plan[Retrieved]:
+        """The first stage of ``text`` and its hits ranked (:meth:`Reranker.retrieve`)."""
+        check_count("window", window, allow_none=True)
+        prepared, response, carried, _ = yield from self._found_plan(text, window=window or self.window,
+                                                                      filter=filter)
+        hits = response["hits"]["hits"]
+        ranking = yield from self._rank_plan(prepared, hits, stats_validated=True, carried=carried)
+        return Retrieved(query=prepared, hits=hits, ranking=ranking)
+
     def _carries_features_plan(self) -> Plan[bool]:
         """Whether the first stage asks the plugin for its hits' features: where every node runs it
         (:func:`~esbridge.features.plugin.features_plugin_plan`), for an esbridge index read in one field."""
@@ -515,27 +544,21 @@ class RerankerCore:
         ranks: list[dict[str, int]] | None = None
         carried: Carried | None = None
         variants: list[tuple[AnalyzedQuery, float]] | None = None
-        # one request where it can be: the engine's match query, its hits bringing the text's analysis
-        inline = (yield from self._fetch_analysed_plan(query_text, window=window, filter=filter, source=source)) \
-            if not augmented and (yield from self._analyses_inline_plan(query_text)) else None
-        if inline is not None:
-            t2 = t1
-            prepared, response, carried = inline
+        if not augmented:
+            # one request where it can be: the engine's match query, its hits bringing the text's analysis
+            prepared, response, carried, analysed = yield from self._found_plan(query_text, window=window,
+                                                                                filter=filter, source=source)
             hits = response["hits"]["hits"]
+            t2 = t1 + analysed
         else:
             prepared = yield from self._analyze_plan(query_text)
-            variants = (yield from self._analyze_variants_plan(checked)) if augmented else None
+            variants = yield from self._analyze_variants_plan(checked)
             t2 = time.perf_counter()
-            if variants is None:
-                response = yield from self._fetch_candidates_plan(prepared, query_text, window=window,
-                                                                  filter=filter, source=source)
-                hits = response["hits"]["hits"]
-            else:
-                # the candidates of the query and of every variant, one _msearch; the response's shell is the query's
-                union = yield from self._fetch_union_plan(
-                    [(prepared, query_text), *((v, text) for (v, _), (text, _) in zip(variants, checked))],
-                    window=window, filter=filter, source=source)
-                response, hits, ranks = union.responses[0], union.hits, union.ranks
+            # the candidates of the query and of every variant, one _msearch; the response's shell is the query's
+            union = yield from self._fetch_union_plan(
+                [(prepared, query_text), *((v, text) for (v, _), (text, _) in zip(variants, checked))],
+                window=window, filter=filter, source=source)
+            response, hits, ranks = union.responses[0], union.hits, union.ranks
         t3 = time.perf_counter()
         if inline_source and not fields:
             self._sources.drop_vectors(hits)

@@ -32,7 +32,7 @@ from esbridge.engine.client import Engine
 from esbridge.engine.plan import Plan, run
 from esbridge.features.cache import DocVersion
 from esbridge.rerank.augmentation import Augmentation
-from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion, Ranking
+from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion, Ranking, Retrieved
 from esbridge.rerank.pipeline import RerankerCore
 from esbridge.scoring import ScoreResult, ScoringInput
 
@@ -217,6 +217,27 @@ class Reranker(RerankerCore):
         return self._run(self._search_plan(query_text, size, filter=filter, fields=fields, explain=explain,
                                            window=window, augmentations=augmentations,
                                            original_weight=original_weight))
+
+    def retrieve(self, query_text: str, *, window: int | None = None, filter: Any = None) -> Retrieved:
+        """The first stage of ``query_text`` and its top ``window`` hits ranked by the reranker's
+        scorer: :meth:`search` without the response around it, for a caller that reads the
+        whole ranking (the hybrid pipeline's lexical strategy).
+
+        The requests are :meth:`search`'s: on an index of one shard read through esbridge's engine
+        plugin, one search brings the query's analysis, its terms' statistics and every hit's
+        features; elsewhere the query is analysed first and the statistics are fetched while
+        the first stage runs.  The hits carry no ``_source``.
+
+        Args:
+            filter: a query clause (or list) restricting the candidates; it does not score.
+            window: hits to rank (default: the reranker's window).
+
+        Returns:
+            A :class:`~esbridge.rerank.candidates.Retrieved`: the analysed query, the hits and
+            their :class:`~esbridge.rerank.candidates.Ranking` (a hit deleted since the search is
+            in ``ranking.dropped``, not in the ranking).
+        """
+        return self._run(self._retrieve_plan(query_text, window=window, filter=filter))
 
     def fetch_candidates(self, prepared: AnalyzedQuery, query_text: str, *, window: int | None = None,
                          filter: Any = None, source: Any = False) -> dict[str, Any]:

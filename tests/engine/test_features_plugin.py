@@ -354,6 +354,65 @@ def test_on_one_shard_the_first_stage_is_the_only_request(engine: Engine, sample
     assert not any("_termvectors" in p or "_analyze" in p for p in rec_two.paths if "mtermvectors" not in p)
 
 
+@pytest.mark.parametrize("shards", [1, 3])
+def test_retrieve_ranks_as_search_does(engine: Engine, sample_indices: dict[int, str], shards: int,
+                                       plugin_expected: bool) -> None:
+    """``Reranker.retrieve`` is ``search`` without the response around it: the same hits in the
+    same order with the same scores, the same analysed terms, and the same requests (one search a
+    query on one shard where the plugin runs)."""
+    index = sample_indices[shards]
+    queries = [q["text"] for q in judged_queries()[:8]]
+    rr = Reranker(engine, index, scorer="evolved", window=50)
+    rr.search("warm up: the layout, the plugin, the shard count", size=1)
+    with Recorder(engine) as rec:
+        got = [rr.retrieve(q) for q in queries]
+    want = [rr.search(q, size=50) for q in queries]
+    for q, r, s in zip(queries, got, want, strict=True):
+        assert r.ranking.ids == [h["_id"] for h in s["hits"]["hits"]], q
+        assert np.array_equal(r.ranking.scores, [h["_score"] for h in s["hits"]["hits"]]), q
+        assert {ch: list(qc.terms) for ch, qc in r.query.query.items()} == s["_esbridge"]["terms"], q
+        assert len(r.versions()) == len(r.ranking.ids)
+        assert not any("_esbridge_features" in (h.get("fields") or {}) for h in r.hits), q
+    if plugin_expected and shards == 1:
+        assert len(rec.paths) == len(queries) and all(p.endswith("/_search") for p in rec.paths), rec.paths
+    with pytest.raises(ConfigurationError, match="window must be an integer >= 1"):
+        rr.retrieve(queries[0], window=0)
+
+
+def test_the_hybrid_lexical_and_keyword_strategies_take_the_one_search_path(
+        engine: Engine, sample_indices: dict[int, str], plugin_expected: bool) -> None:
+    """The hybrid pipeline's lexical strategy ranks through ``retrieve``: on one shard with the
+    plugin one search brings its analysis and features, and its list, the keyword strategy's terms
+    and list equal those of the path that analyses first (``dfs``, the same statistics on one
+    shard); the keyword strategy checks the index's state once."""
+    from esbridge.hybrid import HybridSearcher, PipelineParams
+
+    index = sample_indices[1]
+    queries = [q["text"] for q in judged_queries()[:6]]
+    params = PipelineParams(window=50, w_semantic=0.0, keyword_source="lexical", weighting="fixed")
+    one = HybridSearcher(engine, index, params)
+    two = HybridSearcher(engine, index, params,
+                         reranker=Reranker(engine, index, scorer=params.scorer, window=50, dfs=True))
+    for hs in (one, two):
+        hs.run("warm up: the layout, the plugin, the shard count")
+    with Recorder(engine) as rec:
+        got = [one.run(q) for q in queries]
+    want = [two.run(q) for q in queries]
+    for q, a, b in zip(queries, got, want, strict=True):
+        for name in ("lexical", "keyword"):
+            assert a.lists[name].ids == b.lists[name].ids, (name, q)
+            assert np.array_equal(a.lists[name].scores, b.lists[name].scores), (name, q)
+        assert a.expansion == b.expansion and a.ids == b.ids, q
+    if plugin_expected:
+        assert not any("_termvectors" in p and "mtermvectors" not in p for p in rec.paths), rec.paths
+        # per query: the lexical search, one check of the index's state, the feedback documents'
+        # term vectors, the expansion terms' statistics, the keyword search
+        assert sum(p.endswith("/_stats/docs,indexing") for p in rec.paths) <= len(queries), rec.paths
+        assert sum(p.endswith("/_search") for p in rec.paths) == 2 * len(queries), rec.paths
+    for hs in (one, two):
+        hs.close()
+
+
 def test_the_analysing_extension_refuses_what_it_cannot_do(engine: Engine, sample_indices: dict[int, str],
                                                             plugin_expected: bool) -> None:
     if not plugin_expected:
