@@ -1,11 +1,13 @@
 """Where the engine's own time goes when it returns a window of hits: the query, or the hits.
 
-The same BM25 ``match`` query on esbridge's base channel, at each window, returned four ways,
+The same BM25 ``match`` query on esbridge's base channel, at each window, returned five ways,
 interleaved query by query: with each hit's ``_source``; without it (``_source: false``, each
 hit's ``_id`` still read); with no stored field at all (``stored_fields: _none_``: no ``_id``,
-the hits' ``_seq_no`` from doc values); and its ``count`` of matches alone (no hits).  An
-engine reads a hit's ``_id`` from the same compressed stored-field blocks as its ``_source``, so
-the difference between the second and third rows is what identifying the hits costs.
+the hits' ``_seq_no`` from doc values); with no stored field and each hit's ``_id`` from the doc
+values every index esbridge creates keeps the ids in (``esbridge_id``), as esbridge's first stage
+asks; and its ``count`` of matches alone (no hits).  An engine reads a hit's ``_id`` from the same
+compressed stored-field blocks as its ``_source``, so the difference between the second and third
+rows is what identifying the hits that way costs.
 
 With ``--vectors``, the same rows for the collection's index with passage vectors in the engine
 (``bench-<collection>-knn``, as ``esbridge index --vectors engine`` creates it: the vectors left out
@@ -30,6 +32,7 @@ from typing import Any
 
 from esbridge.engine.client import Engine
 from esbridge.index import VectorField, read_layout
+from esbridge.index.definitions import ID_VALUES
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -50,6 +53,8 @@ WAYS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("`_source: false` (each hit's `_id` read)", {"_source": False}),
     ("`stored_fields: _none_` (no `_id`; `_seq_no` from doc values)",
      {"stored_fields": "_none_", "seq_no_primary_term": True}),
+    (f"`stored_fields: _none_`, `_id` from the doc values of `{ID_VALUES}` (esbridge's first stage)",
+     {"stored_fields": "_none_", "docvalue_fields": [ID_VALUES], "seq_no_primary_term": True}),
 )
 
 

@@ -68,15 +68,17 @@ def judged_queries(folder: Path, limit: int) -> list[str]:
 
 def bench_index(engine: Engine, corpus: Path, vector: VectorField | None = None) -> tuple[str, int]:
     """``bench-<collection>`` holding ``corpus`` (indexed only when its document count differs, or
-    it stores term vectors where esbridge would now create it without, or the other way round);
-    with ``vector``, ``bench-<collection>-knn`` with that vector field."""
+    it stores term vectors where esbridge would now create it without, or the other way round, or
+    it predates the ids' doc values); with ``vector``, ``bench-<collection>-knn`` with that vector
+    field."""
     index = f"bench-{corpus.parent.resolve().name}" + ("-knn" if vector is not None else "")
     expected = sum(1 for line in open(corpus) if line.strip())
     exists = engine.index_exists(index)
     held = vector_field_of(engine, index) if vector is not None and exists else None
-    stored = bool(index_meta(engine, index).get("term_vectors", True)) if exists else None
+    meta = index_meta(engine, index) if exists else {}
+    stored = bool(meta.get("term_vectors", True)) if exists else None
     if not (exists and engine.count(index) == expected and (vector is None or held == vector.to_meta())
-            and stored == (not run(similarity_on_every_node_plan(engine), engine))):
+            and stored == (not run(similarity_on_every_node_plan(engine), engine)) and meta.get("id_values")):
         engine.delete_index(index)
         ingest(engine, index, read_jsonl(corpus), progress=True, strict=True, vector=vector)
     return index, expected

@@ -243,7 +243,8 @@ def _chunks(docs: Iterable[SourceDocument | Mapping[str, Any]], chunk_docs: int,
 
 
 def _send(engine: Engine, index: str, docs: Sequence[SourceDocument], *, max_retries: int,
-          backoff: float) -> list[DocumentFailure]:
+          backoff: float, id_values: str | None = None) -> list[DocumentFailure]:
+    """Index ``docs`` (``id_values``: the field their ids are written to as well); the failures."""
     pending = list(docs)
     failures: list[DocumentFailure] = []
     delay = backoff
@@ -251,7 +252,7 @@ def _send(engine: Engine, index: str, docs: Sequence[SourceDocument], *, max_ret
         lines: list[Mapping[str, Any]] = []
         for d in pending:
             lines.append({"index": {"_index": index, "_id": d.doc_id}})
-            lines.append(d.source or {})
+            lines.append({**(d.source or {}), id_values: d.doc_id} if id_values else d.source or {})
         resp = engine.request("POST", "/_bulk", body=ndjson_lines(lines), ndjson=True,
                               context=f"bulk indexing into {index!r}")
         retry: list[SourceDocument] = []
@@ -361,12 +362,14 @@ def ingest(
         body = create_index(engine, target, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
                             meta={"replaces": index}, term_vectors=term_vectors)
         stored = bool(body["mappings"]["_meta"]["esbridge"]["term_vectors"])
+        id_values = body["mappings"]["_meta"]["esbridge"].get("id_values")
         created = True
         fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     elif exists:
         existing = read_layout(engine, index)
         fields, id_field = existing.fields, existing.id_field
         stored = existing.term_vectors
+        id_values = existing.id_values
         if layout is not None and (layout.fields, layout.combined, layout.id_field) != \
                 (existing.fields, existing.combined, existing.id_field):
             raise ConfigurationError(
@@ -377,6 +380,7 @@ def ingest(
         body = create_index(engine, index, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
                             term_vectors=term_vectors)
         stored = bool(body["mappings"]["_meta"]["esbridge"]["term_vectors"])
+        id_values = body["mappings"]["_meta"]["esbridge"].get("id_values")
         created = True
         fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     else:
@@ -402,7 +406,8 @@ def ingest(
                             d.line, d.doc_id, f"repeats the id of line {first}; this line replaced it"))
                 good.append(d)
             if good:
-                failed = _send(engine, target, good, max_retries=max_retries, backoff=backoff)
+                failed = _send(engine, target, good, max_retries=max_retries, backoff=backoff,
+                               id_values=id_values if id_values != id_field else None)
                 bad = {(f.line, f.doc_id) for f in failed}
                 report.failures.extend(failed)
                 for d in good:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from esbridge.engine.client import Engine
 from esbridge.index import IndexLayout, create_index
+from esbridge.index.definitions import ID_VALUES
 from tests.data import documents, judged_queries, qrels
 
 #: Title and text of a handful of documents on diabetes, insulin and the heart.
@@ -22,10 +23,11 @@ DOCS: dict[str, dict[str, str]] = {
 
 def create_small_index(engine: Engine, name: str, docs: Mapping[str, Mapping[str, str]] = DOCS, *,
                        shards: int = 1) -> str:
-    """Create ``name`` with esbridge's layout, index ``docs`` (id → source) and refresh."""
+    """Create ``name`` with esbridge's layout, index ``docs`` (id → source) as esbridge's ingest
+    writes them (each with its id value) and refresh."""
     create_index(engine, name, IndexLayout(), shards=shards)
     for doc_id, src in docs.items():
-        engine.request("PUT", f"/{name}/_doc/{doc_id}", body=dict(src))
+        engine.request("PUT", f"/{name}/_doc/{doc_id}", body={**src, ID_VALUES: doc_id})
     engine.refresh(name)
     return name
 

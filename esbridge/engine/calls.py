@@ -10,6 +10,8 @@ answer (:func:`engine_error`).
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -20,6 +22,8 @@ from urllib.parse import urlencode
 from esbridge.engine.connection import EngineInfo, parse_info, parse_nodes_info
 from esbridge.engine.plan import Call, Plan
 from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, IndexNotFoundError
+
+log = logging.getLogger(__name__)
 
 _FORBIDDEN_IN_NAME = set('\\/*?"<>| ,#:')
 
@@ -273,6 +277,53 @@ def search_plan(index: str, body: Mapping[str, Any], *,
     resp: dict[str, Any] = yield Call("POST", f"/{path_segment(index, patterns=True)}/_search", body=dict(body),
                                       params=params, context=f"searching {index!r}")
     return resp
+
+
+def ids_from_values(hits: Sequence[dict[str, Any]], id_values: str) -> bool:
+    """Give each hit its ``_id`` from its doc values ``fields[id_values]`` (taken out of ``fields``,
+    which goes when nothing else is in it); ``False``, leaving the rest as they are, at the first hit
+    without one."""
+    for hit in hits:
+        fields = hit.get("fields")
+        got = fields.pop(id_values, None) if isinstance(fields, dict) else None
+        if not got:
+            return False
+        hit["_id"] = str(got[0])
+        if not fields:
+            del hit["fields"]
+    return True
+
+
+#: Seconds the searches of an index read their hits' ids from the stored fields after one of its hits
+#: lacked its id value (:func:`ids_search_plan`), before the doc values are tried again.
+IDS_RETRY_SECONDS = 60.0
+#: index (as named in the search) → when one of its hits last lacked its id value (time.monotonic)
+_IDS_MISSED: dict[str, float] = {}
+
+
+def ids_search_plan(index: str, body: Mapping[str, Any], id_values: str | None, *,
+                    params: Mapping[str, Any] | None = None) -> Plan[dict[str, Any]]:
+    """A ``_search`` of ``index`` whose hits need no ``_source``: where the index keeps its ids in the
+    doc values of ``id_values`` (:attr:`~esbridge.index.definitions.IndexLayout.id_values`), the
+    engine reads no stored field (each hit's ``_id`` would cost it the decompression of a block of
+    them) and the hits get their ``_id`` from those values.  Should a hit lack one (a document
+    written by another client), the search is sent again as given, and so are the searches of that
+    index for the next :data:`IDS_RETRY_SECONDS`."""
+    missed = _IDS_MISSED.get(index)
+    if id_values and body.get("_source") is False and "stored_fields" not in body and (
+            missed is None or time.monotonic() - missed > IDS_RETRY_SECONDS):
+        lean = {**body, "stored_fields": "_none_", "docvalue_fields": [*body.get("docvalue_fields", ()), id_values]}
+        resp = yield from search_plan(index, lean, params=params)
+        if ids_from_values(resp["hits"]["hits"], id_values):
+            _IDS_MISSED.pop(index, None)
+            return resp
+        if missed is None:
+            log.info("some documents of %r have no id value (written by another client than esbridge): its "
+                     "searches read their hits' ids from the stored fields for a while", index)
+        if len(_IDS_MISSED) >= 10_000:  # a cache of where not to try: it may forget
+            _IDS_MISSED.clear()
+        _IDS_MISSED[index] = time.monotonic()
+    return (yield from search_plan(index, body, params=params))
 
 
 def identify_plan(where: str, *, es7_client: bool = False) -> Plan[EngineInfo]:

@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.calls import path_segment
+from esbridge.engine.calls import ids_search_plan
 from esbridge.engine.client import EngineBase
 from esbridge.engine.features_plugin import PLUGIN_NAME, on_every_node_plan
-from esbridge.engine.plan import Call, Plan, gather
+from esbridge.engine.plan import Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.termvectors import (
     CandidateVectors,
@@ -354,8 +354,7 @@ def fetch_with_plugin_plan(
         body = {"size": len(chunk), "query": {"bool": query_clause}, "_source": False, "track_total_hits": False,
                 "ext": features_ext(layout, query, fields, ext_stats if with_stats else ())}
         params = {"search_type": "dfs_query_then_fetch"} if with_stats and dfs else None
-        return (yield Call("POST", f"/{path_segment(index, patterns=True)}/_search", params=params, body=body,
-                           context=f"reading candidates' features from {index!r}"))
+        return (yield from ids_search_plan(index, body, layout.id_values, params=params))
 
     answers = yield gather(*(one(chunk, n == 0 and bool(ext_stats)) for n, chunk in enumerate(chunks)))
     shard_stats: list[list[Any]] = []

@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from esbridge.engine.calls import ids_search_plan
 from esbridge.engine.client import Engine
+from esbridge.engine.plan import run
 from esbridge.errors import ConfigurationError
 from esbridge.features.cache import DocVersion
 from esbridge.features.termvectors import FieldVector, QueryChannel, analyze_text
@@ -382,7 +384,7 @@ class HybridSearcher:
         clauses = filter if isinstance(filter, list) else [filter]
         body = {"size": len(ids), "_source": False,
                 "query": {"bool": {"filter": [*clauses, {"ids": {"values": list(ids)}}]}}}
-        resp = self.engine.search(self.index, body)
+        resp = run(ids_search_plan(self.index, body, self.layout.id_values), self.engine)
         return {str(h["_id"]) for h in resp["hits"]["hits"]}
 
     def lexical(self, text: str, *, filter: Any = None, prepared: AnalyzedQuery | None = None,
@@ -481,7 +483,7 @@ class HybridSearcher:
             query["bool"]["filter"] = filter if isinstance(filter, list) else [filter]
             query["bool"]["minimum_should_match"] = 1
         body = {"size": depth or self.params.keyword.depth, "query": query, "_source": False}
-        hits = self.engine.search(self.index, body)["hits"]["hits"]
+        hits = run(ids_search_plan(self.index, body, self.layout.id_values), self.engine)["hits"]["hits"]
         return RankedList([str(h["_id"]) for h in hits], np.array([float(h["_score"]) for h in hits]))
 
     # ---- the weights ------------------------------------------------------------------

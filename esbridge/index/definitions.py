@@ -104,6 +104,13 @@ class IndexLayout:
             token counts are left out too, unless scripted similarities are asked for (the
             in-engine rescorer reads them).  Cheaper to index; the index opens only on nodes
             with the plugin.
+        id_values: a keyword field whose doc values hold each document's ``_id`` (``None``: the
+            index has none).  Set in every index esbridge creates (:data:`ID_VALUES`, left out of
+            ``_source``; or the source field ``id_field`` where the ids come from one): a search
+            that needs only its hits' ids (a first stage without ``_source``) reads them from
+            there instead of the stored fields, which the engine reads a compressed block of per
+            hit.  A hit without the value (a document written by another client) is read again
+            the usual way.
     """
 
     fields: tuple[str, ...] = ("title", "text")
@@ -117,6 +124,7 @@ class IndexLayout:
     field_channels: tuple[str, ...] = ("base",)
     base_subfield: bool = False
     term_vectors: bool = True
+    id_values: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [ch for ch in self.field_channels if ch not in self.channels]
@@ -144,6 +152,8 @@ class IndexLayout:
                     raise ConfigurationError(
                         f"field name {name!r} must start with a letter and hold only letters, digits and _"
                     )
+        if self.id_values is not None and self.id_values in (*self.fields, self.combined):
+            raise ConfigurationError(f"the id values field {self.id_values!r} must not also be a text field")
         if self.combined in self.fields:
             raise ConfigurationError(
                 f"the combined field {self.combined!r} must not also be a text field"
@@ -214,13 +224,18 @@ class IndexLayout:
         return {"fields": list(self.fields), "combined": self.combined,
                 "channels": list(self.channels), "id_field": self.id_field,
                 "field_channels": list(self.field_channels), "base_subfield": self.base_subfield,
-                "term_vectors": self.term_vectors}
+                "term_vectors": self.term_vectors,
+                **({"id_values": self.id_values} if self.id_values is not None else {})}
 
 
 #: The similarity type of the ``esbridge-features`` plugin whose norms keep exact lengths
 #: (:attr:`IndexLayout.term_vectors`), and the name an index's settings give it.
 EXACT_SIMILARITY_TYPE = "esbridge_bm25"
 EXACT_SIMILARITY = "esbridge_exact"
+
+#: The keyword field (doc values only, left out of ``_source``) holding each document's ``_id`` in an
+#: index esbridge creates (:attr:`IndexLayout.id_values`).
+ID_VALUES = "esbridge_id"
 
 #: The field holding a document's embedding where the engine searches vectors itself.
 VECTOR_FIELD = "esbridge_vector"
@@ -383,23 +398,34 @@ def build_index_body(
                 sub["similarity"] = EXACT_SIMILARITY
             if not sims:  # the norms hold the exact lengths; only the in-engine rescorer reads the token counts
                 spec["fields"].pop("length", None)
+    excluded: list[str] = []
     if layout.id_field != "_id":
-        props[layout.id_field] = {"type": "keyword"}
+        props[layout.id_field] = {"type": "keyword"}  # in _source and in doc values: the id values too
+        id_values = layout.id_field
+    else:
+        if ID_VALUES in props:
+            raise ConfigurationError(f"a text field may not be called {ID_VALUES!r}: esbridge keeps the documents' "
+                                     "ids in a field of that name")
+        props[ID_VALUES] = {"type": "keyword", "index": False, "doc_values": True}
+        excluded.append(ID_VALUES)
+        id_values = ID_VALUES
     if vector is not None:
         for name in (vector.name, vector.values):
             if name in props:
                 raise ConfigurationError(f"the vector field {name!r} would replace a text field of that name")
         props[vector.name] = vector.mapping()
         props[vector.values] = {"type": "binary", "doc_values": True}
-        body["mappings"]["_source"] = {"excludes": [vector.name, vector.values]}
+        excluded += [vector.name, vector.values]
         if vector.type == "knn_vector":
             index_settings["knn"] = True
             # Not the plugin's "derived source" (its default since 3.0; esbridge leaves the vectors out
             # of _source itself): with it the documents of a shard could not be read after a scroll
             # over it had ended (OpenSearch 3.5: "already_closed_exception" on every later get).
             index_settings["knn.derived_source.enabled"] = False
+    if excluded:
+        body["mappings"]["_source"] = {"excludes": excluded}
     body["mappings"]["properties"] = props
-    body["mappings"]["_meta"] = {"esbridge": {**layout.to_meta(), **dict(meta or {})}}
+    body["mappings"]["_meta"] = {"esbridge": {**replace(layout, id_values=id_values).to_meta(), **dict(meta or {})}}
     if vector is not None:
         body["mappings"]["_meta"]["esbridge"]["vector"] = vector.to_meta()
     if sims:
@@ -556,6 +582,8 @@ def layout_from_meta(meta: Mapping[str, Any]) -> IndexLayout:
         # ... and their base channel in a sub-field <field>.base
         base_subfield=bool(meta.get("base_subfield", True)),
         term_vectors=bool(meta.get("term_vectors", True)),
+        # indices created before it have no id values
+        id_values=meta.get("id_values") if isinstance(meta.get("id_values"), str) else None,
     )
 
 

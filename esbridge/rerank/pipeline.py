@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.calls import engine_error, ndjson_lines, path_segment, search_plan
+from esbridge.engine.calls import engine_error, ids_search_plan, ndjson_lines, path_segment
 from esbridge.engine.client import EngineBase
 from esbridge.engine.plan import Call, Offload, Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
@@ -98,7 +98,9 @@ log = logging.getLogger(__name__)
 #: What esbridge's first stage asks the engine for to key its caches, left out of the hits it answers.
 _VERSION_KEYS = ("_seq_no", "_primary_term", "_version")
 
-#: Windows up to this size fetch ``_source`` in the first stage (one request fewer).
+#: Windows up to this size fetch ``_source`` in the first stage (one request fewer), in an index
+#: without its ids in doc values (:attr:`~esbridge.index.definitions.IndexLayout.id_values`); with them
+#: the first stage reads no stored field and the top hits' sources come in one ``_mget``.
 INLINE_SOURCE_WINDOW = 200
 
 
@@ -409,7 +411,7 @@ class RerankerCore:
         body = {"size": window, "query": with_filter(match_query(layout, text), filter), "_source": source,
                 "ext": analysing_ext(layout, text, channels, self.channels)}
         try:
-            response = yield from search_plan(self.index, body)
+            response = yield from ids_search_plan(self.index, body, layout.id_values)
         except EngineError as err:
             if err.status != 400 or "has no parameter [analyze" not in str(err):
                 raise
@@ -472,7 +474,7 @@ class RerankerCore:
 
     def _first_stage_search_plan(self, body: Mapping[str, Any]) -> Plan[dict[str, Any]]:
         params = yield from self._search_params_plan()
-        return (yield from search_plan(self.index, body, params=params))
+        return (yield from ids_search_plan(self.index, body, self._layout.id_values, params=params))
 
     def _fetch_union_plan(self, queries: Sequence[tuple[AnalyzedQuery, str]], *, window: int | None = None,
                           filter: Any = None, source: Any = False) -> Plan[CandidateUnion]:
@@ -535,7 +537,8 @@ class RerankerCore:
         augmented = augmentations is not None or w0 != 1.0
         window = max(self.window if window is None else window, size)
         # small windows bring _source with the first stage; large ones fetch it for the top hits only
-        inline_source = window <= INLINE_SOURCE_WINDOW
+        # where the ids are doc values a first stage without _source reads no stored field at all
+        inline_source = window <= INLINE_SOURCE_WINDOW and not self._layout.id_values
         source: Any = self._sources.search_filter(fields) if inline_source else False
         t0 = time.perf_counter()
         checked = (yield from resolve_augmentations_plan(augmentations, query_text)) \

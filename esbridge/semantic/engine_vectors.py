@@ -33,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.calls import ndjson_lines, path_segment, raise_mget_errors
+from esbridge.engine.calls import ids_search_plan, ndjson_lines, path_segment, raise_mget_errors
 from esbridge.engine.client import Engine
+from esbridge.engine.plan import run
 from esbridge.errors import ConfigurationError, EsbridgeError
-from esbridge.index.definitions import PASSAGE_VECTOR, index_meta
+from esbridge.index.definitions import ID_VALUES, PASSAGE_VECTOR, index_meta
 from esbridge.index.facts import index_state
 from esbridge.semantic.cache import EmbeddingCache, Encoder, WindowEncoder
 from esbridge.semantic.text import document_text
@@ -72,7 +73,11 @@ class EngineVectors(SemanticIndex):
     def __init__(self, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
                  cache: EmbeddingCache | None = None, check_interval: float = 1.0,
                  progress: bool = False) -> None:
-        meta = vector_field_of(engine, index)
+        esb = index_meta(engine, index)
+        got = esb.get("vector")
+        meta = dict(got) if isinstance(got, dict) and got.get("field") else None
+        #: the field whose doc values hold the documents' ids (searches read them from there)
+        self.id_values: str | None = esb["id_values"] if isinstance(esb.get("id_values"), str) else None
         if meta is None:
             raise ConfigurationError(f"index {index!r} has no engine vector field; use VectorIndex")
         if meta.get("model") != encoder.name or int(meta.get("dim", -1)) != encoder.dim:
@@ -198,6 +203,8 @@ class EngineVectors(SemanticIndex):
             lines.append({"update": {"_id": hit["_id"], "if_seq_no": hit["_seq_no"],
                                      "if_primary_term": hit["_primary_term"]}})
             doc: dict[str, Any] = {self.field: value}
+            if self.id_values == ID_VALUES:  # left out of _source, from which an update rebuilds the document
+                doc[ID_VALUES] = hit["_id"]
             if self.values is not None:
                 doc[self.values] = base64.b64encode(np.ascontiguousarray(rows, dtype="<f4").tobytes()).decode("ascii")
             lines.append({"doc": doc})
@@ -250,7 +257,7 @@ class EngineVectors(SemanticIndex):
             raise ConfigurationError(f"semantic depth k must be at most {MAX_KNN_DEPTH} where the engine searches the "
                                      f"vectors (its kNN query's limit), got {k}")
         body = {"size": k, "_source": False, "query": self.knn_query(query_vector, k)}
-        hits = self.engine.search(self.index, body)["hits"]["hits"]
+        hits = run(ids_search_plan(self.index, body, self.id_values), self.engine)["hits"]["hits"]
         ids = [str(h["_id"]) for h in hits]
         scores = np.array([2.0 * float(h["_score"]) - 1.0 for h in hits], dtype=np.float64)
         return SemanticHits(ids, scores)
@@ -287,7 +294,7 @@ class EngineVectors(SemanticIndex):
             chunk = unique[start:start + VALUES_BATCH]
             body = {"size": len(chunk), "_source": False, "query": {"ids": {"values": chunk}},
                     "docvalue_fields": [self.values]}
-            for hit in self.engine.search(self.index, body)["hits"]["hits"]:
+            for hit in run(ids_search_plan(self.index, body, self.id_values), self.engine)["hits"]["hits"]:
                 packed = (hit.get("fields") or {}).get(self.values)
                 if not packed:
                     continue

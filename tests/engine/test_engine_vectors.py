@@ -14,6 +14,7 @@ from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
 from esbridge.hybrid import HybridSearcher, PipelineParams
 from esbridge.index import IndexLayout, VectorField, create_index
+from esbridge.index.definitions import ID_VALUES
 from esbridge.ingest import ingest
 from esbridge.rerank import Reranker
 from esbridge.semantic.engine_vectors import EngineVectors, open_vectors
@@ -136,6 +137,8 @@ def test_reindexed_and_new_documents_get_vectors_of_their_text(knn_engine: Engin
 def test_hybrid_pipeline_uses_the_engine_vectors(knn_engine: Engine, knn_index: str, encoder) -> None:  # type: ignore[no-untyped-def]
     with HybridSearcher(knn_engine, knn_index, PipelineParams(model=encoder.name), progress=False) as hs:
         assert isinstance(hs.vectors, EngineVectors)
+        # the vectors were written by updates, which rebuild a document from its _source: they kept the ids
+        assert knn_engine.count(knn_index, {"bool": {"must_not": {"exists": {"field": ID_VALUES}}}}) == 0
         q = judged_queries(limit=1)[0]["text"]
         # the engine keeps the passages esbridge would keep on disk: exact cosine over the same
         exact = VectorIndex.open(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False)
@@ -200,6 +203,8 @@ def test_elasticsearch_dense_vector_over_passages_equals_exact_search(engine: En
         assert mapping["type"] == "nested" and mapping["properties"]["vector"]["type"] == "dense_vector"
         ev = open_vectors(engine, name, encoder, fields=("title", "text"), progress=False)
         assert isinstance(ev, EngineVectors) and ev.passages == encoder.passage_tokens and len(ev) == N_DOCS
+        # the vectors were written by updates, which rebuild a document from its _source: they kept the ids
+        assert engine.count(name, {"bool": {"must_not": {"exists": {"field": ID_VALUES}}}}) == 0
         exact = VectorIndex.open(engine, name, encoder, fields=("title", "text"), progress=False)
         ids = [d["_id"] for d in _docs()]
         for q in judged_queries(limit=8):

@@ -201,7 +201,7 @@ def test_an_index_of_the_earlier_layout_scores_the_same(engine: Engine, index_na
     old = f"{index_name}-old"
     earlier = IndexLayout(field_channels=("base", "prefix", "bigram", "micro"), base_subfield=True)
     body = build_index_body(earlier)
-    for key in ("field_channels", "base_subfield"):
+    for key in ("field_channels", "base_subfield", "id_values"):
         del body["mappings"]["_meta"]["esbridge"][key]
     engine.request("PUT", f"/{old}", body=body)
     try:

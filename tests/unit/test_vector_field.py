@@ -42,7 +42,7 @@ def test_vectors_are_left_out_of_the_stored_source_and_kept_in_doc_values(passag
     assert vf.values == "esbridge_vector_values"
     assert props["esbridge_vector_values"] == {"type": "binary", "doc_values": True}
     # every search reads hits' _id from the blocks _source is stored in: vectors there slow them all
-    assert body["mappings"]["_source"] == {"excludes": ["esbridge_vector", "esbridge_vector_values"]}
+    assert body["mappings"]["_source"] == {"excludes": ["esbridge_id", "esbridge_vector", "esbridge_vector_values"]}
     assert body["mappings"]["_meta"]["esbridge"]["vector"]["values"] == "esbridge_vector_values"
 
 
