@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "FirstStage": "esbridge.rerank",
     "RerankStats": "esbridge.rerank",
     "Ranking": "esbridge.rerank",
+    "Retrieved": "esbridge.rerank",
     "FeedbackAugmenter": "esbridge.augment",
     "TermVectorCache": "esbridge.features.cache",
     "DiskVectorStore": "esbridge.features.diskstore",
