@@ -28,6 +28,7 @@ read as before, as is every cluster when the environment sets ``ESBRIDGE_FEATURE
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import json
 import os
@@ -145,7 +146,13 @@ def features_ext(layout: IndexLayout, query: Mapping[str, QueryChannel], fields:
 
 def features_tag(layout: IndexLayout, query: Mapping[str, QueryChannel], fields: Sequence[str]) -> str:
     """What the plugin returns with each hit's features to say which terms and fields they are of."""
-    return _tag(_groups(layout, query, fields))
+    return _features_tag(layout, tuple(query.items()), tuple(fields))
+
+
+@functools.lru_cache(maxsize=1024)
+def _features_tag(layout: IndexLayout, query: tuple[tuple[str, QueryChannel], ...], fields: tuple[str, ...]) -> str:
+    """:func:`features_tag`, kept for the queries of the moment (a query's tag is asked for twice)."""
+    return _tag(_groups(layout, dict(query), fields))
 
 
 def _tag(groups: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> str:
@@ -282,16 +289,15 @@ def candidates_from(index: str, layout: IndexLayout, query: Mapping[str, QueryCh
     groups = _groups(layout, query, fields)
     width = sum(len(terms) + 2 for _, terms in groups.values())
     found = [i in by_id for i in ids]
-    packed = []
-    for doc_id in (i for i, ok in zip(ids, found, strict=True) if ok):
-        try:
-            raw = binascii.a2b_base64(by_id[doc_id])
-        except (binascii.Error, ValueError, TypeError):
-            raw = b""
-        if len(raw) not in (2 * width, 4 * width):
+    present = [i for i, ok in zip(ids, found, strict=True) if ok]
+    try:
+        packed = [binascii.a2b_base64(by_id[doc_id]) for doc_id in present]
+    except (binascii.Error, ValueError, TypeError):
+        packed = [_decoded(by_id[doc_id]) for doc_id in present]
+    for doc_id, raw in zip(present, packed, strict=True):
+        if len(raw) != 2 * width and len(raw) != 4 * width:
             raise EngineError(f"the esbridge-features plugin answered features of another shape for document "
                               f"{doc_id!r} of {index!r}; is it the version this esbridge builds?", index=index)
-        packed.append(raw)
     arr = _unpack(packed, width)
     rows = np.flatnonzero(found)
     matrices: dict[str, TermMatrix] = {}
@@ -305,6 +311,14 @@ def candidates_from(index: str, layout: IndexLayout, query: Mapping[str, QueryCh
                                    distinct=arr[:, at + 1])
         at += len(terms) + 2
     return CandidateVectors(ids=tuple(ids), vectors=tuple({} for _ in ids), found=tuple(found), matrices=matrices)
+
+
+def _decoded(text: Any) -> bytes:
+    """``text`` decoded from base64; nothing where it is not base64."""
+    try:
+        return binascii.a2b_base64(text)
+    except (binascii.Error, ValueError, TypeError):
+        return b""
 
 
 def _unpack(packed: Sequence[bytes], width: int) -> np.ndarray:

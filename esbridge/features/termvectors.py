@@ -596,7 +596,13 @@ def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],
     doc_len = np.array(lengths, dtype=np.float64)
     unique = np.array(distinct, dtype=np.float64)
     matrix = cands.matrices.get(subfield)
-    if matrix is not None and len(matrix.rows):
+    if matrix is not None and len(matrix.rows) == n and matrix.terms == tuple(terms) and len(column) == len(terms) \
+            and np.array_equal(matrix.rows, np.arange(n)):
+        # every candidate read as a matrix of exactly these terms (the engine plugin's answer)
+        tf[:] = matrix.tf
+        doc_len[:] = matrix.length
+        unique[:] = matrix.distinct
+    elif matrix is not None and len(matrix.rows):
         at = {t: k for k, t in enumerate(matrix.terms)}
         src = np.array([at.get(t, -1) for t in column], dtype=np.int64)
         dst = np.array(list(column.values()), dtype=np.int64)
