@@ -38,6 +38,7 @@ from esbridge.engine.features_plugin import on_every_node_plan
 from esbridge.engine.plan import run
 from esbridge.engine.provision import provision
 from esbridge.index import IndexLayout, create_index
+from esbridge.index.definitions import ID_VALUES
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -124,6 +125,11 @@ def bulk_index(engine: Engine, body: dict[str, Any], docs: list[dict[str, Any]],
                source: Callable[[dict[str, Any]], dict[str, Any]]) -> float:
     engine.delete_index(NAME)
     engine.request("PUT", f"/{NAME}", body=body)
+    if ID_VALUES in body["mappings"].get("properties", {}):  # written as esbridge's ingest writes them
+        def source_with_id(d: dict[str, Any], inner: Callable[[dict[str, Any]], dict[str, Any]] = source
+                           ) -> dict[str, Any]:
+            return {**inner(d), ID_VALUES: str(d["_id"])}
+        source = source_with_id
     t0 = time.perf_counter()
     bulk_load(engine, NAME, docs, source)
     seconds = time.perf_counter() - t0

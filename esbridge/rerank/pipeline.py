@@ -98,9 +98,10 @@ log = logging.getLogger(__name__)
 #: What esbridge's first stage asks the engine for to key its caches, left out of the hits it answers.
 _VERSION_KEYS = ("_seq_no", "_primary_term", "_version")
 
-#: Windows up to this size fetch ``_source`` in the first stage (one request fewer), in an index
-#: without its ids in doc values (:attr:`~esbridge.index.definitions.IndexLayout.id_values`); with them
-#: the first stage reads no stored field and the top hits' sources come in one ``_mget``.
+#: Windows up to this size fetch ``_source`` in the first stage (one request fewer), unless the index
+#: keeps its ids in doc values (:attr:`~esbridge.index.definitions.IndexLayout.id_values`) and the engine
+#: is reached over plain HTTP: then the first stage reads no stored field and the top hits' sources
+#: come in one ``_mget`` (:meth:`RerankerCore._inline_sources`).
 INLINE_SOURCE_WINDOW = 200
 
 
@@ -520,6 +521,16 @@ class RerankerCore:
         return (yield Call("POST", f"/{path_segment(self.index, patterns=True)}/_msearch", body=body,
                            ndjson=True, params=params, context=f"searching {self.index!r}"))
 
+    def _inline_sources(self, window: int) -> bool:
+        """Whether a first stage of ``window`` hits brings their ``_source`` (else the top hits' come
+        with one ``_mget`` afterwards): windows up to :data:`INLINE_SOURCE_WINDOW` do, except where the
+        index keeps its ids in doc values and the engine is reached over plain HTTP.  There the first
+        stage then reads no stored field, which saves the engine more than one more request costs; over
+        TLS (a secured cluster) a request costs more than reading a window of 100 documents."""
+        if window > INLINE_SOURCE_WINDOW:
+            return False
+        return not self._layout.id_values or str(self.engine.options.url).startswith("https:")
+
     def _analyze_variants_plan(self, variants: Sequence[Augmentation]) -> Plan[list[tuple[AnalyzedQuery, float]]]:
         out = []
         for text, weight in variants:
@@ -537,8 +548,7 @@ class RerankerCore:
         augmented = augmentations is not None or w0 != 1.0
         window = max(self.window if window is None else window, size)
         # small windows bring _source with the first stage; large ones fetch it for the top hits only
-        # where the ids are doc values a first stage without _source reads no stored field at all
-        inline_source = window <= INLINE_SOURCE_WINDOW and not self._layout.id_values
+        inline_source = self._inline_sources(window)
         source: Any = self._sources.search_filter(fields) if inline_source else False
         t0 = time.perf_counter()
         checked = (yield from resolve_augmentations_plan(augmentations, query_text)) \
