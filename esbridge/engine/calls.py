@@ -309,21 +309,38 @@ def ids_search_plan(index: str, body: Mapping[str, Any], id_values: str | None, 
     them) and the hits get their ``_id`` from those values.  Should a hit lack one (a document
     written by another client), the search is sent again as given, and so are the searches of that
     index for the next :data:`IDS_RETRY_SECONDS`."""
-    missed = _IDS_MISSED.get(index)
-    if id_values and body.get("_source") is False and "stored_fields" not in body and (
-            missed is None or time.monotonic() - missed > IDS_RETRY_SECONDS):
-        lean = {**body, "stored_fields": "_none_", "docvalue_fields": [*body.get("docvalue_fields", ()), id_values]}
+    lean = ids_body(index, body, id_values)
+    if lean is not None:
         resp = yield from search_plan(index, lean, params=params)
-        if ids_from_values(resp["hits"]["hits"], id_values):
-            _IDS_MISSED.pop(index, None)
+        if ids_taken(index, [resp], id_values):
             return resp
-        if missed is None:
-            log.info("some documents of %r have no id value (written by another client than esbridge): its "
-                     "searches read their hits' ids from the stored fields for a while", index)
-        if len(_IDS_MISSED) >= 10_000:  # a cache of where not to try: it may forget
-            _IDS_MISSED.clear()
-        _IDS_MISSED[index] = time.monotonic()
     return (yield from search_plan(index, body, params=params))
+
+
+def ids_body(index: str, body: Mapping[str, Any], id_values: str | None) -> dict[str, Any] | None:
+    """``body`` asking for no stored field and for the doc values of ``id_values`` instead, where that
+    serves (:func:`ids_search_plan`); ``None`` where it does not."""
+    missed = _IDS_MISSED.get(index)
+    if not id_values or body.get("_source") is not False or "stored_fields" in body or (
+            missed is not None and time.monotonic() - missed <= IDS_RETRY_SECONDS):
+        return None
+    return {**body, "stored_fields": "_none_", "docvalue_fields": [*body.get("docvalue_fields", ()), id_values]}
+
+
+def ids_taken(index: str, responses: Sequence[Mapping[str, Any]], id_values: str | None) -> bool:
+    """Whether every hit of the answers to :func:`ids_body`'s searches got its ``_id`` from
+    ``id_values`` (:func:`ids_from_values`); where one did not, the index's searches read stored fields
+    for a while."""
+    if id_values and all(ids_from_values(r["hits"]["hits"], id_values) for r in responses):
+        _IDS_MISSED.pop(index, None)
+        return True
+    if index not in _IDS_MISSED:
+        log.info("some documents of %r have no id value (written by another client than esbridge): its "
+                 "searches read their hits' ids from the stored fields for a while", index)
+    if len(_IDS_MISSED) >= 10_000:  # a cache of where not to try: it may forget
+        _IDS_MISSED.clear()
+    _IDS_MISSED[index] = time.monotonic()
+    return False
 
 
 def identify_plan(where: str, *, es7_client: bool = False) -> Plan[EngineInfo]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.calls import engine_error, ids_search_plan, ndjson_lines, path_segment
+from esbridge.engine.calls import engine_error, ids_body, ids_search_plan, ids_taken, ndjson_lines, path_segment
 from esbridge.engine.client import EngineBase
 from esbridge.engine.plan import Call, Offload, Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
@@ -499,22 +499,34 @@ class RerankerCore:
             which.append(slot[key])
         merged = merge_queries([prepared.query for prepared, _ in queries])
         scored_query = {ch: merged[ch] for ch in self.channels}
-        lines: list[dict[str, Any]] = []
+        # no stored field read where the index keeps its ids in doc values (else as sent)
+        id_values = self._layout.id_values
+        lean = [ids_body(self.index, body, id_values) for body in sent]
+        leaned = [b for b in lean if b is not None]
+        by_values = len(leaned) == len(sent)
+        _, answers = yield gather(self.store.prefetch_stats_plan(scored_query, fields=self._fields()),
+                                  self._msearch_answers_plan(leaned if by_values else sent))
+        if by_values and not ids_taken(self.index, answers, id_values):
+            answers = yield from self._msearch_answers_plan(sent)  # a hit had no id value: as sent
+        return union_of([answers[i] for i in which])
+
+    def _msearch_answers_plan(self, bodies: Sequence[Mapping[str, Any]]) -> Plan[list[dict[str, Any]]]:
+        """The answers to one ``_msearch`` of ``bodies`` (an engine error for any that failed)."""
+        lines: list[Mapping[str, Any]] = []
         # _msearch takes the shard-copy preference per search, in each header
         preference = self.engine.options.preference
         header = {"preference": preference} if preference else {}
-        for body in sent:
+        for body in bodies:
             lines += [header, body]
-        _, resp = yield gather(self.store.prefetch_stats_plan(scored_query, fields=self._fields()),
-                               self._msearch_plan(ndjson_lines(lines)))
+        resp = yield from self._msearch_plan(ndjson_lines(lines))
         answers = resp.get("responses") if isinstance(resp, Mapping) else None
-        if not isinstance(answers, list) or len(answers) != len(sent):
+        if not isinstance(answers, list) or len(answers) != len(bodies):
             raise EngineError(f"_msearch on {self.index!r} answered {len(answers or [])} responses for the "
-                              f"{len(sent)} searches sent", index=self.index)
+                              f"{len(bodies)} searches sent", index=self.index)
         for answer in answers:
             if "error" in answer:
                 raise engine_error(answer.get("status"), answer, context=f"searching {self.index!r}")
-        return union_of([answers[i] for i in which])
+        return answers
 
     def _msearch_plan(self, body: str) -> Plan[Any]:
         params = yield from self._search_params_plan()

@@ -27,12 +27,16 @@ class Bodies:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.searches: list[dict[str, Any]] = []
+        self.msearches: list[dict[str, Any]] = []
         self._request = engine.request
 
     def __enter__(self) -> Bodies:
         def request(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
-            if path.endswith("/_search") and isinstance(kwargs.get("body"), dict):
-                self.searches.append(kwargs["body"])
+            body = kwargs.get("body")
+            if path.endswith("/_search") and isinstance(body, dict):
+                self.searches.append(body)
+            elif path.endswith("/_msearch") and isinstance(body, str):  # header and body lines
+                self.msearches += [json.loads(line) for line in body.splitlines()[1::2]]
             return self._request(method, path, *args, **kwargs)
 
         self.engine.request = request  # type: ignore[method-assign]
@@ -76,6 +80,15 @@ def test_the_first_stage_reads_no_stored_field(engine: Engine, esbridge_index: s
             assert "fields" not in a, a
         retrieved = lean.retrieve(q)
         assert retrieved.ranking.ids == stored.retrieve(q).ranking.ids
+        # the candidates of the query and of its variants: one _msearch, no stored field read either
+        variants = [("heart disease risk", 0.5)]
+        want = stored.search(q, size=10, augmentations=variants)
+        with Bodies(engine) as rec:
+            got = lean.search(q, size=10, augmentations=variants)
+        assert len(rec.msearches) == 2 and all(_lean(b) != inline for b in rec.msearches), rec.msearches
+        assert all(_lean(b) for b in rec.searches), rec.searches  # the features of the union, by id
+        assert [(h["_id"], h["_score"]) for h in got["hits"]["hits"]] == \
+            [(h["_id"], h["_score"]) for h in want["hits"]["hits"]], q
     # nobody reading the index directly sees the field
     doc = engine.request("GET", f"/{esbridge_index}/_doc/{got['hits']['hits'][0]['_id']}")
     assert ID_VALUES not in doc["_source"]
@@ -89,10 +102,14 @@ def test_a_document_written_by_another_client_is_found(engine: Engine, esbridge_
     assert not engine.request("POST", f"/{esbridge_index}/_bulk", body=body, ndjson=True,
                               params={"refresh": "true"})["errors"]
     rr = Reranker(engine, esbridge_index, window=300)  # a window whose _source comes afterwards, on any engine
-    with Bodies(engine) as rec:
-        hits = rr.search(q, size=5)["hits"]["hits"]
-    assert hits[0]["_id"] == "written-elsewhere" and hits[0]["_source"]["title"] == q
-    assert any(_lean(b) for b in rec.searches) and any(not _lean(b) for b in rec.searches)
+    variants = [("heart disease risk", 0.5)]
+    for augmentations in (variants, None):  # the _msearch of the query and its variants, and one _search
+        calls._IDS_MISSED.clear()
+        with Bodies(engine) as rec:
+            hits = rr.search(q, size=5, augmentations=augmentations)["hits"]["hits"]
+        assert hits[0]["_id"] == "written-elsewhere" and hits[0]["_source"]["title"] == q
+        sent = rec.searches + rec.msearches
+        assert any(_lean(b) for b in sent) and any(not _lean(b) for b in sent), augmentations
     assert rr.retrieve(q).ranking.ids[0] == "written-elsewhere"
     params = PipelineParams(window=50, w_semantic=0.0, keyword_source="lexical", weighting="fixed")
     with HybridSearcher(engine, esbridge_index, params) as hs:
