@@ -301,6 +301,22 @@ IDS_RETRY_SECONDS = 60.0
 _IDS_MISSED: dict[str, float] = {}
 
 
+def msearch_answers(index: str, resp: Any, sent: int) -> list[dict[str, Any]]:
+    """The answers of an ``_msearch`` of ``sent`` searches of ``index``.
+
+    Raises:
+        EngineError: another number of answers, or an answer that is an error.
+    """
+    answers = resp.get("responses") if isinstance(resp, Mapping) else None
+    if not isinstance(answers, list) or len(answers) != sent:
+        raise EngineError(f"_msearch on {index!r} answered {len(answers or [])} responses for the "
+                          f"{sent} searches sent", index=index)
+    for answer in answers:
+        if "error" in answer:
+            raise engine_error(answer.get("status"), answer, context=f"searching {index!r}")
+    return answers
+
+
 def ids_search_plan(index: str, body: Mapping[str, Any], id_values: str | None, *,
                     params: Mapping[str, Any] | None = None) -> Plan[dict[str, Any]]:
     """A ``_search`` of ``index`` whose hits need no ``_source``: where the index keeps its ids in the

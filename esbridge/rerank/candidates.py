@@ -11,6 +11,7 @@ equal scores keep the first stage's order) and how a ranking reorders hits (:fun
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ from esbridge.index.definitions import IndexLayout
 from esbridge.jsoninput import check_depth
 from esbridge.scoring import ScoreResult
 from esbridge.scoring.registry import Scorer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,27 @@ class Retrieved:
         """The ranked hits' versions (:func:`hit_version`), aligned with ``ranking.ids``:
         ``None`` where the first stage did not ask for them (its hits brought their features)."""
         return [hit_version(self.hits[i]) for i in self.ranking.order]
+
+
+def response_meta(scorer: str, index: str, prepared: AnalyzedQuery, n: int, *,
+                  variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
+                  texts: Sequence[str] | None = None, dropped: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """What ``_esbridge`` of a reranked response of ``index`` says (``n``: the candidates reranked);
+    ``dropped``: the hits left out of it (each :func:`dropped_hit`), also logged as a warning."""
+    meta: dict[str, Any] = {"scorer": scorer, "window": n,
+                            "terms": {ch: list(qc.terms) for ch, qc in prepared.query.items()}}
+    if dropped:
+        meta["dropped"] = [dict(d) for d in dropped]
+        log.warning("%s", describe_dropped(dropped, index))
+    if prepared.dropped:
+        meta["first_stage_terms_dropped"] = prepared.dropped
+    if variants is not None:
+        meta["original_weight"] = original_weight
+        meta["augmentations"] = [
+            {**({"text": texts[i]} if texts is not None else {}), "weight": w,
+             "terms": {ch: list(qc.terms) for ch, qc in v.query.items()}}
+            for i, (v, w) in enumerate(variants)]
+    return meta
 
 
 def reorder_hits(hits: Sequence[Mapping[str, Any]], ranking: Ranking, *, explain: bool = False,

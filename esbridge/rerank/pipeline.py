@@ -28,7 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.engine.calls import engine_error, ids_body, ids_search_plan, ids_taken, ndjson_lines, path_segment
+from esbridge.engine.calls import (
+    ids_body,
+    ids_search_plan,
+    ids_taken,
+    msearch_answers,
+    ndjson_lines,
+    path_segment,
+)
 from esbridge.engine.client import EngineBase
 from esbridge.engine.plan import Call, Offload, Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
@@ -66,11 +73,11 @@ from esbridge.rerank.candidates import (
     Retrieved,
     candidate_keys,
     check_count,
-    describe_dropped,
     dropped_hit,
     fields_to_read,
     reorder_hits,
     response_hits,
+    response_meta,
     union_of,
     unique_hits,
 )
@@ -518,15 +525,7 @@ class RerankerCore:
         header = {"preference": preference} if preference else {}
         for body in bodies:
             lines += [header, body]
-        resp = yield from self._msearch_plan(ndjson_lines(lines))
-        answers = resp.get("responses") if isinstance(resp, Mapping) else None
-        if not isinstance(answers, list) or len(answers) != len(bodies):
-            raise EngineError(f"_msearch on {self.index!r} answered {len(answers or [])} responses for the "
-                              f"{len(bodies)} searches sent", index=self.index)
-        for answer in answers:
-            if "error" in answer:
-                raise engine_error(answer.get("status"), answer, context=f"searching {self.index!r}")
-        return answers
+        return msearch_answers(self.index, (yield from self._msearch_plan(ndjson_lines(lines))), len(bodies))
 
     def _msearch_plan(self, body: str) -> Plan[Any]:
         params = yield from self._search_params_plan()
@@ -603,8 +602,9 @@ class RerankerCore:
         out["hits"] = dict(response["hits"])
         out["hits"]["hits"] = top
         out["hits"]["max_score"] = top[0]["_score"] if top else None
-        out["_esbridge"] = self._meta(prepared, len(hits), variants=variants, original_weight=w0,
-                                      texts=[text for text, _ in checked], dropped=dropped)
+        out["_esbridge"] = response_meta(self.scorer, self.index, prepared, len(hits), variants=variants,
+                                         original_weight=w0, texts=[text for text, _ in checked],
+                                         dropped=dropped)
         self.last = RerankStats(analyze=t2 - t1, first_stage=t3 - t2, features=feature_time,
                                 scoring=t4 - t3 - feature_time, fetch_source=t5 - t4,
                                 candidates=len(hits), dropped_terms=prepared.dropped, augment=t1 - t0)
@@ -639,7 +639,8 @@ class RerankerCore:
         out["hits"]["hits"] = head + tail
         out["hits"]["max_score"] = max((h["_score"] for h in head if h.get("_score") is not None),
                                        default=response["hits"].get("max_score"))
-        out["_esbridge"] = self._meta(prepared, len(head), variants=variants, original_weight=w0, dropped=dropped)
+        out["_esbridge"] = response_meta(self.scorer, self.index, prepared, len(head), variants=variants,
+                                         original_weight=w0, dropped=dropped)
         return out
 
     # ---- internals ---------------------------------------------------------------------
@@ -651,26 +652,6 @@ class RerankerCore:
         if self._concrete is None:
             self._concrete = set((yield from uuids_plan(self.index)))
         return name in self._concrete
-
-    def _meta(self, prepared: AnalyzedQuery, n: int, *,
-              variants: Sequence[tuple[AnalyzedQuery, float]] | None = None, original_weight: float = 1.0,
-              texts: Sequence[str] | None = None, dropped: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-        """What ``_esbridge`` of a response says; ``dropped``: the hits left out of it (each
-        :func:`~esbridge.rerank.candidates.dropped_hit`), also logged as a warning."""
-        meta: dict[str, Any] = {"scorer": self.scorer, "window": n,
-                                "terms": {ch: list(qc.terms) for ch, qc in prepared.query.items()}}
-        if dropped:
-            meta["dropped"] = [dict(d) for d in dropped]
-            log.warning("%s", describe_dropped(dropped, self.index))
-        if prepared.dropped:
-            meta["first_stage_terms_dropped"] = prepared.dropped
-        if variants is not None:
-            meta["original_weight"] = original_weight
-            meta["augmentations"] = [
-                {**({"text": texts[i]} if texts is not None else {}), "weight": w,
-                 "terms": {ch: list(qc.terms) for ch, qc in v.query.items()}}
-                for i, (v, w) in enumerate(variants)]
-        return meta
 
     def _rank_plan(self, query: str | AnalyzedQuery, candidates: Sequence[Mapping[str, Any] | str], *,
                    variants: Sequence[tuple[AnalyzedQuery | str, float]] | None = None,
