@@ -153,7 +153,10 @@ def latency(engine: Engine, index: str, plain: str, queries: list[str], window: 
         requests = [("engine", plain, {"size": window, "query": {"match": {"text": q}}}),
                     ("engine_base", index, {"size": window, "query": {"match": {base: q}}})]
         if plugin:  # the first stage's request through the plugin: the query analysed and the features counted
-            requests.append(("engine_features", index, {"size": window, "query": {"match": {base: q}},
+            # (and, as esbridge sends it, the hits identified from the doc values of their ids, no stored field read)
+            lean = {"_source": False, "stored_fields": "_none_", "docvalue_fields": [layout.id_values]} \
+                if layout.id_values else {}
+            requests.append(("engine_features", index, {"size": window, "query": {"match": {base: q}}, **lean,
                                                         "ext": analysing_ext(layout, q, channels, channels)}))
         plugin_requests += requests[1:]
         for key, where, body in requests:
@@ -255,8 +258,9 @@ LATENCY_COLUMNS = (
     "standard analyzer, which keeps stopwords); *engine, base* is the engine's BM25 `match` on the "
     "esbridge index's base channel, the query esbridge's first stage sends, and the ratios are to it; "
     "*engine, base + features* is the same query with the extension that has esbridge's engine plugin "
-    "analyse the query and count each hit's features (the request a rerank through the plugin sends, "
-    "without the client's work on its answer); *plugin* is esbridge's rerank with the candidates' "
+    "analyse the query and count each hit's features, its hits identified from the doc values of their "
+    "ids without reading any stored field (the request a rerank through the plugin sends, without the "
+    "client's work on its answer and the `_mget` of the top ten's `_source`); *plugin* is esbridge's rerank with the candidates' "
     "features read inside the engine by esbridge's engine plugin (no client-side store, nothing kept "
     "between queries); the other columns read term vectors with `_mtermvectors`, as on a cluster "
     "without the plugin: *cold* is esbridge's rerank "
