@@ -28,7 +28,7 @@ import base64
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,7 +61,12 @@ VALUES_BATCH = 500
 
 def vector_field_of(engine: Engine, index: str) -> dict[str, Any] | None:
     """``_meta.esbridge.vector`` of ``index`` (field, dim, model), or ``None`` if it has none."""
-    meta = index_meta(engine, index).get("vector")
+    return _vector_meta(index_meta(engine, index))
+
+
+def _vector_meta(esbridge_meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``vector`` entry of an index's ``_meta.esbridge``, or ``None`` if it has none."""
+    meta = esbridge_meta.get("vector")
     return dict(meta) if isinstance(meta, dict) and meta.get("field") else None
 
 
@@ -74,8 +79,7 @@ class EngineVectors(SemanticIndex):
                  cache: EmbeddingCache | None = None, check_interval: float = 1.0,
                  progress: bool = False) -> None:
         esb = index_meta(engine, index)
-        got = esb.get("vector")
-        meta = dict(got) if isinstance(got, dict) and got.get("field") else None
+        meta = _vector_meta(esb)
         #: the field whose doc values hold the documents' ids (searches read them from there)
         self.id_values: str | None = esb["id_values"] if isinstance(esb.get("id_values"), str) else None
         if meta is None:

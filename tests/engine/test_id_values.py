@@ -19,31 +19,7 @@ from esbridge.index.definitions import ID_VALUES, read_layout
 from esbridge.ingest import ingest
 from esbridge.rerank import INLINE_SOURCE_WINDOW, Reranker
 from tests.data import documents, judged_queries
-
-
-class Bodies:
-    """The ``_search`` bodies an engine sends, while installed."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.searches: list[dict[str, Any]] = []
-        self.msearches: list[dict[str, Any]] = []
-        self._request = engine.request
-
-    def __enter__(self) -> Bodies:
-        def request(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
-            body = kwargs.get("body")
-            if path.endswith("/_search") and isinstance(body, dict):
-                self.searches.append(body)
-            elif path.endswith("/_msearch") and isinstance(body, str):  # header and body lines
-                self.msearches += [json.loads(line) for line in body.splitlines()[1::2]]
-            return self._request(method, path, *args, **kwargs)
-
-        self.engine.request = request  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        del self.engine.request
+from tests.engine.recording import Recorder
 
 
 @pytest.fixture(params=[1, 2], ids=["1 shard", "2 shards"])
@@ -68,7 +44,7 @@ def test_the_first_stage_reads_no_stored_field(engine: Engine, esbridge_index: s
     lean = Reranker(engine, esbridge_index, window=window)
     for q in [q["text"] for q in judged_queries()[:6]]:
         want = stored.search(q, size=10)
-        with Bodies(engine) as rec:
+        with Recorder(engine) as rec:
             got = lean.search(q, size=10)
         # a small window over TLS brings the hits' _source with the first stage (a request costs more there)
         inline = window <= INLINE_SOURCE_WINDOW and str(engine.options.url).startswith("https:")
@@ -83,7 +59,7 @@ def test_the_first_stage_reads_no_stored_field(engine: Engine, esbridge_index: s
         # the candidates of the query and of its variants: one _msearch, no stored field read either
         variants = [("heart disease risk", 0.5)]
         want = stored.search(q, size=10, augmentations=variants)
-        with Bodies(engine) as rec:
+        with Recorder(engine) as rec:
             got = lean.search(q, size=10, augmentations=variants)
         assert len(rec.msearches) == 2 and all(_lean(b) != inline for b in rec.msearches), rec.msearches
         assert all(_lean(b) for b in rec.searches), rec.searches  # the features of the union, by id
@@ -105,7 +81,7 @@ def test_a_document_written_by_another_client_is_found(engine: Engine, esbridge_
     variants = [("heart disease risk", 0.5)]
     for augmentations in (variants, None):  # the _msearch of the query and its variants, and one _search
         calls._IDS_MISSED.clear()
-        with Bodies(engine) as rec:
+        with Recorder(engine) as rec:
             hits = rr.search(q, size=5, augmentations=augmentations)["hits"]["hits"]
         assert hits[0]["_id"] == "written-elsewhere" and hits[0]["_source"]["title"] == q
         sent = rec.searches + rec.msearches
@@ -117,7 +93,7 @@ def test_a_document_written_by_another_client_is_found(engine: Engine, esbridge_
         assert res.lists["lexical"].ids[0] == "written-elsewhere"
         assert "written-elsewhere" in res.lists["keyword"].ids[:5]
     # for a while the searches of the index read the stored fields at once, not each twice
-    with Bodies(engine) as rec:
+    with Recorder(engine) as rec:
         assert rr.search(q, size=5)["hits"]["hits"][0]["_id"] == "written-elsewhere"
     assert rec.searches and not any(_lean(b) for b in rec.searches), rec.searches
     # written again through esbridge, it has its value: once the while has passed, the searches read
@@ -126,6 +102,6 @@ def test_a_document_written_by_another_client_is_found(engine: Engine, esbridge_
            progress=False, strict=True)
     engine.request("POST", f"/{esbridge_index}/_refresh")
     monkeypatch.setattr(calls, "IDS_RETRY_SECONDS", 0.0)
-    with Bodies(engine) as rec:
+    with Recorder(engine) as rec:
         assert rr.search(q, size=5)["hits"]["hits"][0]["_id"] == "written-elsewhere"
     assert all(_lean(b) for b in rec.searches), rec.searches
