@@ -222,7 +222,8 @@ def engine_parts(engine: Engine, index: str, bodies: list[dict[str, Any]], label
             for search in shard["searches"]:
                 total["query"] += sum(q["time_in_nanos"] for q in search["query"]) / 1e6
                 total["collector"] += sum(c["time_in_nanos"] for c in search["collector"]) / 1e6
-            for fetch in shard.get("fetch", []):
+            fetches = shard.get("fetch", [])  # OpenSearch: a list; Elasticsearch 8: one entry
+            for fetch in [fetches] if isinstance(fetches, dict) else fetches:
                 total["fetch"] += fetch["time_in_nanos"] / 1e6
                 for part, ns in fetch["breakdown"].items():
                     if part.endswith("_count"):
@@ -239,17 +240,19 @@ def engine_parts(engine: Engine, index: str, bodies: list[dict[str, Any]], label
     return {k: v / max(1, len(bodies)) for k, v in sorted(total.items())}
 
 
-#: The rows of the engine-side table: label, the part in the plugin's request, and whether to
-#: subtract the same part of the engine's own request.
-WHERE_ROWS = (
-    ("query phase (the `match`)", "query", False),
-    ("fetch phase, all of it", "fetch", False),
-    ("fetch: reading stored fields (`_id`, `_source`)", "fetch.load_stored_fields", False),
+#: The rows of the engine-side table: label, the part in the plugin's request (the first of its names
+#: the profile has: OpenSearch's, then Elasticsearch's), and whether to subtract the same part of the
+#: engine's own request.  Elasticsearch's profile does not time building the fetch sub-phases.
+WHERE_ROWS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    ("query phase (the `match`)", ("query",), False),
+    ("fetch phase, all of it", ("fetch",), False),
+    ("fetch: reading stored fields (`_id`, `_source`)", ("fetch.load_stored_fields",), False),
     ("plugin: setting up (the query's analysis, each term's statistics looked up in every segment)",
-     "fetch.build_sub_phase_processors", True),
-    ("plugin: per segment with hits (each term's postings opened)", "FeaturesFetchSubPhase.set_next_reader", False),
+     ("fetch.build_sub_phase_processors",), True),
+    ("plugin: per segment with hits (each term's postings opened)",
+     ("FeaturesFetchSubPhase.set_next_reader", "FeaturesFetchSubPhase.next_reader"), False),
     ("plugin: per hit (frequencies from the postings, lengths from the norms, packing)",
-     "FeaturesFetchSubPhase.process", False),
+     ("FeaturesFetchSubPhase.process",), False),
 )
 
 
@@ -428,7 +431,8 @@ def main() -> int:
         for r in profiled_rows:
             feats, own = r["engine_profile"]["engine_features"], r["engine_profile"]["engine_base"]
             cells = []
-            for _, part, less in WHERE_ROWS:
+            for _, names, less in WHERE_ROWS:
+                part = next((name for name in names if name in feats), names[0])
                 v = feats.get(part)
                 cells.append("—" if v is None else f"{v - (own.get(part, 0.0) if less else 0.0):.2f}")
             out.append(f"| {r['docs']} | {feats.get('segments', 0):.1f} | " + " | ".join(cells) + " |")

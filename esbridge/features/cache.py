@@ -467,6 +467,12 @@ class FeatureStore:
         # the freshest there are, so the caches are not asked for them
         carried_rows = ([i for i, d in enumerate(ids) if d in carried]
                         if terms_only and carried and carried.tag == features_tag(self.layout, query, fields) else [])
+        need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
+        if carried is not None and carried_rows and len(carried_rows) == len(ids) and not need_stats:
+            # every candidate's features came with the hits, and the statistics are at hand
+            self.carried += len(ids)
+            return FetchResult(candidates=candidates_from(self.index, self.layout, query, fields, ids, carried),
+                               stats=self._query_stats(query, stat_fields, gen), requests=0)
         skip = set(carried_rows)
         versioned = [(i, ver) for i, ver in enumerate(versions) if ver and i not in skip]
         keys = [_doc_key(uuid, ids[i], ver) for i, ver in versioned]
@@ -504,7 +510,6 @@ class FeatureStore:
                  carried_rows)
             self.carried += len(carried_rows)
         todo = [i for i in range(len(ids)) if i not in cached]
-        need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         fetched: FetchResult | None = None
         if terms_only and todo and not self.layout.plain and (
                 yield from features_plugin_plan(self.engine, self.features)):
@@ -554,10 +559,12 @@ class FeatureStore:
                     continue
                 fresh.append((_doc_key(uuid, ids[i], ver), vectors[i]))
             self.vectors.put_many(fresh, subfields)
-        stats = {
-            self.layout.subfield(f, ch): self.stats.get(self.layout.subfield(f, ch), qc.terms, gen)
-            for f in stat_fields for ch, qc in query.items()
-        }
         cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found), matrices=matrices)
-        return FetchResult(candidates=cands, stats=stats,
+        return FetchResult(candidates=cands, stats=self._query_stats(query, stat_fields, gen),
                            requests=fetched.requests if fetched else 0)
+
+    def _query_stats(self, query: Mapping[str, QueryChannel], fields: Sequence[str],
+                     gen: _Generation) -> dict[str, FieldStats]:
+        """The cached statistics of ``query``'s terms in each channel's sub-field of ``fields``."""
+        return {self.layout.subfield(f, ch): self.stats.get(self.layout.subfield(f, ch), qc.terms, gen)
+                for f in fields for ch, qc in query.items()}

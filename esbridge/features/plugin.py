@@ -257,9 +257,12 @@ def carried_features(hits: Sequence[dict[str, Any]]) -> Carried:
     out = Carried(None)
     for hit in hits:
         fields = hit.get("fields")
-        if isinstance(fields, dict) and _FEATURES in fields:
-            got = fields.pop(_FEATURES)
-            fields.pop(_STATS, None)
+        if not isinstance(fields, dict):
+            continue
+        got = fields.pop(_FEATURES, None)
+        if got is not None:
+            if _STATS in fields:
+                del fields[_STATS]
             if not fields:
                 del hit["fields"]
             if got and got[0]:
@@ -294,11 +297,12 @@ def candidates_from(index: str, layout: IndexLayout, query: Mapping[str, QueryCh
         packed = [binascii.a2b_base64(by_id[doc_id]) for doc_id in present]
     except (binascii.Error, ValueError, TypeError):
         packed = [_decoded(by_id[doc_id]) for doc_id in present]
-    for doc_id, raw in zip(present, packed, strict=True):
+    sizes = set(map(len, packed))
+    for doc_id, raw in zip(present, packed, strict=True) if not sizes <= {2 * width, 4 * width} else ():
         if len(raw) != 2 * width and len(raw) != 4 * width:
             raise EngineError(f"the esbridge-features plugin answered features of another shape for document "
                               f"{doc_id!r} of {index!r}; is it the version this esbridge builds?", index=index)
-    arr = _unpack(packed, width)
+    arr = _unpack(packed, width, narrow=sizes <= {2 * width})
     rows = np.flatnonzero(found)
     matrices: dict[str, TermMatrix] = {}
     at = 0
@@ -321,10 +325,11 @@ def _decoded(text: Any) -> bytes:
         return b""
 
 
-def _unpack(packed: Sequence[bytes], width: int) -> np.ndarray:
+def _unpack(packed: Sequence[bytes], width: int, *, narrow: bool) -> np.ndarray:
     """One row per document of its ``width`` values, each document's packed as little-endian
-    16-bit integers (``2 * width`` bytes: every value fits) or 32-bit ones (``4 * width``)."""
-    if all(len(raw) == 2 * width for raw in packed):
+    16-bit integers (``2 * width`` bytes: every value fits) or 32-bit ones (``4 * width``);
+    ``narrow``: every document's are 16-bit."""
+    if narrow:
         return np.frombuffer(b"".join(packed), dtype="<i2").reshape(len(packed), width).astype(np.float64)
     arr = np.zeros((len(packed), width), dtype=np.float64)
     for r, raw in enumerate(packed):

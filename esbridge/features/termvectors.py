@@ -570,6 +570,13 @@ def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],
                   stats: FieldStats) -> tuple[FieldArrays, np.ndarray]:
     """The field's arrays for ``terms``, and each candidate's number of distinct terms in it."""
     n = len(cands.ids)
+    matrix = cands.matrices.get(subfield)
+    if matrix is not None and len(matrix.rows) == n and matrix.terms == tuple(terms) \
+            and len(set(terms)) == len(terms) and np.array_equal(matrix.rows, np.arange(n)):
+        # every candidate read as a matrix of exactly these terms (the engine plugin's answer)
+        return (FieldArrays(tf=np.array(matrix.tf, dtype=np.float64),
+                            doc_len=np.array(matrix.length, dtype=np.float64), avgdl=stats.avgdl),
+                np.array(matrix.distinct, dtype=np.float64))
     tf = np.zeros((n, len(terms)), dtype=np.float64)
     column: dict[str, int] = {}
     for j, t in enumerate(terms):
@@ -595,14 +602,7 @@ def _field_arrays(cands: CandidateVectors, subfield: str, terms: Sequence[str],
         tf[rows, cols] = vals
     doc_len = np.array(lengths, dtype=np.float64)
     unique = np.array(distinct, dtype=np.float64)
-    matrix = cands.matrices.get(subfield)
-    if matrix is not None and len(matrix.rows) == n and matrix.terms == tuple(terms) and len(column) == len(terms) \
-            and np.array_equal(matrix.rows, np.arange(n)):
-        # every candidate read as a matrix of exactly these terms (the engine plugin's answer)
-        tf[:] = matrix.tf
-        doc_len[:] = matrix.length
-        unique[:] = matrix.distinct
-    elif matrix is not None and len(matrix.rows):
+    if matrix is not None and len(matrix.rows):
         at = {t: k for k, t in enumerate(matrix.terms)}
         src = np.array([at.get(t, -1) for t in column], dtype=np.int64)
         dst = np.array(list(column.values()), dtype=np.int64)

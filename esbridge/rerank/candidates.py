@@ -195,10 +195,13 @@ def candidate_keys(candidates: Sequence[Mapping[str, Any] | str]) -> tuple[list[
     ids: list[str] = []
     versions: list[HitVersion | None] = []
     for i, c in enumerate(candidates):
-        if isinstance(c, str):
+        if type(c) is dict and "_id" in c:  # a hit as the engine's JSON gives it: no ABC lookup
+            ids.append(str(c["_id"]))
+            versions.append(hit_version(c) if "_seq_no" in c else None)
+        elif isinstance(c, str):
             ids.append(c)
             versions.append(None)
-        elif isinstance(c, (dict, Mapping)) and "_id" in c:  # dict first: a plain check, no ABC lookup
+        elif isinstance(c, Mapping) and "_id" in c:
             ids.append(str(c["_id"]))
             versions.append(hit_version(c))
         else:

@@ -534,13 +534,11 @@ class RerankerCore:
 
     def _inline_sources(self, window: int) -> bool:
         """Whether a first stage of ``window`` hits brings their ``_source`` (else the top hits' come
-        with one ``_mget`` afterwards): windows up to :data:`INLINE_SOURCE_WINDOW` do, except where the
-        index keeps its ids in doc values and the engine is reached over plain HTTP.  There the first
-        stage then reads no stored field, which saves the engine more than one more request costs; over
-        TLS (a secured cluster) a request costs more than reading a window of 100 documents."""
-        if window > INLINE_SOURCE_WINDOW:
-            return False
-        return not self._layout.id_values or str(self.engine.options.url).startswith("https:")
+        with one ``_mget`` afterwards): windows up to :data:`INLINE_SOURCE_WINDOW` of an index that
+        does not keep its ids in doc values, whose first stage reads each hit's stored fields for its
+        ``_id`` anyway.  Where it keeps them there, the first stage reads no stored field, which saves
+        the engine more than the one more request costs, over TLS too."""
+        return window <= INLINE_SOURCE_WINDOW and not self._layout.id_values
 
     def _analyze_variants_plan(self, variants: Sequence[Augmentation]) -> Plan[list[tuple[AnalyzedQuery, float]]]:
         out = []

@@ -318,10 +318,10 @@ def test_on_one_shard_the_first_stage_is_the_only_request(engine: Engine, sample
         _same(c, b, q)
         assert a["_esbridge"]["terms"] == b["_esbridge"]["terms"] == c["_esbridge"]["terms"], q
     searches = [p for p in rec_one.paths if p.endswith("/_search")]
-    # the index keeps its ids in doc values: over plain HTTP the search reads no stored field, and the
-    # top hits' sources come with one _mget; over TLS the search brings them
+    # the index keeps its ids in doc values: the search reads no stored field, and the top hits'
+    # sources come with one _mget
     sources = [p for p in rec_one.paths if p.endswith("/_mget")]
-    mget = 0 if str(engine.options.url).startswith("https:") else 1
+    mget = 1
     if plugin_expected:
         assert len(searches) == len(queries) and len(sources) == mget * len(queries) and \
             len(rec_one.paths) == (1 + mget) * len(queries) and \
