@@ -277,6 +277,32 @@ def test_the_scorer_input_is_the_same_from_arrays_and_whole_vectors(tmp_path: Pa
     assert all(c.unique_terms is None and c.tf.sum() > 0 for c in built.channels.values())
 
 
+def test_arrays_of_every_candidate_are_the_scorers_own_copy_and_a_repeated_term_fills_its_columns() -> None:
+    """Every candidate read as a matrix of the query's terms (the engine plugin's answer) gives the
+    scorer copies of its arrays; a term the query names twice takes the other path and fills both
+    of its columns."""
+    layout = IndexLayout()
+    sf = layout.subfield(layout.combined, "base")
+    tf = np.array([[1.0, 0.0], [2.0, 3.0], [0.0, 1.0]])
+    matrix = TermMatrix(rows=np.arange(3), terms=("a", "b"), tf=tf.copy(), length=np.array([5.0, 6.0, 7.0]),
+                        distinct=np.array([4.0, 5.0, 6.0]))
+    cands = CandidateVectors(ids=("x", "y", "z"), vectors=({}, {}, {}), found=(True,) * 3, matrices={sf: matrix})
+    stats = {sf: FieldStats(doc_count=10, sum_ttf=60, df={"a": 2, "b": 3})}
+    got = build_input(FetchResult(cands, stats, 0), layout, {"base": QueryChannel(("a", "b"), (1, 1))},
+                      fields=[layout.combined]).channels["base"]
+    np.testing.assert_array_equal(got.tf, tf)
+    np.testing.assert_array_equal(got.doc_len, [5.0, 6.0, 7.0])
+    assert got.unique_terms is not None
+    np.testing.assert_array_equal(got.unique_terms, [4.0, 5.0, 6.0])
+    got.tf[:] = 0.0
+    got.doc_len[:] = 0.0
+    np.testing.assert_array_equal(matrix.tf, tf)  # the matrix is untouched
+    np.testing.assert_array_equal(matrix.length, [5.0, 6.0, 7.0])
+    twice = build_input(FetchResult(cands, stats, 0), layout, {"base": QueryChannel(("b", "a", "b"), (1, 1, 1))},
+                        fields=[layout.combined]).channels["base"]
+    np.testing.assert_array_equal(twice.tf, tf[:, [1, 0, 1]])
+
+
 def test_rows_a_reader_remembers_never_serve_another_version(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A reader keeps the rows it has read; a document another process (here: another store
