@@ -4,7 +4,6 @@ fetched once, documents found only by a variant scored, rescore, the prf augment
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
 from esbridge.scoring.bmx import weighted_query_augmentation
 from tests.cli import run
+from tests.engine.recording import Recorder
 from tests.smallindex import DOCS as SMALL_DOCS
 from tests.smallindex import create_small_index
 
@@ -35,49 +35,34 @@ def small_index(engine: Engine, index_name: str) -> str:
     return create_small_index(engine, index_name, DOCS, shards=2)
 
 
-class Recorder:
-    """Every request the engine is sent while recording: ``(method, path, body)``."""
-
-    def __init__(self, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls: list[tuple[str, str, Any]] = []
-        self.on = False
-        real = engine.request
-
-        def request(method: str, path: str, **kwargs: Any) -> Any:
-            if self.on:
-                self.calls.append((method, path, kwargs.get("body")))
-            return real(method, path, **kwargs)
-
-        monkeypatch.setattr(engine, "request", request)
-
-    def paths(self, suffix: str) -> list[tuple[str, str, Any]]:
-        """The requests to paths ending in ``suffix`` (searches that read features: see
-        :meth:`feature_calls`, not among them)."""
-        return [c for c in self.calls if c[1].split("?")[0].endswith(suffix) and not _reads_features(c)]
-
-    def feature_calls(self) -> list[tuple[str, str, Any]]:
-        """The requests that read candidates' features: ``_mtermvectors``, or searches through
-        the esbridge-features engine plugin."""
-        return [c for c in self.calls if c[1].split("?")[0].endswith("/_mtermvectors") or _reads_features(c)]
-
-    def asked(self) -> list[str]:
-        """The candidates whose features were asked for, once per time asked."""
-        out = []
-        for _, path, body in self.feature_calls():
-            if path.split("?")[0].endswith("/_mtermvectors"):
-                out += [d["_id"] for d in body["docs"] if "_id" in d]
-            else:
-                out += body["query"]["bool"]["filter"][0]["ids"]["values"]
-        return out
+Call = tuple[str, str, Any]
 
 
-def _reads_features(call: tuple[str, str, Any]) -> bool:
+def _reads_features(call: Call) -> bool:
     return isinstance(call[2], dict) and EXTENSION in (call[2].get("ext") or {})
 
 
-@pytest.fixture
-def recorder(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
-    yield Recorder(engine, monkeypatch)
+def _paths(calls: list[Call], suffix: str) -> list[Call]:
+    """The requests to paths ending in ``suffix`` (searches that read features, :func:`_feature_calls`,
+    not among them)."""
+    return [c for c in calls if c[1].split("?")[0].endswith(suffix) and not _reads_features(c)]
+
+
+def _feature_calls(calls: list[Call]) -> list[Call]:
+    """The requests that read candidates' features: ``_mtermvectors``, or searches through the
+    esbridge-features engine plugin."""
+    return [c for c in calls if c[1].split("?")[0].endswith("/_mtermvectors") or _reads_features(c)]
+
+
+def _asked(calls: list[Call]) -> list[str]:
+    """The candidates whose features were asked for, once per time asked."""
+    out = []
+    for _, path, body in _feature_calls(calls):
+        if path.split("?")[0].endswith("/_mtermvectors"):
+            out += [d["_id"] for d in body["docs"] if "_id" in d]
+        else:
+            out += body["query"]["bool"]["filter"][0]["ids"]["values"]
+    return out
 
 
 def _fresh_scores(engine: Engine, index: str, scorer: str, text: str, ids: list[str]) -> np.ndarray:
@@ -90,28 +75,27 @@ def _fresh_scores(engine: Engine, index: str, scorer: str, text: str, ids: list[
 
 
 def test_the_union_is_found_with_one_request_and_its_features_fetched_once(
-        engine: Engine, small_index: str, recorder: Recorder) -> None:
+        engine: Engine, small_index: str) -> None:
     variants = [("cardiac heart", 0.5), ("sorting algorithm", 0.25)]
     plain = Reranker(engine, small_index, scorer="evolved", window=3)
     plain.analyze("insulin"), plain.max_result_window()  # warm what both searches need alike
-    recorder.on = True
-    plain.search("insulin", size=10)
-    plain_vectors = len(recorder.feature_calls())
-    recorder.calls.clear()
+    with Recorder(engine) as rec:
+        plain.search("insulin", size=10)
+    plain_vectors = len(_feature_calls(rec.calls))
 
     rr = Reranker(engine, small_index, scorer="evolved", window=3)
     for text in ("insulin", *(v for v, _ in variants)):
         rr.analyze(text)
     rr.max_result_window()
-    recorder.calls.clear()
-    resp = rr.search("insulin", size=10, augmentations=variants)
-    searches = recorder.paths("/_search") + recorder.paths("/_msearch")
+    with Recorder(engine) as rec:
+        resp = rr.search("insulin", size=10, augmentations=variants)
+    searches = _paths(rec.calls, "/_search") + _paths(rec.calls, "/_msearch")
     assert [c[1].split("?")[0] for c in searches] == [f"/{small_index}/_msearch"], searches
     # one _msearch line pair per query: the original and the two variants
     assert len(searches[0][2].strip().splitlines()) == 6
     # term vectors: as many requests as the plain search made, and every candidate asked for once
-    assert len(recorder.feature_calls()) == plain_vectors
-    asked = recorder.asked()
+    assert len(_feature_calls(rec.calls)) == plain_vectors
+    asked = _asked(rec.calls)
     ids = [h["_id"] for h in resp["hits"]["hits"]]
     assert sorted(asked) == sorted(ids) and len(set(asked)) == len(asked)
     # the union: insulin finds b and f, the variants c, d and e
