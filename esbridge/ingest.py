@@ -24,7 +24,7 @@ from typing import Any
 from esbridge.engine.calls import check_index_name, ndjson_lines, path_segment
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, EngineUnavailableError, EsbridgeError, IngestError
-from esbridge.index.definitions import IndexLayout, VectorField, create_index, read_layout
+from esbridge.index.definitions import IndexLayout, VectorField, create_index, layout_from_meta, read_layout
 
 #: Documents above this many bytes of JSON are reported, not sent.
 DEFAULT_MAX_DOC_BYTES = 8 * 1024 * 1024
@@ -361,15 +361,10 @@ def ingest(
         target = _replacement_name(engine, index)
         body = create_index(engine, target, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
                             meta={"replaces": index}, term_vectors=term_vectors)
-        stored = bool(body["mappings"]["_meta"]["esbridge"]["term_vectors"])
-        id_values = body["mappings"]["_meta"]["esbridge"].get("id_values")
+        written = layout_from_meta(body["mappings"]["_meta"]["esbridge"])
         created = True
-        fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     elif exists:
-        existing = read_layout(engine, index)
-        fields, id_field = existing.fields, existing.id_field
-        stored = existing.term_vectors
-        id_values = existing.id_values
+        existing = written = read_layout(engine, index)
         if layout is not None and (layout.fields, layout.combined, layout.id_field) != \
                 (existing.fields, existing.combined, existing.id_field):
             raise ConfigurationError(
@@ -379,13 +374,12 @@ def ingest(
     elif create:
         body = create_index(engine, index, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
                             term_vectors=term_vectors)
-        stored = bool(body["mappings"]["_meta"]["esbridge"]["term_vectors"])
-        id_values = body["mappings"]["_meta"]["esbridge"].get("id_values")
+        written = layout_from_meta(body["mappings"]["_meta"]["esbridge"])
         created = True
-        fields, id_field = (layout or IndexLayout()).fields, (layout or IndexLayout()).id_field
     else:
         raise ConfigurationError(f"index {index!r} does not exist (and create=False)")
-    report = IngestReport(index=index, target=target, term_vectors=stored)
+    fields, id_field, id_values = written.fields, written.id_field, written.id_values
+    report = IngestReport(index=index, target=target, term_vectors=written.term_vectors)
     indexed_ids: set[str] = set()
     first_line: dict[str, int] = {}
     from tqdm import tqdm

@@ -298,10 +298,10 @@ def candidates_from(index: str, layout: IndexLayout, query: Mapping[str, QueryCh
     except (binascii.Error, ValueError, TypeError):
         packed = [_decoded(by_id[doc_id]) for doc_id in present]
     sizes = set(map(len, packed))
-    for doc_id, raw in zip(present, packed, strict=True) if not sizes <= {2 * width, 4 * width} else ():
-        if len(raw) != 2 * width and len(raw) != 4 * width:
-            raise EngineError(f"the esbridge-features plugin answered features of another shape for document "
-                              f"{doc_id!r} of {index!r}; is it the version this esbridge builds?", index=index)
+    if not sizes <= {2 * width, 4 * width}:
+        doc_id = next(d for d, raw in zip(present, packed, strict=True) if len(raw) not in (2 * width, 4 * width))
+        raise EngineError(f"the esbridge-features plugin answered features of another shape for document "
+                          f"{doc_id!r} of {index!r}; is it the version this esbridge builds?", index=index)
     arr = _unpack(packed, width, narrow=sizes <= {2 * width})
     rows = np.flatnonzero(found)
     matrices: dict[str, TermMatrix] = {}

@@ -37,7 +37,7 @@ from esbridge.engine.calls import ids_search_plan, ndjson_lines, path_segment, r
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
 from esbridge.errors import ConfigurationError, EsbridgeError
-from esbridge.index.definitions import ID_VALUES, PASSAGE_VECTOR, index_meta
+from esbridge.index.definitions import ID_VALUES, PASSAGE_VECTOR, index_meta, layout_from_meta
 from esbridge.index.facts import index_state
 from esbridge.semantic.cache import EmbeddingCache, Encoder, WindowEncoder
 from esbridge.semantic.text import document_text
@@ -80,10 +80,10 @@ class EngineVectors(SemanticIndex):
                  progress: bool = False) -> None:
         esb = index_meta(engine, index)
         meta = _vector_meta(esb)
-        #: the field whose doc values hold the documents' ids (searches read them from there)
-        self.id_values: str | None = esb["id_values"] if isinstance(esb.get("id_values"), str) else None
         if meta is None:
             raise ConfigurationError(f"index {index!r} has no engine vector field; use VectorIndex")
+        #: the field whose doc values hold the documents' ids (searches read them from there)
+        self.id_values = layout_from_meta(esb).id_values
         if meta.get("model") != encoder.name or int(meta.get("dim", -1)) != encoder.dim:
             raise ConfigurationError(
                 f"index {index!r} holds {meta.get('model')} vectors of dimension {meta.get('dim')}; the encoder "
