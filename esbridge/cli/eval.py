@@ -175,6 +175,7 @@ def _eval_config(args: argparse.Namespace, split: Any) -> Any:
                                                                  *(args.pipeline_param or [])], args.pipeline),
         augmentation=augmentation_spec(args),
         fields=fields_option(getattr(args, "fields", None)),
+        engine_hybrid_depth=args.engine_hybrid_depth,
     )
 
 
@@ -458,6 +459,11 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--pipeline-param", action="append", metavar="NAME=VALUE",
                    help="override a pipeline parameter, e.g. w_semantic=2, fusion=zscore, keyword_fb_docs=5 "
                         "(repeat; see esbridge.hybrid.PipelineParams)")
+    p.add_argument("--engine-hybrid-depth", type=int, default=100, metavar="K",
+                   help="with the pipeline: also measure the engines' own hybrid search (rows engine-hybrid-minmax "
+                        "and engine-hybrid-rrf: the engine's BM25 and a kNN over one vector per document with the "
+                        "pipeline's model, each list's top K, fused as OpenSearch and as Elasticsearch fuse them; "
+                        "default 100; 0 leaves them out)")
     pipeline_arg(p)
     model_args(p, when="for the hybrid pipeline's semantic strategy: ")
     p.add_argument("--json", help="also write the JSON summary here")

@@ -10,7 +10,11 @@ For every query, once:
    default similarity (k1 = 1.2, b = 0.75) gives the **engine-bm25-default**
    baseline;
 4. each scorer's :class:`~esbridge.rerank.Reranker` ranks the first stage's
-   hits (:meth:`Reranker.rank`, term vectors shared through one cache).
+   hits (:meth:`Reranker.rank`, term vectors shared through one cache);
+5. with the hybrid pipeline, the engines' own hybrid search is the **engine-hybrid-minmax** and
+   **engine-hybrid-rrf** baselines: the engine's BM25 list (its default similarity) and an exact
+   kNN over one vector per document with the pipeline's model, each cut to its top 100, fused
+   with OpenSearch's and with Elasticsearch's arithmetic (:mod:`esbridge.hybrid.engine_style`).
 
 Every ranking is ordered by score descending; equal scores keep the first stage's
 order (:func:`~esbridge.rerank.rank_order`), the rule ``esbridge search`` and
@@ -36,6 +40,8 @@ from esbridge.evaluation.indexing import ENGINE_DEFAULT_BM25, PYSERINI_BM25, ens
 from esbridge.evaluation.metrics import MEASURES, mean_metrics, per_query_metrics
 from esbridge.evaluation.trecfiles import RunFile, Topic
 from esbridge.features.cache import TermVectorCache
+from esbridge.hybrid import engine_style
+from esbridge.hybrid.fusion import RankedList
 from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams
 from esbridge.index.facts import index_similarity, index_uuids
 from esbridge.jsoninput import parse_json
@@ -46,6 +52,7 @@ __all__ = [
     "BASELINE_DEFAULT",
     "BASELINE_INDEX",
     "BASELINE_PYSERINI",
+    "ENGINE_HYBRIDS",
     "HYBRID",
     "PIPELINE_SYSTEMS",
     "EvalConfig",
@@ -68,6 +75,8 @@ HYBRID = "hybrid"
 #: The systems of the hybrid pipeline: its fused ranking and two of its strategies alone (the
 #: third, lexical, is the row of the pipeline's scorer).
 PIPELINE_SYSTEMS = (HYBRID, "semantic", "keyword")
+#: The engines' own hybrid search, measured beside the pipeline (:mod:`esbridge.hybrid.engine_style`).
+ENGINE_HYBRIDS = (engine_style.ENGINE_HYBRID_MINMAX, engine_style.ENGINE_HYBRID_RRF)
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,9 @@ class EvalConfig:
             the hybrid pipeline rank the original queries.  ``None``: no augmentation.
         fields: the text fields the rerankers read (:class:`~esbridge.rerank.Reranker`'s
             ``fields``; default all of an esbridge index's, or those found in a plain index).
+        engine_hybrid_depth: with the pipeline and a baseline, also measure the engines' own hybrid
+            search (:mod:`esbridge.hybrid.engine_style`), each list cut to this many documents;
+            ``0``: not measured.
     """
 
     scorers: tuple[str, ...]
@@ -112,8 +124,13 @@ class EvalConfig:
     pipeline_strategies: bool = True
     augmentation: AugmentationSpec | None = None
     fields: tuple[str, ...] | None = None
+    engine_hybrid_depth: int = engine_style.DEPTH
 
     def __post_init__(self) -> None:
+        if isinstance(self.engine_hybrid_depth, bool) or not isinstance(self.engine_hybrid_depth, int) \
+                or self.engine_hybrid_depth < 0:
+            raise ConfigurationError(f"the engine-style hybrid's depth must be an integer >= 0 (0: not measured), "
+                                     f"got {self.engine_hybrid_depth!r}")
         if self.augmentation is not None and not self.scorers:
             raise ConfigurationError("query augmentation applies to esbridge's rerankers; give at least one scorer")
         if self.window < 1:
@@ -121,7 +138,7 @@ class EvalConfig:
         if len(set(self.scorers)) != len(self.scorers):
             raise ConfigurationError(f"scorers are repeated: {list(self.scorers)}")
         for name in self.scorers:
-            if name in (BASELINE_PYSERINI, BASELINE_DEFAULT, BASELINE_INDEX, *PIPELINE_SYSTEMS):
+            if name in (BASELINE_PYSERINI, BASELINE_DEFAULT, BASELINE_INDEX, *PIPELINE_SYSTEMS, *ENGINE_HYBRIDS):
                 raise ConfigurationError(f"{name!r} is a baseline, always run; leave it out of the scorers")
             get_scorer(name)  # raises, listing the valid names
         unknown = sorted(set(self.params) - set(self.scorers))
@@ -360,6 +377,8 @@ class SystemSet:
             self.systems[rr.scorer] = SystemRun(rr.scorer, description, "rerank", params=params)
 
         self.searcher: HybridSearcher | None = None
+        #: one vector per document, for the engines' own hybrid rows (``None``: not measured)
+        self.document_vectors: Any = None
         if config.pipeline is not None:
             pp = config.pipeline
             searcher = HybridSearcher(
@@ -385,6 +404,48 @@ class SystemSet:
             self.systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights}"
                                              f"{how} (lexical = {pp.scorer} over the top {pp.window})", "pipeline",
                                              params={**params, "fusion": jsonable(described)})
+            if config.engine_hybrid_depth and (baseline is not None or default_index is not None):
+                self._engine_hybrid_systems(searcher, baseline, baseline_params, default_index)
+        # the baselines first, in the order they were added (the tables list the systems in this order)
+        self.systems = dict(sorted(self.systems.items(), key=lambda item: item[1].kind != "baseline"))
+
+    def _engine_hybrid_systems(self, searcher: HybridSearcher, baseline: str | None,
+                               baseline_params: Mapping[str, Any] | None, default_index: str | None) -> None:
+        """The engines' own hybrid rows: their BM25 list is the default-similarity baseline's (else the
+        first stage's), their kNN list an exact search over one vector per document (built here)."""
+        from esbridge.semantic.vectors import VectorIndex
+
+        config, engine = self.config, self.engine
+        k = config.engine_hybrid_depth
+        encoder = searcher.vectors.encoder
+        self.document_vectors = VectorIndex.open(engine, self.index, encoder, fields=searcher.layout.fields,
+                                                 progress=config.progress, windows=False)
+        if default_index is not None:
+            k1, b = ENGINE_DEFAULT_BM25
+            bm25: dict[str, Any] = {"system": BASELINE_DEFAULT, "index": default_index,
+                                    "similarity": {"type": "BM25", "k1": k1, "b": b}}
+        else:
+            bm25 = {"system": baseline, **{key: v for key, v in (baseline_params or {}).items() if key != "window"}}
+        max_tokens = getattr(encoder, "max_tokens", None)
+        params = {"depth": k, "bm25": bm25,
+                  "knn": {"model": encoder.name, "vectors": "one per document", "max_tokens": max_tokens,
+                          "search": "exact cosine over every document"},
+                  "computed": "client-side: the two lists from the engine and esbridge's exact kNN, fused with the "
+                              "engine's arithmetic"}
+        lists = (f"the engine's BM25 ({bm25['system']}) and an exact kNN over one {encoder.name} vector per document"
+                 f"{f' (its first {max_tokens} word pieces)' if max_tokens else ''}, each list's top {k}")
+        self.systems[engine_style.ENGINE_HYBRID_MINMAX] = SystemRun(
+            engine_style.ENGINE_HYBRID_MINMAX,
+            f"the engine's own hybrid as OpenSearch fuses it: {lists}, min-max normalised, arithmetic mean "
+            "(the normalization-processor's defaults); computed client-side", "baseline",
+            params={**params, "fusion": {"normalization": "min_max", "combination": "arithmetic_mean",
+                                         "weights": [1.0, 1.0], "min_score": engine_style.MIN_SCORE}})
+        self.systems[engine_style.ENGINE_HYBRID_RRF] = SystemRun(
+            engine_style.ENGINE_HYBRID_RRF,
+            f"the engine's own hybrid as Elasticsearch fuses it: {lists}, reciprocal rank fusion with k = "
+            f"{engine_style.RANK_CONSTANT:g} (the rrf retriever's default); computed client-side", "baseline",
+            params={**params, "fusion": {"method": "rrf", "rank_constant": engine_style.RANK_CONSTANT,
+                                         "rank_window_size": k}})
 
     def first_stage(self) -> dict[str, Any]:
         """How the candidates are found, for the JSON summary."""
@@ -422,12 +483,21 @@ class SystemSet:
             if self.baseline is not None:
                 self._keep(self.baseline, qid, Ranking.of([str(h["_id"]) for h in first_hits],
                                                           [float(h["_score"]) for h in first_hits]))
+            engine_bm25 = first_hits
             if self.default_index is not None:
                 dhits = self.engine.search(self.default_index, {
                     "size": self.config.window, "query": self.first.first_stage_query(fs_prepared, text),
                     "_source": False, "track_total_hits": False})["hits"]["hits"]
                 self._keep(BASELINE_DEFAULT, qid, Ranking.of([str(h["_id"]) for h in dhits],
                                                              [float(h["_score"]) for h in dhits]))
+                engine_bm25 = dhits
+            if self.document_vectors is not None:
+                k = self.config.engine_hybrid_depth
+                if self.config.window < k:  # the BM25 list is k deep whatever the window
+                    engine_bm25 = self.engine.search(self.default_index or self.index, {
+                        "size": k, "query": self.first.first_stage_query(fs_prepared, text), "_source": False,
+                        "track_total_hits": False})["hits"]["hits"]
+                self._engine_hybrid(qid, text, engine_bm25)
             w0 = self.config.augmentation.original_weight if self.config.augmentation is not None else 1.0
             for rr in self.rerankers:
                 ranking = rr.rank(prepared[rr.scorer], hits, original_weight=w0, variants=None if variants is None
@@ -444,6 +514,17 @@ class SystemSet:
                 for name in ("semantic", "keyword"):
                     self._keep(name, qid, Ranking.of(list(res.lists[name].ids), res.lists[name].scores))
             self._keep(HYBRID, qid, Ranking.of(res.ids, res.scores))
+
+    def _engine_hybrid(self, qid: str, text: str, bm25_hits: Sequence[Mapping[str, Any]]) -> None:
+        """Rank query ``qid`` with the engines' own hybrid search (both fusions)."""
+        k = self.config.engine_hybrid_depth
+        vectors = self.document_vectors
+        knn = vectors.search(vectors.embed_query(text), k)
+        top = bm25_hits[:k]
+        lexical = RankedList([str(h["_id"]) for h in top], np.array([float(h["_score"]) for h in top]))
+        for name, (ids, scores) in engine_style.engine_hybrid(lexical, RankedList(knn.ids, knn.scores),
+                                                              depth=k).items():
+            self._keep(name, qid, Ranking.of(ids, scores))
 
     def _keep(self, system: str, qid: str, ranking: Ranking) -> None:
         """Store a system's ranking of query ``qid``."""

@@ -139,9 +139,11 @@ class VectorIndex(SemanticIndex):
         self.check_interval = check_interval
         self.progress = progress
         self.concrete, self.uuid = concrete_index(engine, index, purpose="semantic search")
-        self.path = (home or cache_dir()) / "vectors" / self.uuid / encoder.cache_id
         #: documents score by their best window (the encoder must have windows)
         self.windows = bool(windows) and all(hasattr(encoder, a) for a in ("at_length", "windows", "encode_ids"))
+        # one vector per document is kept apart from the passages, so the two never replace each other
+        self.path = (home or cache_dir()) / "vectors" / self.uuid / (
+            encoder.cache_id if self.windows else f"{encoder.cache_id}-document")
         #: the passage lengths documents are embedded at (``None`` without windows): vectors built
         #: with other lengths are rebuilt, not mixed
         self.passage_tokens: tuple[int, ...] | None = \

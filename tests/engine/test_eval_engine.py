@@ -64,7 +64,8 @@ def test_eval_command_on_the_sample_is_deterministic(engine: Engine, sample_dir:
         # the same command each time (the reports record it), its files then moved aside
         argv = ["eval", "--dataset", str(sample_dir), "--scorers", "bm25,evolved", "--url", engine.options.url,
                 "--out", str(tmp_path / "out"), "--json", str(tmp_path / "out.json"), "--quiet",
-                "--index-prefix", eval_prefix, "--no-plots"]
+                "--index-prefix", eval_prefix, "--no-plots",
+                "--engine-hybrid-depth", "0"]  # the engines' own hybrid rows: test_run_and_eval_index.py
         assert main(argv) == 0
         (tmp_path / "out").rename(tmp_path / name)
         (tmp_path / "out.json").rename(tmp_path / f"{name}.json")

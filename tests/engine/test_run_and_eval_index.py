@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from esbridge.engine.client import Engine
+from esbridge.hybrid.engine_style import ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF, engine_hybrid
+from esbridge.hybrid.fusion import RankedList
 from esbridge.ingest import ingest
 from tests.cli import run
 from tests.smallindex import sample_collection
@@ -88,8 +91,8 @@ def test_run_then_eval_the_index_with_the_users_files(engine: Engine, index_name
     data = json.loads((out_dir / "results.json").read_text())
     assert OLD_KEYS <= set(data)
     assert (data["dataset"], data["split"], data["queries"]) == (index_name, "qrels.txt", TOPICS)
-    assert list(data["results"]) == ["engine-bm25", "bm25", "evolved", "semantic", "keyword", "hybrid",
-                                     "esbridge-evolved", "esbridge-engine-bm25"]
+    assert list(data["results"]) == ["engine-bm25", ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF, "bm25", "evolved",
+                                     "semantic", "keyword", "hybrid", "esbridge-evolved", "esbridge-engine-bm25"]
     for values in data["results"].values():
         assert set(values) == MEASURES
     # the same search path: eval's runs are the run command's, topic for topic
@@ -106,9 +109,12 @@ def test_run_then_eval_the_index_with_the_users_files(engine: Engine, index_name
     assert data["systems"]["hybrid"]["params"]["pipeline"]["window"] == 50
     assert data["systems"]["esbridge-evolved"]["params"]["file"] == "evolved.trec"
     assert data["fingerprint"]["documents"] == 80 and len(data["fingerprint"]["sha256"]) == 64
-    assert data["baselines"] == ["engine-bm25"]
-    assert set(data["significance"]["comparisons"]["engine-bm25"]) == {
-        "bm25", "evolved", "semantic", "keyword", "hybrid", "esbridge-evolved", "esbridge-engine-bm25"}
+    assert data["baselines"] == ["engine-bm25", ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF]
+    for baseline in data["baselines"]:
+        assert set(data["significance"]["comparisons"][baseline]) == {
+            "bm25", "evolved", "semantic", "keyword", "hybrid", "esbridge-evolved", "esbridge-engine-bm25"}
+    assert data["systems"][ENGINE_HYBRID_RRF]["params"]["depth"] == 100
+    _check_engine_hybrid(engine, index_name, docs, topics, out_dir)
     notes = "\n".join(data["notes"])
     assert "1 of the 13 topics of" in notes and "999999" in notes
     assert "1 judged query of" in notes
@@ -117,6 +123,46 @@ def test_run_then_eval_the_index_with_the_users_files(engine: Engine, index_name
     assert "## Significance" in md and "## Coverage" in md and "(the index's similarity)" in md
     assert (out_dir / "plots" / "measures.png").read_bytes()[:4] == b"\x89PNG"
     assert "| engine-bm25 (a) |" in out
+
+
+def _check_engine_hybrid(engine: Engine, index: str, docs: list[dict[str, str]], topics: Path, out_dir: Path) -> None:
+    """The engines' own hybrid rows are the engine's BM25 hits and an exact cosine over one vector per whole
+    document, fused with the engines' arithmetic (worked by hand in tests/unit/test_engine_style.py)."""
+    from esbridge.evaluation.trecfiles import read_topics
+    from esbridge.semantic.models import DEFAULT_MODEL, load_encoder
+    from esbridge.semantic.vectors import VectorIndex
+
+    encoder = load_encoder(DEFAULT_MODEL)
+    # the vectors eval built, read back: one a document, of its whole text (up to the model's 512 word pieces)
+    kept = VectorIndex.open(engine, index, encoder, fields=("title", "text"), windows=False)
+    assert sorted(kept.ids) == sorted(d["_id"] for d in docs) and len(kept.vectors) == len(docs)
+    reference = encoder.encode([f"{d['title'].strip()} {d['text'].strip()}" for d in docs])
+    rows = [kept.ids.index(d["_id"]) for d in docs]
+    # the int8 model quantises activations per batch: the same text in another batch differs in the third digit
+    assert float(np.min(np.sum(np.asarray(kept.vectors)[rows] * reference, axis=1))) > 0.99
+    runs = {name: _run_ids(out_dir / "runs" / f"{name}.trec") for name in (ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF)}
+    judged = set(runs[ENGINE_HYBRID_RRF])
+    checked = 0
+    for topic in read_topics(topics):
+        if topic.id not in judged:
+            continue
+        hits = engine.search(index, {"size": 100, "_source": False,
+                                     "query": {"match": {"esb_all": topic.text("title")}}})["hits"]["hits"]
+        lexical = RankedList([str(h["_id"]) for h in hits], np.array([float(h["_score"]) for h in hits]))
+        cosines = np.asarray(kept.vectors) @ encoder.encode_queries([topic.text("title")])[0]
+        want = engine_hybrid(lexical, RankedList(kept.ids, cosines.astype(np.float64)), depth=100)
+        for name, got in runs.items():
+            assert got[topic.id] == want[name][0][:20], (name, topic.id)
+        checked += 1
+    assert checked == TOPICS
+
+
+def _run_ids(path: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        qid, _, doc, *_ = line.split()
+        out.setdefault(qid, []).append(doc)
+    return out
 
 
 def test_run_and_eval_errors_name_the_file_and_line(engine: Engine, tmp_path: Path,
