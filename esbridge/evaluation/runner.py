@@ -42,7 +42,7 @@ from esbridge.evaluation.trecfiles import RunFile, Topic
 from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid import engine_style
 from esbridge.hybrid.fusion import RankedList
-from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams
+from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams, PipelineResult
 from esbridge.index.facts import index_similarity, index_uuids
 from esbridge.jsoninput import parse_json
 from esbridge.rerank import FirstStage, Ranking, Reranker, SharedAnalysis
@@ -379,6 +379,8 @@ class SystemSet:
         self.searcher: HybridSearcher | None = None
         #: one vector per document, for the engines' own hybrid rows (``None``: not measured)
         self.document_vectors: Any = None
+        #: the hybrid pipeline's strategies and fusion for the last query :meth:`run_query` ranked
+        self.pipeline_result: PipelineResult | None = None
         if config.pipeline is not None:
             pp = config.pipeline
             searcher = HybridSearcher(
@@ -510,6 +512,7 @@ class SystemSet:
         if self.searcher is not None:
             res = self.searcher.run(text, narrative=narrative,
                                     strategies=STRATEGIES if self.config.pipeline_strategies else None)
+            self.pipeline_result = res
             if self.config.pipeline_strategies:
                 for name in ("semantic", "keyword"):
                     self._keep(name, qid, Ranking.of(list(res.lists[name].ids), res.lists[name].scores))

@@ -1,0 +1,112 @@
+"""The results tables of the README, the docs and ``benchmarks/results/README.md``, made from the
+committed ``results.json`` files.
+
+A table is marked in a Markdown file by two comments around it::
+
+    <!-- results-table systems=engine-bm25-default,evolved,hybrid bold=hybrid -->
+    | system | SciFact | ... |
+    <!-- /results-table -->
+
+``systems`` names the rows (``results.json`` system names, in order) and ``bold`` the row shown in
+bold. Each cell is ``nDCG@10 / R@100`` of ``benchmarks/results/<collection>/results.json``, the last
+column the mean nDCG@10 over the collections.
+
+Usage (from the project root)::
+
+    python benchmarks/doc_tables.py          # check: exit 1 naming every table that differs
+    python benchmarks/doc_tables.py --write  # rewrite the tables from the results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COLLECTIONS = (("scifact", "SciFact"), ("nfcorpus", "NFCorpus"), ("cranfield", "Cranfield"), ("cisi", "CISI"),
+               ("med", "MED"))
+#: How a system is named in a table.
+LABELS = {
+    "engine-bm25-pyserini": "engine BM25, k1 0.9 b 0.4",
+    "engine-bm25-default": "engine BM25, k1 1.2 b 0.75",
+    "engine-hybrid-minmax": "engine hybrid, min-max mean (OpenSearch)",
+    "engine-hybrid-rrf": "engine hybrid, RRF (Elasticsearch)",
+    "evolved": "evolved (lexical strategy)",
+    "semantic": "semantic strategy",
+    "keyword": "keyword strategy",
+}
+BLOCK = re.compile(r"(<!-- results-table (?P<opts>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results-table -->)", re.S)
+
+
+def load(results: Path) -> dict[str, Mapping[str, Mapping[str, float]]]:
+    """Collection -> system -> measure -> value, from ``<results>/<collection>/results.json``."""
+    return {c: json.loads((results / c / "results.json").read_text())["results"] for c, _ in COLLECTIONS}
+
+
+def table(data: Mapping[str, Mapping[str, Mapping[str, float]]], systems: list[str], bold: set[str]) -> str:
+    """The Markdown table of ``systems``."""
+    lines = ["| system | " + " | ".join(name for _, name in COLLECTIONS) + " | mean nDCG@10 |",
+             "|---|" + "---|" * (len(COLLECTIONS) + 1)]
+    for system in systems:
+        missing = [c for c, _ in COLLECTIONS if system not in data[c]]
+        if missing:
+            raise SystemExit(f"system {system!r} is not in the results of {', '.join(missing)}")
+        cells = [f"{data[c][system]['ndcg@10']:.4f} / {data[c][system]['recall@100']:.4f}" for c, _ in COLLECTIONS]
+        mean = f"{sum(data[c][system]['ndcg@10'] for c, _ in COLLECTIONS) / len(COLLECTIONS):.4f}"
+        label = LABELS.get(system, system)
+        if system in bold:
+            label, cells, mean = f"**{label}**", [f"**{x}**" for x in cells], f"**{mean}**"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {mean} |")
+    return "\n".join(lines) + "\n"
+
+
+def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """``text`` with every marked table made again from ``data``."""
+    def one(m: re.Match[str]) -> str:
+        opts = dict(kv.split("=", 1) for kv in m.group("opts").split())
+        systems = [s for s in opts.get("systems", "").split(",") if s]
+        if not systems:
+            raise SystemExit(f"a results-table names no systems: {m.group(1).strip()}")
+        bold = {s for s in opts.get("bold", "").split(",") if s}
+        return m.group(1) + table(data, systems, bold) + m.group(4)
+
+    return BLOCK.sub(one, text)
+
+
+def documents(root: Path) -> list[Path]:
+    """The Markdown files that may hold tables: the README, the docs and the results' README."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), root / "benchmarks" / "results" / "README.md"]
+
+
+def check(root: Path, results: Path, *, write: bool = False) -> list[Path]:
+    """The files whose tables differ from the results (rewritten with ``write``)."""
+    data = load(results)
+    stale = []
+    for path in documents(root):
+        text = path.read_text(encoding="utf-8")
+        made = render(text, data)
+        if made != text:
+            stale.append(path)
+            if write:
+                path.write_text(made, encoding="utf-8")
+    return stale
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", action="store_true", help="rewrite the tables from the results")
+    ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results")
+    args = ap.parse_args()
+    stale = check(ROOT, args.results, write=args.write)
+    for path in stale:
+        verb = "rewrote" if args.write else "differs from benchmarks/results"
+        print(f"{path.relative_to(ROOT)}: a results table {verb}", file=sys.stderr)
+    return 1 if stale and not args.write else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

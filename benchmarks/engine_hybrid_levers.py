@@ -1,0 +1,248 @@
+"""What earns esbridge's hybrid pipeline a margin over the engines' own hybrid search: levers measured
+on tuning judgments, chosen by the worst collection, reported leave-one-collection-out.
+
+For every collection, every judged query of the tuning and test parts runs once through ``esbridge
+eval``'s systems (:class:`esbridge.evaluation.runner.SystemSet`: the engine's two BM25 rows, the
+engines' own hybrid rows ``engine-hybrid-minmax`` and ``engine-hybrid-rrf``, and the hybrid pipeline
+with the shipped defaults); the pipeline's strategy lists (the semantic one after its feedback pass),
+its fused ranking and a kNN over one vector per whole document (top 1,000) are kept, and each lever
+is applied to them offline with the pipeline's own fusion (:func:`esbridge.hybrid.fusion.fuse`).
+
+Levers:
+
+* ``hybrid``: the pipeline as shipped;
+* ``+ document kNN r``: the whole-document kNN list as a fourth strategy of the pipeline's z-score
+  fusion, weighted ``r`` times the semantic strategy's calibrated weight (passages and whole
+  documents make different mistakes);
+* ``+ engine-hybrid a``: the pipeline's fused list and ``engine-hybrid-minmax``'s, each min-max
+  normalised, weighted ``1 - a`` and ``a``.
+
+Parts: SciFact tunes on its training judgments; the other collections on a fixed seeded half of
+their test queries (``test:tune``), the other half (``test:heldout``) never seen. Rule: the lever
+whose **worst** gain over the strongest engine row (the two BM25 rows and the two engine-hybrid rows,
+nDCG@10 points) across the tuning parts is largest wins; the mean breaks ties.
+Leave-one-collection-out: the same rule on the other collections' tuning parts, reported on the
+left-out collection's test judgments.
+
+Usage (one command; ``DATA`` holds the BEIR-layout collections; the evaluation indices and vectors
+are those ``esbridge eval`` builds, built here when missing):
+
+    python benchmarks/engine_hybrid_levers.py --data DATA --url URL
+
+Writes ``benchmarks/results/engine-hybrid-levers.md`` and ``.json``; the per-query lists are kept
+under ``$ESBRIDGE_HOME/levers/`` (``--report-only`` rewrites the report from the JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.client import Engine
+from esbridge.evaluation.datasets import SplitSpec, load_dataset
+from esbridge.evaluation.indexing import ENGINE_DEFAULT_BM25, PYSERINI_BM25, ensure_index, index_name
+from esbridge.evaluation.metrics import per_query_metrics
+from esbridge.evaluation.runner import BASELINE_DEFAULT, BASELINE_PYSERINI, EvalConfig, SystemSet
+from esbridge.features.cache import TermVectorCache
+from esbridge.home import cache_dir
+from esbridge.hybrid import PipelineParams, RankedList
+from esbridge.hybrid.engine_style import ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF
+from esbridge.hybrid.fusion import Fusion, fuse
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import connect_engine, engine_arguments, machine  # noqa: E402
+
+COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "med")
+ENGINE_ROWS = (BASELINE_PYSERINI, BASELINE_DEFAULT, ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF)
+BM25_ROWS = (BASELINE_PYSERINI, BASELINE_DEFAULT)
+DOCUMENT_WEIGHTS = (0.25, 0.5, 1.0, 2.0)
+ENGINE_SHARES = (0.2, 0.35, 0.5)
+#: documents of the whole-document kNN list a lever fuses
+DOCUMENT_DEPTH = 1000
+
+
+def parts_of(ds: Any) -> dict[str, SplitSpec]:
+    if "train" in ds.splits():
+        return {"tune": SplitSpec("train"), "test": SplitSpec("test")}
+    return {"tune": SplitSpec.parse("test:tune"), "heldout": SplitSpec.parse("test:heldout"),
+            "test": SplitSpec("test")}
+
+
+def collect(engine: Engine, folder: Path, keep: Path) -> dict[str, Any]:
+    """Every judged query's rankings and lists on one collection, kept in ``keep``."""
+    ds = load_dataset(folder, progress=False)
+    path = keep / f"{ds.name}.pickle"
+    if path.exists():
+        got: dict[str, Any] = pickle.loads(path.read_bytes())
+        return got
+    parts = parts_of(ds)
+    queries: dict[str, str] = {}
+    for split in parts.values():
+        for q in ds.queries(split):
+            queries[q.id] = q.text
+    index = ensure_index(engine, ds, index_name("esbridge-eval", ds, PYSERINI_BM25), bm25=PYSERINI_BM25,
+                         progress=True)
+    default_index = ensure_index(engine, ds, index_name("esbridge-eval", ds, ENGINE_DEFAULT_BM25),
+                                 bm25=ENGINE_DEFAULT_BM25, progress=True)
+    config = EvalConfig(scorers=(), pipeline=PipelineParams(), progress=True)
+    per_query: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    with SystemSet(engine, index, config, baseline=BASELINE_PYSERINI, default_index=default_index,
+                   cache=TermVectorCache(max_entries=max(50_000, 2 * ds.corpus_size()))) as ss:
+        assert ss.searcher is not None and ss.document_vectors is not None
+        weights = ss.searcher.fusion_weights()
+        for n, (qid, text) in enumerate(queries.items()):
+            ss.run_query(qid, text)
+            res = ss.pipeline_result
+            assert res is not None
+            doc = ss.document_vectors.search(ss.document_vectors.embed_query(text), DOCUMENT_DEPTH)
+            per_query[qid] = {
+                "lexical": res.lists["lexical"], "keyword": res.lists["keyword"],
+                "semantic": res.lists.get("semantic_feedback", res.lists["semantic"]),
+                "document": RankedList(doc.ids, doc.scores),
+                "hybrid": RankedList(res.ids, np.asarray(res.scores)),
+                **{name: RankedList(ss.systems[name].ranking[qid], np.asarray(ss.systems[name].scores[qid]))
+                   for name in ENGINE_ROWS}}
+            if n % 100 == 0:
+                print(f"  {ds.name}: {n}/{len(queries)} queries", file=sys.stderr, flush=True)
+    data = {"name": ds.name, "weights": weights, "queries": per_query, "seconds": time.perf_counter() - t0,
+            "qrels": {part: ds.qrels(split) for part, split in parts.items()}}
+    keep.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(data))
+    return data
+
+
+def levers(weights: Mapping[str, float]) -> dict[str, Callable[[dict[str, RankedList]], list[str]]]:
+    """Lever name -> the ranking it gives a query from that query's lists."""
+    out: dict[str, Callable[[dict[str, RankedList]], list[str]]] = {"hybrid": lambda g: list(g["hybrid"].ids)}
+    for name in ENGINE_ROWS:
+        out[name] = lambda g, name=name: list(g[name].ids)  # type: ignore[misc]
+    for r in DOCUMENT_WEIGHTS:
+        w = {**weights, "document": r * weights["semantic"]}
+        out[f"+ document kNN {r:g}"] = lambda g, w=w: fuse(  # type: ignore[misc]
+            {k: g[k] for k in ("lexical", "semantic", "keyword", "document")}, w, Fusion.ZSCORE)[0]
+    for a in ENGINE_SHARES:
+        out[f"+ engine-hybrid {a:g}"] = lambda g, a=a: fuse(  # type: ignore[misc]
+            {"hybrid": g["hybrid"], "engine": g[ENGINE_HYBRID_MINMAX]}, {"hybrid": 1 - a, "engine": a},
+            Fusion.MINMAX)[0]
+    return out
+
+
+def measure(data: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """Lever -> part -> mean nDCG@10 and R@100."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for name, rank in levers(data["weights"]).items():
+        runs = {qid: rank(g) for qid, g in data["queries"].items()}
+        out[name] = {}
+        for part, qrels in data["qrels"].items():
+            pq = per_query_metrics(qrels, {q: runs.get(q, []) for q in qrels})
+            out[name][part] = {"ndcg@10": float(np.mean([pq[q]["ndcg@10"] for q in qrels])),
+                               "recall@100": float(np.mean([pq[q]["recall@100"] for q in qrels]))}
+    return out
+
+
+def gains(results: dict[str, Any], part: str, against: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Lever -> collection -> nDCG@10 points over the strongest of ``against`` on ``part``."""
+    out: dict[str, dict[str, float]] = {}
+    for c, res in results.items():
+        best = max(res[row][part]["ndcg@10"] for row in against)
+        for lever, by_part in res.items():
+            out.setdefault(lever, {})[c] = 100 * (by_part[part]["ndcg@10"] - best)
+    return out
+
+
+def choose(tune: dict[str, dict[str, float]], collections: list[str]) -> str:
+    """The lever (not an engine row) whose worst tuning gain over ``collections`` is largest; mean breaks ties."""
+    candidates = [lv for lv in tune if lv not in ENGINE_ROWS]
+    return max(candidates, key=lambda lv: (round(min(tune[lv][c] for c in collections), 6),
+                                           float(np.mean([tune[lv][c] for c in collections]))))
+
+
+def report(results: dict[str, Any], meta: dict[str, Any]) -> str:
+    cols = list(results)
+    tune = gains(results, "tune", ENGINE_ROWS)
+    test = gains(results, "test", ENGINE_ROWS)
+    test_bm25 = gains(results, "test", BM25_ROWS)
+    lines = ["# Levers against the engines' own hybrid search", "",
+             f"Made by `python benchmarks/engine_hybrid_levers.py` ({meta['engine']}, model {meta['model']}). "
+             "Gains in nDCG@10 points over the strongest engine row of each part (the engine's two BM25 rows and "
+             "the engines' own hybrid rows, `engine-hybrid-minmax` and `engine-hybrid-rrf`: the engine's BM25 and "
+             "an exact kNN over one vector per whole document, each list's top 100). Tuning parts: SciFact's "
+             "training judgments, the other collections' `test:tune` half.", "",
+             "## Every lever on the tuning parts", "",
+             "| lever | " + " | ".join(cols) + " | mean | worst |", "|---|" + "---:|" * (len(cols) + 2)]
+    for lever, g in tune.items():
+        vals = [g[c] for c in cols]
+        lines.append(f"| {lever} | " + " | ".join(f"{v:+.2f}" for v in vals)
+                     + f" | {np.mean(vals):+.2f} | {min(vals):+.2f} |")
+    chosen = choose(tune, cols)
+    lines += ["", f"Chosen on every collection's tuning part (worst first, then mean): **{chosen}**.", "",
+              "## Leave-one-collection-out", "",
+              "Each collection's lever is chosen on the other collections' tuning parts only and reported on the "
+              "left-out collection's test judgments (all of them).", "",
+              "| left out | chosen on the others | gain over the strongest engine row | over the strongest BM25 row "
+              "| shipped hybrid over the strongest engine row |", "|---|---|---:|---:|---:|"]
+    loco = {}
+    for c in cols:
+        lv = choose(tune, [x for x in cols if x != c])
+        loco[c] = (lv, test[lv][c], test_bm25[lv][c])
+        lines.append(f"| {c} | {lv} | {test[lv][c]:+.2f} | {test_bm25[lv][c]:+.2f} | {test['hybrid'][c]:+.2f} |")
+    g = [v[1] for v in loco.values()]
+    h = [test["hybrid"][c] for c in cols]
+    lines += ["", f"Leave-one-collection-out against the strongest engine row: mean {np.mean(g):+.2f}, worst "
+                  f"{min(g):+.2f} (the shipped hybrid: mean {np.mean(h):+.2f}, worst {min(h):+.2f}).", "",
+              "## Test judgments, every lever", "",
+              "nDCG@10 / R@100 on each collection's whole test set.", "",
+              "| system | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for lever in results[cols[0]]:
+        lines.append(f"| {lever} | " + " | ".join(
+            f"{results[c][lever]['test']['ndcg@10']:.4f} / {results[c][lever]['test']['recall@100']:.4f}"
+            for c in cols) + " |")
+    lines += ["", f"Collecting the lists took {meta['seconds']:.0f} s on this run's machine ({meta['machine']})."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, help="folder holding the BEIR-layout collections")
+    engine_arguments(ap)
+    ap.add_argument("--collections", default=",".join(COLLECTIONS))
+    ap.add_argument("--keep", type=Path, default=None, help="where the per-query lists are kept")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "engine-hybrid-levers")
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args()
+    out_json = args.out.with_suffix(".json")
+    if args.report_only:
+        saved = json.loads(out_json.read_text())
+        args.out.with_suffix(".md").write_text(report(saved["results"], saved["meta"]))
+        return 0
+    if args.data is None:
+        ap.error("--data is required")
+    engine = connect_engine(args)
+    keep = args.keep or cache_dir() / "levers"
+    results: dict[str, Any] = {}
+    seconds = 0.0
+    for name in args.collections.split(","):
+        data = collect(engine, args.data / name, keep)
+        seconds += data["seconds"]
+        results[name] = measure(data)
+        print(f"{name}: done", file=sys.stderr, flush=True)
+    meta = {"engine": engine.info.label, "model": PipelineParams().model, "seconds": seconds,
+            "machine": machine()}
+    out_json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    args.out.with_suffix(".md").write_text(report(results, meta))
+    print(args.out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

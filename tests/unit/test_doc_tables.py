@@ -1,0 +1,48 @@
+"""The README's and the docs' results tables are the committed results (benchmarks/doc_tables.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _doc_tables() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("doc_tables", ROOT / "benchmarks" / "doc_tables.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["doc_tables"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_results_table_is_the_committed_results() -> None:
+    dt = _doc_tables()
+    marked = [p for p in dt.documents(ROOT) if "<!-- results-table " in p.read_text(encoding="utf-8")]
+    assert ROOT / "README.md" in marked
+    assert dt.check(ROOT, RESULTS) == [], "run: python benchmarks/doc_tables.py --write"
+
+
+def test_a_figure_that_differs_is_found(tmp_path: Path) -> None:
+    dt = _doc_tables()
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    for doc in (ROOT / "docs").glob("*.md"):
+        shutil.copy(doc, tmp_path / "docs" / doc.name)
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    shutil.copy(RESULTS / "README.md", tmp_path / "benchmarks" / "results" / "README.md")
+    readme = tmp_path / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    data = dt.load(RESULTS)
+    figure = f"{data['scifact']['hybrid']['ndcg@10']:.4f}"
+    assert figure in text
+    readme.write_text(text.replace(figure, "0.9999", 1), encoding="utf-8")
+    assert dt.check(tmp_path, RESULTS) == [readme]
+    assert dt.check(tmp_path, RESULTS, write=True) == [readme]
+    assert readme.read_text(encoding="utf-8") == text
+    assert dt.check(tmp_path, RESULTS) == []
