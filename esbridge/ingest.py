@@ -193,7 +193,7 @@ def document_from_mapping(
         return SourceDocument(line_no, None, None, f"expected {what}, got {type(obj).__name__}", size)
     raw_id = obj.get(id_field)
     if raw_id is None or raw_id == "":
-        return SourceDocument(line_no, None, None, f"missing id field {id_field!r}", size)
+        return SourceDocument(line_no, None, None, missing_id(obj, id_field), size)
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
         return SourceDocument(line_no, None, None,
                               f"id field {id_field!r} must be a string or integer, "
@@ -214,6 +214,23 @@ def document_from_mapping(
     if id_field != "_id":
         source[id_field] = doc_id
     return SourceDocument(line_no, doc_id, source, None, size)
+
+
+#: Field names that look like a document's id once lower-cased without ``_``, ``-`` or spaces
+#: (``id``, ``_id``, ``ID``, ``docid``, ``doc_id``, ``DocID``, ``document-id``, ...).
+_ID_LIKE = frozenset({"id", "docid", "documentid"})
+
+
+def missing_id(obj: Mapping[str, Any], id_field: str) -> str:
+    """The reason of a document without a value in ``id_field``: names the option and the parameter
+    that choose the id field, and the document's field that looks like its id, if it has one."""
+    text = f"missing id field {id_field!r}"
+    for name, value in obj.items():
+        usable = isinstance(value, (str, int)) and not isinstance(value, bool) and value != ""
+        if usable and name != id_field and "".join(c for c in str(name).lower() if c not in "_- ") in _ID_LIKE:
+            return (f"{text}; the document has {name!r}, which looks like its id: give --id-field {name} "
+                    f"(Python: id_field={name!r})")
+    return f"{text}; give --id-field NAME (Python: id_field=) to take each document's id from the field NAME"
 
 
 def _peek_id(raw: bytes | str, id_field: str) -> str | None:

@@ -116,17 +116,15 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
         source = Path(args.dataset) / "corpus.jsonl"
         if not source.is_file():
             raise EsbridgeError(f"{args.dataset!r} is not a BEIR folder: {source} does not exist")
-        id_field = "_id"
         index = args.index or Path(args.dataset).resolve().name
     else:
         source = Path(args.input)
-        id_field = args.id_field
         if not args.index:
             raise EsbridgeError("--index is required with --input")
         index = args.index
     # the input is checked (it exists, can be read, holds a document that can be indexed) before the engine is
     # touched: input that cannot be read never leaves an empty index or costs an existing one its content
-    docs = read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes)
+    docs = read_jsonl(source, id_field=args.id_field, fields=fields, max_doc_bytes=args.max_doc_bytes)
     engine = connect(args)
     layout = IndexLayout(fields=fields)
     if args.per_field_channels:
@@ -280,7 +278,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--add-channels", action="store_true",
                    help="add esbridge's channel sub-fields to the existing index --index (its text fields, or those "
                         "given with --field) and re-index it in place")
-    p.add_argument("--id-field", default="_id", help="id field of --input documents (default _id)")
+    p.add_argument("--id-field", default="_id", help="the field holding each document's id (default _id)")
     p.add_argument("--field", action="append", help="a text field to index (repeat; default title and text; with "
                                                     "--add-channels: every text field of the index)")
     p.add_argument("--shards", type=int, default=1, help="primary shards of a new index (default 1)")

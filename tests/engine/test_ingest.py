@@ -166,7 +166,7 @@ def test_plain_mappings_are_validated_like_lines(engine: Engine, index_name: str
     report = ingest(engine, index_name, docs, progress=False)  # type: ignore[arg-type]
     assert report.indexed == 2 and report.present == 2 and report.read == 5
     reasons = {f.line: f.reason for f in report.failures}
-    assert reasons[2] == "missing id field '_id'"
+    assert reasons[2].startswith("missing id field '_id'; give --id-field NAME (Python: id_field=)")
     assert reasons[3] == "expected a mapping (or a SourceDocument), got str"
     assert reasons[4] == "field 'text' must be a string, got int"
 

@@ -95,3 +95,23 @@ def test_losing_the_engine_after_the_documents_are_in_says_they_are(tmp_path: Pa
     assert lines[0].startswith("indexed: 1 of 1 documents indexed into 'docs'")
     assert "re-run the same command" in lines[0]
     assert "cannot reach the engine" in lines[-1]
+
+
+def test_a_missing_id_names_the_option_and_the_field_that_looks_like_one(tmp_path: Path) -> None:
+    src = tmp_path / "id.jsonl"
+    src.write_text("".join(json.dumps({"id": f"d{i}", "title": "t", "text": "x"}) + "\n" for i in range(3)))
+    with pytest.raises(ConfigurationError) as info:
+        read_jsonl(src)
+    assert str(info.value).endswith("the first: line 1: missing id field '_id'; the document has 'id', which looks "
+                                    "like its id: give --id-field id (Python: id_field='id')")
+    assert [d.doc_id for d in read_jsonl(src, id_field="id")] == ["d0", "d1", "d2"]
+    for name in ("doc_id", "DocID", "document-id", "_ID"):
+        src.write_text(json.dumps({"title": "t", name: 7}) + "\n")
+        with pytest.raises(ConfigurationError, match=rf"the document has '{name}', which looks like its id: give "
+                                                     rf"--id-field {name} \(Python: id_field='{name}'\)"):
+            read_jsonl(src)
+    # a field named like an id whose value cannot be one is not suggested; the option is named all the same
+    src.write_text(json.dumps({"id": None, "pmid": "1", "text": "x"}) + "\n")
+    with pytest.raises(ConfigurationError, match=r"missing id field '_id'; give --id-field NAME \(Python: id_field=\) "
+                                                 "to take each document's id from the field NAME$"):
+        read_jsonl(src)
