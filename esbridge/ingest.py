@@ -75,6 +75,9 @@ class IngestReport:
     note: str | None = None
     #: whether the index stores term vectors (:attr:`esbridge.index.IndexLayout.term_vectors`).
     term_vectors: bool = True
+    #: the documents indexed were deleted with the new index that was to replace ``index``, which
+    #: is unchanged (``note`` says why).
+    discarded: bool = False
 
     @property
     def ok(self) -> bool:
@@ -328,6 +331,7 @@ def ingest(
     strict: bool = False,
     vector: VectorField | None = None,
     term_vectors: bool | None = None,
+    allow_partial: bool = False,
 ) -> IngestReport:
     """Index ``docs`` into ``index``, creating it with esbridge's mapping if needed.
 
@@ -341,9 +345,10 @@ def ingest(
             indexed into a new index (``<index>-<UTC time>``, with ``layout``), which takes
             the name ``index`` as an alias once they are all in, in one atomic change that
             also deletes the index replaced (its other aliases move to the new one).  Until
-            then ``index`` keeps its old content; if indexing stops, or not one document
-            could be indexed, ``index`` is left unchanged and the new index deleted (where
-            the engine can still be reached).  An ``index`` that does not exist is created.
+            then ``index`` keeps its old content; if indexing stops, or any document could
+            not be indexed (unless ``allow_partial``), ``index`` is left unchanged and the new
+            index deleted (where the engine can still be reached; the report's ``note`` says
+            so and ``discarded`` is set).  An ``index`` that does not exist is created.
         shards: primary shards of an index created here.
         replicas: replicas of each shard of an index created here (on a cluster of several
             nodes, 1 keeps every document on two nodes).
@@ -355,6 +360,8 @@ def ingest(
         term_vectors: whether an index created here stores term vectors (see
             :func:`esbridge.index.create_index`: by default none where every node runs esbridge's
             engine plugin).
+        allow_partial: with ``replace``, replace ``index`` even when some documents could not
+            be indexed (never when not one could): by default it is left unchanged then.
 
     An index created here for documents of which not one could be indexed is deleted again
     (the report's ``note`` says so): no empty index is left behind.
@@ -449,19 +456,31 @@ def ingest(
             f"{target!r}; documents were lost or deleted concurrently{kept}",
             report.failures,
         )
-    if created and report.indexed == 0 and (replaced is not None or engine.count(target) == 0):
+    if replaced is not None and (report.indexed == 0 or (report.failures and not allow_partial)):
+        # the new index would hold only part of the input: the index it was to replace keeps its content
         engine.delete_index(target)
-        report.note = (f"{index!r} is unchanged: not one document could be indexed, so the new index that was to "
-                       "replace it was deleted" if replaced is not None else
-                       f"not one document could be indexed, so the index {index!r} created for them was deleted")
+        report.discarded = True
+        report.note = f"{index!r} is unchanged: " + (
+            "not one document could be indexed, so the new index that was to replace it was deleted"
+            if report.indexed == 0 else _partial(report))
+    elif created and report.indexed == 0 and engine.count(target) == 0:
+        engine.delete_index(target)
+        report.note = f"not one document could be indexed, so the index {index!r} created for them was deleted"
     elif replaced is not None:
         report.note = _take_name(engine, index, replaced, target, report)
     if strict and report.failures:
         raise IngestError(
             f"{len(report.failures)} document(s) were not indexed into {index!r}; first: "
-            f"{report.failures[0]}", report.failures,
+            f"{report.failures[0]}" + (f"; {report.note}" if report.discarded else ""), report.failures,
         )
     return report
+
+
+def _partial(report: IngestReport) -> str:
+    """Why a replacement that indexed part of its input was not made, and how to make it."""
+    return (f"{report.indexed} of the {report.read} documents read could be indexed ({len(report.failures)} failed), "
+            "so the new index that was to replace it was deleted; run the command again with --allow-partial "
+            "(Python: allow_partial=True) to replace it with the documents that could be indexed")
 
 
 def _named_index(engine: Engine, index: str) -> tuple[str, dict[str, Any]]:

@@ -85,7 +85,7 @@ def _cmd_add_channels(args: argparse.Namespace, connect: Callable[[argparse.Name
     from esbridge.index.plain import add_channels
 
     wrong = [opt for opt, value in (("--dataset", args.dataset), ("--input", args.input),
-                                    ("--recreate", args.recreate)) if value]
+                                    ("--recreate", args.recreate), ("--allow-partial", args.allow_partial)) if value]
     if wrong:
         raise EsbridgeError(f"{', '.join(wrong)} cannot go with --add-channels, which works on the existing index "
                             "--index names")
@@ -109,6 +109,10 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
         return _cmd_add_channels(args, connect)
     if bool(args.dataset) == bool(args.input):
         raise EsbridgeError("give exactly one of --dataset (a BEIR folder) or --input (a JSONL file)")
+    if args.allow_partial and not args.recreate:
+        raise EsbridgeError("--allow-partial goes with --recreate (it lets a replacement keep going when some "
+                            "documents could not be indexed); without --recreate every document that can be indexed "
+                            "is indexed anyway")
     fields = tuple(args.field) if args.field else ("title", "text")
     if not args.no_semantic:
         model_option(args)  # an unknown --model before the input is read or the engine reached
@@ -159,12 +163,17 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
     try:
         report = ingest(engine, index, docs, layout=layout, replace=args.recreate, shards=args.shards,
                         replicas=args.replicas, progress=not args.quiet, vector=vector,
-                        term_vectors={"auto": None, "yes": True, "no": False}[args.term_vectors])
+                        term_vectors={"auto": None, "yes": True, "no": False}[args.term_vectors],
+                        allow_partial=args.allow_partial)
     except IngestError as err:
         if err.report is not None:
             _print_failures(err.report, args.show_failures)
             print(f"partial: {err.report.summary()}", file=sys.stderr)
         raise
+    if report.discarded:  # the index is unchanged: nothing to embed or store
+        _print_failures(report, args.show_failures)
+        print(report.summary())
+        return 0 if report.ok else 4
     try:
         if not args.no_semantic and report.indexed:
             if encoder is not None:
@@ -292,7 +301,10 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--recreate", action="store_true",
                    help="replace the index's content: the documents go into a new index, which takes the name "
                         "(as an alias) once they are indexed, and only then is the old index deleted; if "
-                        "indexing stops, or not one document could be indexed, the old index is kept unchanged")
+                        "indexing stops, or any document could not be indexed, the old index is kept unchanged")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="with --recreate: replace the index even when some documents could not be indexed (they "
+                        "are reported; never when not one could be)")
     p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024,
                    help="documents larger than this are reported, not indexed (default 8 MiB)")
     p.add_argument("--show-failures", type=int, default=20, help="failures to list (default 20)")
