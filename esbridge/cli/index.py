@@ -335,8 +335,10 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
         "indices", help="list the indices esbridge made on the engine, with their layouts",
         description="List the indices esbridge made on the engine (those whose mapping records esbridge's layout "
                     "in _meta.esbridge): their aliases, document count, text fields, channels (those of the combined "
-                    "field, and of each text field where fewer) and the dense-vector field the engine searches, if "
-                    "any. An index `esbridge index --recreate` replaced answers to its name through an alias.")
+                    "field, and of each text field where fewer) and where its document vectors are: the dense-vector "
+                    "field the engine searches, or \"disk\" (with the model) where esbridge keeps them on this "
+                    "machine, under $ESBRIDGE_HOME. An index `esbridge index --recreate` replaced answers to its name "
+                    "through an alias.")
     p.add_argument("--all", action="store_true",
                    help="also list the indices esbridge did not make (marked as not esbridge's; the engine's own, "
                         "hidden or named with a leading dot, are left out)")

@@ -115,3 +115,41 @@ def test_a_missing_id_names_the_option_and_the_field_that_looks_like_one(tmp_pat
     with pytest.raises(ConfigurationError, match=r"missing id field '_id'; give --id-field NAME \(Python: id_field=\) "
                                                  "to take each document's id from the field NAME$"):
         read_jsonl(src)
+
+
+def test_the_indices_table_shows_vectors_kept_on_disk(tmp_path: Path) -> None:
+    """An index whose vectors esbridge keeps on this machine's disk shows them (by model) where an
+    index with the engine's vector field shows the field; others show "-"."""
+    from esbridge.engine.client import ConnectionOptions, Engine
+    from esbridge.engine.connection import EngineInfo
+    from esbridge.index.listing import list_indices
+    from tests.unit.scripted import ScriptedTransport
+
+    for uuid, model in (("u-disk", "bge-small-en-v1.5"), ("u-engine", "bge-small-en-v1.5"), ("u-torn", "m")):
+        folder = tmp_path / "vectors" / uuid / f"onnx-{model}"
+        folder.mkdir(parents=True)
+        (folder / "meta.json").write_text(json.dumps({"index": "x", "uuid": uuid, "model": model}))
+    (tmp_path / "vectors" / "u-torn" / "onnx-m" / "meta.json").write_text("{")
+    layout = IndexLayout(fields=("title", "text")).to_meta()
+    vector = {"field": "esbridge_vector", "dim": 384, "model": "bge-small-en-v1.5", "passages": 64}
+    names = ("disk", "engine", "none", "torn")
+    transport = ScriptedTransport([
+        [{"index": n, "status": "open", "docs.count": "3", "uuid": f"u-{n}"} for n in names],
+        {"disk": {"mappings": {"_meta": {"esbridge": layout}}},
+         "engine": {"mappings": {"_meta": {"esbridge": {**layout, "vector": vector}}}},
+         "none": {"mappings": {"_meta": {"esbridge": layout}}}, "torn": {"mappings": {"_meta": {"esbridge": layout}}}},
+        [],
+    ])
+    engine = Engine(ConnectionOptions("http://localhost:9200", max_retries=0),
+                    EngineInfo("opensearch", (3, 8, 0), "3.8.0", "c", "10.0.0"), transport)
+    entries = {e.name: e for e in list_indices(engine, home=tmp_path)}
+    assert entries["disk"].disk_vectors == ("bge-small-en-v1.5",)
+    assert entries["engine"].disk_vectors == () and entries["none"].disk_vectors == ()
+    assert entries["torn"].disk_vectors == ()
+    table = render_table(list(entries.values())).splitlines()
+    at = table[0].index("vector")  # the column's first character
+    cells = {line.split()[0]: line[at:].split("  ")[0] for line in table}  # cells are 2 spaces apart or more
+    assert cells["disk"] == "disk (bge-small-en-v1.5)"
+    assert cells["engine"] == "esbridge_vector (384d, bge-small-en-v1.5, passages of 64)"
+    assert cells["none"] == "-" and cells["torn"] == "-"
+    assert entries["disk"].to_json()["disk_vectors"] == ["bge-small-en-v1.5"]
