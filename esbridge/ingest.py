@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,6 +148,17 @@ def read_jsonl(
     except OSError as err:
         raise ConfigurationError(f"input file {shown!r} cannot be read: {err.strerror or err}") from err
     return _read_lines(p, id_field=id_field, fields=fields, max_doc_bytes=max_doc_bytes)
+
+
+def count_lines(path: str | os.PathLike[str]) -> int:
+    """The lines of a file (a last one without a newline counts too), read in blocks: a
+    progress bar's total, cheap next to parsing them."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
 
 
 def _read_lines(p: Path, *, id_field: str, fields: Sequence[str], max_doc_bytes: int) -> Iterator[SourceDocument]:
@@ -332,6 +343,7 @@ def ingest(
     vector: VectorField | None = None,
     term_vectors: bool | None = None,
     allow_partial: bool = False,
+    total: int | None = None,
 ) -> IngestReport:
     """Index ``docs`` into ``index``, creating it with esbridge's mapping if needed.
 
@@ -362,6 +374,9 @@ def ingest(
             engine plugin).
         allow_partial: with ``replace``, replace ``index`` even when some documents could not
             be indexed (never when not one could): by default it is left unchanged then.
+        total: how far the progress bar goes: the input file's lines (:func:`count_lines`) for
+            documents read from it (the bar follows their line numbers); by default the number
+            of ``docs`` where it has a length, else none.
 
     An index created here for documents of which not one could be indexed is deleted again
     (the report's ``note`` says so): no empty index is left behind.
@@ -408,7 +423,9 @@ def ingest(
     first_line: dict[str, int] = {}
     from tqdm import tqdm
 
-    bar = tqdm(desc=f"indexing {index}", unit="doc", disable=not progress, file=sys.stderr)
+    if total is None and isinstance(docs, Sized):
+        total = len(docs)
+    bar = tqdm(desc=f"indexing {index}", unit="doc", total=total, disable=not progress, file=sys.stderr)
     try:
         for batch in _chunks(docs, chunk_docs, chunk_bytes, fields, id_field):
             report.read += len(batch)
@@ -432,7 +449,10 @@ def ingest(
                     if (d.line, d.doc_id) not in bad and d.doc_id is not None:
                         indexed_ids.add(d.doc_id)
                 report.indexed += len(good) - len(failed)
-            bar.update(len(batch))
+            # the last line read (blank lines are none of the documents but count for the file's total)
+            bar.update(max(batch[-1].line, bar.n + len(batch)) - bar.n)
+        if total is not None and bar.n < total:
+            bar.update(total - bar.n)  # blank lines at the end: the whole input was read
     except EsbridgeError as err:
         report.seconds = time.monotonic() - started
         raise IngestError(_stopped(engine, report, err, replaced=replaced is not None, created=created),

@@ -103,7 +103,7 @@ def _cmd_add_channels(args: argparse.Namespace, connect: Callable[[argparse.Name
 
 def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
     from esbridge.index.definitions import IndexLayout
-    from esbridge.ingest import ingest, read_jsonl
+    from esbridge.ingest import count_lines, ingest, read_jsonl
 
     if args.add_channels:
         return _cmd_add_channels(args, connect)
@@ -129,6 +129,10 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
     # the input is checked (it exists, can be read, holds a document that can be indexed) before the engine is
     # touched: input that cannot be read never leaves an empty index or costs an existing one its content
     docs = read_jsonl(source, id_field=args.id_field, fields=fields, max_doc_bytes=args.max_doc_bytes)
+    try:
+        total = None if args.quiet else count_lines(source)  # the progress bar's
+    except OSError:
+        total = None
     engine = connect(args)
     layout = IndexLayout(fields=fields)
     if args.per_field_channels:
@@ -164,7 +168,7 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
         report = ingest(engine, index, docs, layout=layout, replace=args.recreate, shards=args.shards,
                         replicas=args.replicas, progress=not args.quiet, vector=vector,
                         term_vectors={"auto": None, "yes": True, "no": False}[args.term_vectors],
-                        allow_partial=args.allow_partial)
+                        allow_partial=args.allow_partial, total=total)
     except IngestError as err:
         if err.report is not None:
             _print_failures(err.report, args.show_failures)

@@ -153,3 +153,11 @@ def test_the_indices_table_shows_vectors_kept_on_disk(tmp_path: Path) -> None:
     assert cells["engine"] == "esbridge_vector (384d, bge-small-en-v1.5, passages of 64)"
     assert cells["none"] == "-" and cells["torn"] == "-"
     assert entries["disk"].to_json()["disk_vectors"] == ["bge-small-en-v1.5"]
+
+
+def test_count_lines_counts_a_last_line_without_its_newline(tmp_path: Path) -> None:
+    from esbridge.ingest import count_lines
+
+    for text, lines in ((b"", 0), (b"a", 1), (b"a\n", 1), (b"a\n\nb", 3), (b"\n" * 3_000_000 + b"x", 3_000_001)):
+        (tmp_path / "f").write_bytes(text)
+        assert count_lines(tmp_path / "f") == lines, text[:10]
