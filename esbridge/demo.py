@@ -58,10 +58,13 @@ CHECK = "\u2713"
 class working:
     """A line on standard error that ticks the elapsed seconds while a silent step runs.
 
-    Shown only once the step has taken ``delay`` seconds; cleared when it ends::
+    Shown only once the step has taken ``delay`` seconds; ended with ``done`` when it ends::
 
         with working("starting the local opensearch node"):
             engine = connect(args)
+
+    What the step itself writes to standard error (``esbridge: using the local opensearch node ...``)
+    goes on a line of its own: the ticking line is cleared first and drawn again below it.
     """
 
     def __init__(self, what: str, *, enabled: bool = True, delay: float = 1.0) -> None:
@@ -71,20 +74,39 @@ class working:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._shown = False
+        self._drawn = ""  # the text on the terminal's current line, if the ticking line is there
+        self._midline = False  # another write left a line unfinished: no ticking over it
+        self._lock = threading.Lock()
+        self._start = 0.0
+        self._stream: Any = None
+
+    def _text(self) -> str:
+        return f"{self.what} ... {time.monotonic() - self._start:.0f}s "
 
     def _tick(self) -> None:
-        start = time.monotonic()
         if self._stop.wait(self.delay):
             return
         while True:
-            self._shown = True
-            sys.stderr.write(f"\r{self.what} ... {time.monotonic() - start:.0f}s ")
-            sys.stderr.flush()
+            with self._lock:
+                if not self._midline:
+                    self._shown = True
+                    self._drawn = self._text()
+                    self._stream.write(f"\r{self._drawn}")
+                    self._stream.flush()
             if self._stop.wait(1.0):
                 return
 
+    def _clear(self) -> None:
+        """Clear the ticking line (before another write to standard error): the caller holds the lock."""
+        if self._drawn:
+            self._stream.write("\r" + " " * len(self._drawn) + "\r")
+            self._drawn = ""
+
     def __enter__(self) -> working:
         if self.enabled:
+            self._start = time.monotonic()
+            self._stream = sys.stderr
+            sys.stderr = _ClearingStream(self, self._stream)
             self._thread = threading.Thread(target=self._tick, daemon=True)
             self._thread.start()
         return self
@@ -93,9 +115,29 @@ class working:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self._shown:
-            sys.stderr.write(" done\n" if exc[0] is None else "\n")
-            sys.stderr.flush()
+        if self._stream is not None and isinstance(sys.stderr, _ClearingStream) and sys.stderr.line is self:
+            sys.stderr = self._stream
+        if self._shown and not self._midline:
+            self._stream.write(f"\r{self._text()}done\n" if exc[0] is None else "\n" if self._drawn else "")
+            self._stream.flush()
+
+
+class _ClearingStream:
+    """Standard error while a :class:`working` line shows: every write clears that line first."""
+
+    def __init__(self, line: working, stream: Any) -> None:
+        self.line = line
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        with self.line._lock:
+            self.line._clear()
+            if text:
+                self.line._midline = not text.endswith("\n")
+            return int(self.stream.write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 # ---- the collection ------------------------------------------------------------------------
