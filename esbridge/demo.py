@@ -15,9 +15,6 @@ with the judged documents marked, then nDCG@10 of both over every judged query.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import shutil
 import sys
 import textwrap
 import threading
@@ -28,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from esbridge.beirfolder import member, needs_unpacking, readable_folder, unpack
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, IngestError
 from esbridge.evaluation.datasets import BeirDataset, SplitSpec, load_dataset
@@ -148,41 +146,26 @@ def _sample_files() -> Any:
 
 def materialise_sample(home: Path | None = None) -> BeirDataset:
     """The shipped sample as a BEIR folder under ``$ESBRIDGE_HOME/demo/`` (unpacked when absent
-    or different from the packaged files)."""
-    if home is None:
-        home = cache_dir()
+    or different from the packaged files, by :func:`esbridge.beirfolder.unpack`)."""
     src = _sample_files()
-    files = {"corpus.jsonl.gz": "corpus.jsonl", "queries.jsonl": "queries.jsonl",
-             "qrels/test.tsv": "qrels/test.tsv"}
-    blobs = {}
-    for rel in files:
-        part = src
-        for segment in rel.split("/"):
-            part = part.joinpath(segment)
-        if not part.is_file():
-            raise ConfigurationError(f"the demo collection's file {rel} is missing from the installed package; "
-                                     "reinstall esbridge")
-        blobs[rel] = part.read_bytes()
-    stamp = hashlib.sha256(b"".join(hashlib.sha256(b).digest() for b in blobs.values())).hexdigest()
-    target = home / "demo" / SAMPLE_NAME
-    marker = target / ".source-sha256"
-    if not (marker.is_file() and marker.read_text().strip() == stamp):
-        tmp = target.with_name(f".{SAMPLE_NAME}-{stamp[:12]}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        (tmp / "qrels").mkdir(parents=True)
-        for rel, out in files.items():
-            data = gzip.decompress(blobs[rel]) if rel.endswith(".gz") else blobs[rel]
-            (tmp / out).write_bytes(data)
-        (tmp / ".source-sha256").write_text(stamp + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-    return BeirDataset(target, SAMPLE_NAME)
+    files = ("corpus.jsonl.gz", "queries.jsonl", "qrels/test.tsv")
+    missing = [rel for rel in files if not member(src, rel).is_file()]
+    if missing:
+        raise ConfigurationError(f"the demo collection's file {missing[0]} is missing from the installed package; "
+                                 "reinstall esbridge")
+    return BeirDataset(unpack(src, files, (home or cache_dir()) / "demo" / SAMPLE_NAME), SAMPLE_NAME)
 
 
 def resolve_dataset(spec: str | None, *, progress: bool = False) -> BeirDataset:
     """The shipped sample (``spec`` ``None``), else a BEIR folder or name (downloaded once)."""
     if spec is None:
         return materialise_sample()
+    folder = Path(spec).expanduser()
+    if folder.is_dir() and needs_unpacking(folder):  # corpus.jsonl.gz: its unpacked copy, under its own name
+        try:
+            return load_dataset(readable_folder(folder), name=folder.resolve().name)
+        except OSError as err:
+            raise ConfigurationError(f"the BEIR folder {spec!r} cannot be unpacked: {err}") from err
     return load_dataset(spec, progress=progress)
 
 

@@ -117,10 +117,17 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
     if not args.no_semantic:
         model_option(args)  # an unknown --model before the input is read or the engine reached
     if args.dataset:
-        source = Path(args.dataset) / "corpus.jsonl"
-        if not source.is_file():
-            raise EsbridgeError(f"{args.dataset!r} is not a BEIR folder: {source} does not exist")
-        index = args.index or Path(args.dataset).resolve().name
+        from esbridge.beirfolder import readable_folder
+
+        given = Path(args.dataset)
+        if not (given / "corpus.jsonl").is_file() and not (given / "corpus.jsonl.gz").is_file():
+            raise EsbridgeError(f"{args.dataset!r} is not a BEIR folder: it holds neither corpus.jsonl nor "
+                                "corpus.jsonl.gz")
+        try:
+            source = readable_folder(given) / "corpus.jsonl"  # a gzip-compressed corpus is unpacked once
+        except OSError as err:
+            raise ConfigurationError(f"the BEIR folder {args.dataset!r} cannot be unpacked: {err}") from err
+        index = args.index or given.resolve().name
     else:
         source = Path(args.input)
         if not args.index:
@@ -285,7 +292,7 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                     "the sub-fields and is copied into the combined field esb_all, every document is re-indexed "
                     "from its _source with a progress bar, and the document count is checked unchanged. Scorers "
                     "that read only the base channel (bm25, bmx, ...) work on a plain index without it.")
-    p.add_argument("--dataset", help="BEIR-layout folder (corpus.jsonl with _id, title, text)")
+    p.add_argument("--dataset", help="BEIR-layout folder (corpus.jsonl, or corpus.jsonl.gz, with _id, title, text)")
     p.add_argument("--input", help="JSONL file, one document a line")
     p.add_argument("--index", help="index name (default: the dataset folder's name)")
     p.add_argument("--add-channels", action="store_true",
