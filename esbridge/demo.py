@@ -15,9 +15,6 @@ with the judged documents marked, then nDCG@10 of both over every judged query.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import shutil
 import sys
 import textwrap
 import threading
@@ -28,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from esbridge.beirfolder import member, needs_unpacking, readable_folder, unpack
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, IngestError
 from esbridge.evaluation.datasets import BeirDataset, SplitSpec, load_dataset
@@ -58,10 +56,13 @@ CHECK = "\u2713"
 class working:
     """A line on standard error that ticks the elapsed seconds while a silent step runs.
 
-    Shown only once the step has taken ``delay`` seconds; cleared when it ends::
+    Shown only once the step has taken ``delay`` seconds; ended with ``done`` when it ends::
 
         with working("starting the local opensearch node"):
             engine = connect(args)
+
+    What the step itself writes to standard error (``esbridge: using the local opensearch node ...``)
+    goes on a line of its own: the ticking line is cleared first and drawn again below it.
     """
 
     def __init__(self, what: str, *, enabled: bool = True, delay: float = 1.0) -> None:
@@ -71,20 +72,39 @@ class working:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._shown = False
+        self._drawn = ""  # the text on the terminal's current line, if the ticking line is there
+        self._midline = False  # another write left a line unfinished: no ticking over it
+        self._lock = threading.Lock()
+        self._start = 0.0
+        self._stream: Any = None
+
+    def _text(self) -> str:
+        return f"{self.what} ... {time.monotonic() - self._start:.0f}s "
 
     def _tick(self) -> None:
-        start = time.monotonic()
         if self._stop.wait(self.delay):
             return
         while True:
-            self._shown = True
-            sys.stderr.write(f"\r{self.what} ... {time.monotonic() - start:.0f}s ")
-            sys.stderr.flush()
+            with self._lock:
+                if not self._midline:
+                    self._shown = True
+                    self._drawn = self._text()
+                    self._stream.write(f"\r{self._drawn}")
+                    self._stream.flush()
             if self._stop.wait(1.0):
                 return
 
+    def _clear(self) -> None:
+        """Clear the ticking line (before another write to standard error): the caller holds the lock."""
+        if self._drawn:
+            self._stream.write("\r" + " " * len(self._drawn) + "\r")
+            self._drawn = ""
+
     def __enter__(self) -> working:
         if self.enabled:
+            self._start = time.monotonic()
+            self._stream = sys.stderr
+            sys.stderr = _ClearingStream(self, self._stream)
             self._thread = threading.Thread(target=self._tick, daemon=True)
             self._thread.start()
         return self
@@ -93,9 +113,29 @@ class working:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self._shown:
-            sys.stderr.write(" done\n" if exc[0] is None else "\n")
-            sys.stderr.flush()
+        if self._stream is not None and isinstance(sys.stderr, _ClearingStream) and sys.stderr.line is self:
+            sys.stderr = self._stream
+        if self._shown and not self._midline:
+            self._stream.write(f"\r{self._text()}done\n" if exc[0] is None else "\n" if self._drawn else "")
+            self._stream.flush()
+
+
+class _ClearingStream:
+    """Standard error while a :class:`working` line shows: every write clears that line first."""
+
+    def __init__(self, line: working, stream: Any) -> None:
+        self.line = line
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        with self.line._lock:
+            self.line._clear()
+            if text:
+                self.line._midline = not text.endswith("\n")
+            return int(self.stream.write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 # ---- the collection ------------------------------------------------------------------------
@@ -106,41 +146,26 @@ def _sample_files() -> Any:
 
 def materialise_sample(home: Path | None = None) -> BeirDataset:
     """The shipped sample as a BEIR folder under ``$ESBRIDGE_HOME/demo/`` (unpacked when absent
-    or different from the packaged files)."""
-    if home is None:
-        home = cache_dir()
+    or different from the packaged files, by :func:`esbridge.beirfolder.unpack`)."""
     src = _sample_files()
-    files = {"corpus.jsonl.gz": "corpus.jsonl", "queries.jsonl": "queries.jsonl",
-             "qrels/test.tsv": "qrels/test.tsv"}
-    blobs = {}
-    for rel in files:
-        part = src
-        for segment in rel.split("/"):
-            part = part.joinpath(segment)
-        if not part.is_file():
-            raise ConfigurationError(f"the demo collection's file {rel} is missing from the installed package; "
-                                     "reinstall esbridge")
-        blobs[rel] = part.read_bytes()
-    stamp = hashlib.sha256(b"".join(hashlib.sha256(b).digest() for b in blobs.values())).hexdigest()
-    target = home / "demo" / SAMPLE_NAME
-    marker = target / ".source-sha256"
-    if not (marker.is_file() and marker.read_text().strip() == stamp):
-        tmp = target.with_name(f".{SAMPLE_NAME}-{stamp[:12]}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        (tmp / "qrels").mkdir(parents=True)
-        for rel, out in files.items():
-            data = gzip.decompress(blobs[rel]) if rel.endswith(".gz") else blobs[rel]
-            (tmp / out).write_bytes(data)
-        (tmp / ".source-sha256").write_text(stamp + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-    return BeirDataset(target, SAMPLE_NAME)
+    files = ("corpus.jsonl.gz", "queries.jsonl", "qrels/test.tsv")
+    missing = [rel for rel in files if not member(src, rel).is_file()]
+    if missing:
+        raise ConfigurationError(f"the demo collection's file {missing[0]} is missing from the installed package; "
+                                 "reinstall esbridge")
+    return BeirDataset(unpack(src, files, (home or cache_dir()) / "demo" / SAMPLE_NAME), SAMPLE_NAME)
 
 
 def resolve_dataset(spec: str | None, *, progress: bool = False) -> BeirDataset:
     """The shipped sample (``spec`` ``None``), else a BEIR folder or name (downloaded once)."""
     if spec is None:
         return materialise_sample()
+    folder = Path(spec).expanduser()
+    if folder.is_dir() and needs_unpacking(folder):  # corpus.jsonl.gz: its unpacked copy, under its own name
+        try:
+            return load_dataset(readable_folder(folder), name=folder.resolve().name)
+        except OSError as err:
+            raise ConfigurationError(f"the BEIR folder {spec!r} cannot be unpacked: {err}") from err
     return load_dataset(spec, progress=progress)
 
 

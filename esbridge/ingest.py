@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,9 @@ class IngestReport:
     note: str | None = None
     #: whether the index stores term vectors (:attr:`esbridge.index.IndexLayout.term_vectors`).
     term_vectors: bool = True
+    #: the documents indexed were deleted with the new index that was to replace ``index``, which
+    #: is unchanged (``note`` says why).
+    discarded: bool = False
 
     @property
     def ok(self) -> bool:
@@ -147,6 +150,17 @@ def read_jsonl(
     return _read_lines(p, id_field=id_field, fields=fields, max_doc_bytes=max_doc_bytes)
 
 
+def count_lines(path: str | os.PathLike[str]) -> int:
+    """The lines of a file (a last one without a newline counts too), read in blocks: a
+    progress bar's total, cheap next to parsing them."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
+
+
 def _read_lines(p: Path, *, id_field: str, fields: Sequence[str], max_doc_bytes: int) -> Iterator[SourceDocument]:
     with open(p, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
@@ -193,7 +207,7 @@ def document_from_mapping(
         return SourceDocument(line_no, None, None, f"expected {what}, got {type(obj).__name__}", size)
     raw_id = obj.get(id_field)
     if raw_id is None or raw_id == "":
-        return SourceDocument(line_no, None, None, f"missing id field {id_field!r}", size)
+        return SourceDocument(line_no, None, None, missing_id(obj, id_field), size)
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
         return SourceDocument(line_no, None, None,
                               f"id field {id_field!r} must be a string or integer, "
@@ -214,6 +228,23 @@ def document_from_mapping(
     if id_field != "_id":
         source[id_field] = doc_id
     return SourceDocument(line_no, doc_id, source, None, size)
+
+
+#: Field names that look like a document's id once lower-cased without ``_``, ``-`` or spaces
+#: (``id``, ``_id``, ``ID``, ``docid``, ``doc_id``, ``DocID``, ``document-id``, ...).
+_ID_LIKE = frozenset({"id", "docid", "documentid"})
+
+
+def missing_id(obj: Mapping[str, Any], id_field: str) -> str:
+    """The reason of a document without a value in ``id_field``: names the option and the parameter
+    that choose the id field, and the document's field that looks like its id, if it has one."""
+    text = f"missing id field {id_field!r}"
+    for name, value in obj.items():
+        usable = isinstance(value, (str, int)) and not isinstance(value, bool) and value != ""
+        if usable and name != id_field and "".join(c for c in str(name).lower() if c not in "_- ") in _ID_LIKE:
+            return (f"{text}; the document has {name!r}, which looks like its id: give --id-field {name} "
+                    f"(Python: id_field={name!r})")
+    return f"{text}; give --id-field NAME (Python: id_field=) to take each document's id from the field NAME"
 
 
 def _peek_id(raw: bytes | str, id_field: str) -> str | None:
@@ -311,6 +342,8 @@ def ingest(
     strict: bool = False,
     vector: VectorField | None = None,
     term_vectors: bool | None = None,
+    allow_partial: bool = False,
+    total: int | None = None,
 ) -> IngestReport:
     """Index ``docs`` into ``index``, creating it with esbridge's mapping if needed.
 
@@ -324,9 +357,10 @@ def ingest(
             indexed into a new index (``<index>-<UTC time>``, with ``layout``), which takes
             the name ``index`` as an alias once they are all in, in one atomic change that
             also deletes the index replaced (its other aliases move to the new one).  Until
-            then ``index`` keeps its old content; if indexing stops, or not one document
-            could be indexed, ``index`` is left unchanged and the new index deleted (where
-            the engine can still be reached).  An ``index`` that does not exist is created.
+            then ``index`` keeps its old content; if indexing stops, or any document could
+            not be indexed (unless ``allow_partial``), ``index`` is left unchanged and the new
+            index deleted (where the engine can still be reached; the report's ``note`` says
+            so and ``discarded`` is set).  An ``index`` that does not exist is created.
         shards: primary shards of an index created here.
         replicas: replicas of each shard of an index created here (on a cluster of several
             nodes, 1 keeps every document on two nodes).
@@ -338,6 +372,11 @@ def ingest(
         term_vectors: whether an index created here stores term vectors (see
             :func:`esbridge.index.create_index`: by default none where every node runs esbridge's
             engine plugin).
+        allow_partial: with ``replace``, replace ``index`` even when some documents could not
+            be indexed (never when not one could): by default it is left unchanged then.
+        total: how far the progress bar goes: the input file's lines (:func:`count_lines`) for
+            documents read from it (the bar follows their line numbers); by default the number
+            of ``docs`` where it has a length, else none.
 
     An index created here for documents of which not one could be indexed is deleted again
     (the report's ``note`` says so): no empty index is left behind.
@@ -384,7 +423,9 @@ def ingest(
     first_line: dict[str, int] = {}
     from tqdm import tqdm
 
-    bar = tqdm(desc=f"indexing {index}", unit="doc", disable=not progress, file=sys.stderr)
+    if total is None and isinstance(docs, Sized):
+        total = len(docs)
+    bar = tqdm(desc=f"indexing {index}", unit="doc", total=total, disable=not progress, file=sys.stderr)
     try:
         for batch in _chunks(docs, chunk_docs, chunk_bytes, fields, id_field):
             report.read += len(batch)
@@ -408,7 +449,10 @@ def ingest(
                     if (d.line, d.doc_id) not in bad and d.doc_id is not None:
                         indexed_ids.add(d.doc_id)
                 report.indexed += len(good) - len(failed)
-            bar.update(len(batch))
+            # the last line read (blank lines are none of the documents but count for the file's total)
+            bar.update(max(batch[-1].line, bar.n + len(batch)) - bar.n)
+        if total is not None and bar.n < total:
+            bar.update(total - bar.n)  # blank lines at the end: the whole input was read
     except EsbridgeError as err:
         report.seconds = time.monotonic() - started
         raise IngestError(_stopped(engine, report, err, replaced=replaced is not None, created=created),
@@ -432,19 +476,31 @@ def ingest(
             f"{target!r}; documents were lost or deleted concurrently{kept}",
             report.failures,
         )
-    if created and report.indexed == 0 and (replaced is not None or engine.count(target) == 0):
+    if replaced is not None and (report.indexed == 0 or (report.failures and not allow_partial)):
+        # the new index would hold only part of the input: the index it was to replace keeps its content
         engine.delete_index(target)
-        report.note = (f"{index!r} is unchanged: not one document could be indexed, so the new index that was to "
-                       "replace it was deleted" if replaced is not None else
-                       f"not one document could be indexed, so the index {index!r} created for them was deleted")
+        report.discarded = True
+        report.note = f"{index!r} is unchanged: " + (
+            "not one document could be indexed, so the new index that was to replace it was deleted"
+            if report.indexed == 0 else _partial(report))
+    elif created and report.indexed == 0 and engine.count(target) == 0:
+        engine.delete_index(target)
+        report.note = f"not one document could be indexed, so the index {index!r} created for them was deleted"
     elif replaced is not None:
         report.note = _take_name(engine, index, replaced, target, report)
     if strict and report.failures:
         raise IngestError(
             f"{len(report.failures)} document(s) were not indexed into {index!r}; first: "
-            f"{report.failures[0]}", report.failures,
+            f"{report.failures[0]}" + (f"; {report.note}" if report.discarded else ""), report.failures,
         )
     return report
+
+
+def _partial(report: IngestReport) -> str:
+    """Why a replacement that indexed part of its input was not made, and how to make it."""
+    return (f"{report.indexed} of the {report.read} documents read could be indexed ({len(report.failures)} failed), "
+            "so the new index that was to replace it was deleted; run the command again with --allow-partial "
+            "(Python: allow_partial=True) to replace it with the documents that could be indexed")
 
 
 def _named_index(engine: Engine, index: str) -> tuple[str, dict[str, Any]]:

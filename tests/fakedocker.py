@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
@@ -362,14 +362,29 @@ CLIENTS = ("docker CLI", "Docker Engine API")
 CLIENT_AGENT = {"docker CLI": "Docker-Client/", "Docker Engine API": "docker-sdk-python/"}
 
 
+#: Set (to anything but ``0``) where Docker's tools must be installed: a test that needs one then fails
+#: where it is missing instead of being skipped.  ``.ci/run`` sets it.
+REQUIRE_DOCKER_TOOLS = "ESBRIDGE_REQUIRE_DOCKER_TOOLS"
+
+
+def docker_tool_missing(message: str) -> NoReturn:
+    """A test needs one of Docker's tools (the ``docker`` CLI, Docker Compose), which is not installed:
+    skipped, ``message`` saying what to install, unless :data:`REQUIRE_DOCKER_TOOLS` is set; failed then.
+    None of them needs a Docker engine."""
+    if os.environ.get(REQUIRE_DOCKER_TOOLS, "") not in ("", "0"):
+        pytest.fail(f"{message} ({REQUIRE_DOCKER_TOOLS} is set: a missing tool fails the test)")
+    pytest.skip(f"{message} (with {REQUIRE_DOCKER_TOOLS}=1, as in CI, a missing tool fails the test)")
+
+
 def use_docker_client(monkeypatch: pytest.MonkeyPatch, client: str) -> None:
     """Make docker_available() ask through ``client`` (one of :data:`CLIENTS`): the CLI must be
-    installed (the test fails, saying so, where it is not); for the API it is hidden."""
+    installed (the test is skipped, or where :data:`REQUIRE_DOCKER_TOOLS` is set fails, saying what to
+    install, where it is not); for the API it is hidden."""
     if client == "docker CLI":
         if shutil.which("docker") is None:
-            pytest.fail("the docker CLI is not installed (a Docker engine is not needed): install it, e.g. on "
-                        "Debian or Ubuntu `apt-get install --no-install-recommends docker.io`, or Docker's "
-                        "docker-ce-cli package")
+            docker_tool_missing("the docker CLI is not installed (a Docker engine is not needed): install it, e.g. "
+                                "on Debian or Ubuntu `apt-get install --no-install-recommends docker.io`, or "
+                                "Docker's docker-ce-cli package")
         return
     real_which = shutil.which
 

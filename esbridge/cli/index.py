@@ -85,7 +85,7 @@ def _cmd_add_channels(args: argparse.Namespace, connect: Callable[[argparse.Name
     from esbridge.index.plain import add_channels
 
     wrong = [opt for opt, value in (("--dataset", args.dataset), ("--input", args.input),
-                                    ("--recreate", args.recreate)) if value]
+                                    ("--recreate", args.recreate), ("--allow-partial", args.allow_partial)) if value]
     if wrong:
         raise EsbridgeError(f"{', '.join(wrong)} cannot go with --add-channels, which works on the existing index "
                             "--index names")
@@ -103,30 +103,43 @@ def _cmd_add_channels(args: argparse.Namespace, connect: Callable[[argparse.Name
 
 def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
     from esbridge.index.definitions import IndexLayout
-    from esbridge.ingest import ingest, read_jsonl
+    from esbridge.ingest import count_lines, ingest, read_jsonl
 
     if args.add_channels:
         return _cmd_add_channels(args, connect)
     if bool(args.dataset) == bool(args.input):
         raise EsbridgeError("give exactly one of --dataset (a BEIR folder) or --input (a JSONL file)")
+    if args.allow_partial and not args.recreate:
+        raise EsbridgeError("--allow-partial goes with --recreate (it lets a replacement keep going when some "
+                            "documents could not be indexed); without --recreate every document that can be indexed "
+                            "is indexed anyway")
     fields = tuple(args.field) if args.field else ("title", "text")
     if not args.no_semantic:
         model_option(args)  # an unknown --model before the input is read or the engine reached
     if args.dataset:
-        source = Path(args.dataset) / "corpus.jsonl"
-        if not source.is_file():
-            raise EsbridgeError(f"{args.dataset!r} is not a BEIR folder: {source} does not exist")
-        id_field = "_id"
-        index = args.index or Path(args.dataset).resolve().name
+        from esbridge.beirfolder import readable_folder
+
+        given = Path(args.dataset)
+        if not (given / "corpus.jsonl").is_file() and not (given / "corpus.jsonl.gz").is_file():
+            raise EsbridgeError(f"{args.dataset!r} is not a BEIR folder: it holds neither corpus.jsonl nor "
+                                "corpus.jsonl.gz")
+        try:
+            source = readable_folder(given) / "corpus.jsonl"  # a gzip-compressed corpus is unpacked once
+        except OSError as err:
+            raise ConfigurationError(f"the BEIR folder {args.dataset!r} cannot be unpacked: {err}") from err
+        index = args.index or given.resolve().name
     else:
         source = Path(args.input)
-        id_field = args.id_field
         if not args.index:
             raise EsbridgeError("--index is required with --input")
         index = args.index
     # the input is checked (it exists, can be read, holds a document that can be indexed) before the engine is
     # touched: input that cannot be read never leaves an empty index or costs an existing one its content
-    docs = read_jsonl(source, id_field=id_field, fields=fields, max_doc_bytes=args.max_doc_bytes)
+    docs = read_jsonl(source, id_field=args.id_field, fields=fields, max_doc_bytes=args.max_doc_bytes)
+    try:
+        total = None if args.quiet else count_lines(source)  # the progress bar's
+    except OSError:
+        total = None
     engine = connect(args)
     layout = IndexLayout(fields=fields)
     if args.per_field_channels:
@@ -161,12 +174,17 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
     try:
         report = ingest(engine, index, docs, layout=layout, replace=args.recreate, shards=args.shards,
                         replicas=args.replicas, progress=not args.quiet, vector=vector,
-                        term_vectors={"auto": None, "yes": True, "no": False}[args.term_vectors])
+                        term_vectors={"auto": None, "yes": True, "no": False}[args.term_vectors],
+                        allow_partial=args.allow_partial, total=total)
     except IngestError as err:
         if err.report is not None:
             _print_failures(err.report, args.show_failures)
             print(f"partial: {err.report.summary()}", file=sys.stderr)
         raise
+    if report.discarded:  # the index is unchanged: nothing to embed or store
+        _print_failures(report, args.show_failures)
+        print(report.summary())
+        return 0 if report.ok else 4
     try:
         if not args.no_semantic and report.indexed:
             if encoder is not None:
@@ -274,13 +292,13 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                     "the sub-fields and is copied into the combined field esb_all, every document is re-indexed "
                     "from its _source with a progress bar, and the document count is checked unchanged. Scorers "
                     "that read only the base channel (bm25, bmx, ...) work on a plain index without it.")
-    p.add_argument("--dataset", help="BEIR-layout folder (corpus.jsonl with _id, title, text)")
+    p.add_argument("--dataset", help="BEIR-layout folder (corpus.jsonl, or corpus.jsonl.gz, with _id, title, text)")
     p.add_argument("--input", help="JSONL file, one document a line")
     p.add_argument("--index", help="index name (default: the dataset folder's name)")
     p.add_argument("--add-channels", action="store_true",
                    help="add esbridge's channel sub-fields to the existing index --index (its text fields, or those "
                         "given with --field) and re-index it in place")
-    p.add_argument("--id-field", default="_id", help="id field of --input documents (default _id)")
+    p.add_argument("--id-field", default="_id", help="the field holding each document's id (default _id)")
     p.add_argument("--field", action="append", help="a text field to index (repeat; default title and text; with "
                                                     "--add-channels: every text field of the index)")
     p.add_argument("--shards", type=int, default=1, help="primary shards of a new index (default 1)")
@@ -294,7 +312,10 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--recreate", action="store_true",
                    help="replace the index's content: the documents go into a new index, which takes the name "
                         "(as an alias) once they are indexed, and only then is the old index deleted; if "
-                        "indexing stops, or not one document could be indexed, the old index is kept unchanged")
+                        "indexing stops, or any document could not be indexed, the old index is kept unchanged")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="with --recreate: replace the index even when some documents could not be indexed (they "
+                        "are reported; never when not one could be)")
     p.add_argument("--max-doc-bytes", type=int, default=8 * 1024 * 1024,
                    help="documents larger than this are reported, not indexed (default 8 MiB)")
     p.add_argument("--show-failures", type=int, default=20, help="failures to list (default 20)")
@@ -325,8 +346,10 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
         "indices", help="list the indices esbridge made on the engine, with their layouts",
         description="List the indices esbridge made on the engine (those whose mapping records esbridge's layout "
                     "in _meta.esbridge): their aliases, document count, text fields, channels (those of the combined "
-                    "field, and of each text field where fewer) and the dense-vector field the engine searches, if "
-                    "any. An index `esbridge index --recreate` replaced answers to its name through an alias.")
+                    "field, and of each text field where fewer) and where its document vectors are: the dense-vector "
+                    "field the engine searches, or \"disk\" (with the model) where esbridge keeps them on this "
+                    "machine, under $ESBRIDGE_HOME. An index `esbridge index --recreate` replaced answers to its name "
+                    "through an alias.")
     p.add_argument("--all", action="store_true",
                    help="also list the indices esbridge did not make (marked as not esbridge's; the engine's own, "
                         "hidden or named with a leading dot, are left out)")

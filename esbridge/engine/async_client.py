@@ -41,6 +41,7 @@ from esbridge.engine.transports import (
     causes,
     client_installed,
     elasticsearch_client_version,
+    json_answer,
     refused_product_message,
     require_client,
     set_aside_connections,
@@ -106,8 +107,8 @@ class _AsyncOpenSearchTransport(_AsyncTransport):
         from opensearchpy import SerializationError, TransportError
 
         try:
-            return await self.client.transport.perform_request(
-                method, path, params=dict(params or {}), body=body, headers=dict(headers))
+            return json_answer(method, await self.client.transport.perform_request(
+                method, path, params=dict(params or {}), body=body, headers=dict(headers)))
         except OSConnectionError as err:
             raise unreadable_answer(err) or _unreachable(err) from err
         except TransportError as err:
@@ -143,8 +144,8 @@ class _AsyncElasticsearch7Transport(_AsyncTransport):
         if body is not None:
             sent.setdefault("content-type", "application/json")
         try:
-            return await self.client.transport.perform_request(
-                method, path, headers=sent, params=dict(params or {}), body=body)
+            return json_answer(method, await self.client.transport.perform_request(
+                method, path, headers=sent, params=dict(params or {}), body=body))
         except ESConnectionError as err:
             raise unreadable_answer(err) or _unreachable(err) from err
         except TransportError as err:
@@ -195,7 +196,7 @@ class _AsyncElasticsearchTransport(_AsyncTransport):
             raise _HttpError(err.meta.status, err.body) from err
         except (SerializationError, RecursionError) as err:
             raise unreadable_answer(err) or unsendable_request(err) from err
-        return resp.body
+        return json_answer(method, resp.body, resp.meta.mimetype)
 
 
 def _async_client_transport(client: Any) -> _AsyncTransport:

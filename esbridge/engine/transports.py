@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -190,14 +191,47 @@ def unreadable_answer(err: BaseException) -> _BadAnswer | None:
         if isinstance(exc, UnicodeDecodeError):
             return _BadAnswer(f"not UTF-8 text: byte {exc.start} is {bytes(exc.object[exc.start:exc.start + 1])!r}")
         if isinstance(exc, json.JSONDecodeError):
-            start = exc.doc[:40]
-            shown = ""
-            if start.isascii() and start.isprintable():
-                shown = f", starting {start!r}{'...' if len(exc.doc) > 40 else ''}"
-            return _BadAnswer(f"not valid JSON: {exc.msg} at character {exc.pos} of {len(exc.doc)}{shown}")
+            return _BadAnswer(f"not valid JSON: {exc.msg} at character {exc.pos} of {len(exc.doc)}"
+                              f"{_starting(exc.doc)}")
         if isinstance(exc, RecursionError) and "decoding" in str(exc):
             return _BadAnswer("JSON nested too deeply to parse")
+        # an answer of a content type the client has no deserializer for (a proxy's text/html page);
+        # never the request's: esbridge sends only JSON and NDJSON, which every client serializes
+        unknown = _UNKNOWN_TYPE.search(str(exc))
+        if unknown:
+            return _BadAnswer(f"not JSON: its content type is {unknown.group(1)}")
     return None
+
+
+#: The words of opensearch-py, elasticsearch7 and elastic-transport for a body of a content type
+#: they cannot deserialize.
+_UNKNOWN_TYPE = re.compile(r"Unknown mimetype, (?:unable to deserialize|not able to serialize or deserialize): "
+                           r"(\S+)")
+
+
+def _starting(text: str) -> str:
+    """``, starting '...'`` with the start of ``text`` where it is printable ASCII (its runs of
+    white space as one space), else nothing."""
+    start = " ".join(text[:60].split())[:40]
+    if not (start and start.isascii() and start.isprintable()):
+        return ""
+    return f", starting {start!r}{'...' if len(text) > 40 else ''}"
+
+
+def json_answer(method: str, answer: Any, mimetype: str | None = None) -> Any:
+    """``answer`` as a client library gave it, when it is what a JSON answer parses to (or the
+    answer to ``HEAD``).  A client returns text, not an error, for a content type it reads as text
+    (elastic-transport any ``text/*``, opensearch-py and elasticsearch7 ``text/plain``): every
+    request esbridge sends wants JSON, so such an answer (a proxy's page) is one it cannot read.
+
+    Raises:
+        _BadAnswer: the answer is text (``mimetype``: its content type, where the client says).
+    """
+    if method == "HEAD" or not isinstance(answer, (str, bytes)):
+        return answer
+    text = answer if isinstance(answer, str) else answer.decode("utf-8", "replace")
+    kind = f"its content type is {mimetype.partition(';')[0]}" if mimetype else "text"
+    raise _BadAnswer(f"not JSON: {kind}{_starting(text)}")
 
 
 def unsendable_request(err: BaseException) -> _BadRequest:
@@ -228,9 +262,9 @@ class _OpenSearchTransport(_Transport):
         from opensearchpy import SerializationError, TransportError
 
         try:
-            return self.client.transport.perform_request(
+            return json_answer(method, self.client.transport.perform_request(
                 method, path, params=dict(params or {}), body=body, headers=dict(headers)
-            )
+            ))
         except OSConnectionError as err:
             raise unreadable_answer(err) or _Unreachable(str(err)) from err
         except TransportError as err:
@@ -275,9 +309,9 @@ class _Elasticsearch7Transport(_Transport):
         if body is not None:
             sent.setdefault("content-type", "application/json")
         try:
-            return self.client.transport.perform_request(
+            return json_answer(method, self.client.transport.perform_request(
                 method, path, headers=sent, params=dict(params or {}), body=body
-            )
+            ))
         except ESConnectionError as err:
             raise unreadable_answer(err) or _Unreachable(str(err)) from err
         except TransportError as err:
@@ -388,7 +422,7 @@ class _ElasticsearchTransport(_Transport):
             raise _HttpError(err.meta.status, err.body) from err
         except (SerializationError, RecursionError) as err:
             raise unreadable_answer(err) or unsendable_request(err) from err
-        return resp.body
+        return json_answer(method, resp.body, resp.meta.mimetype)
 
     def close(self) -> None:
         if self.owned:

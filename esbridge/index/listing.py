@@ -1,18 +1,22 @@
 """What esbridge indexed on an engine: every index whose mapping records esbridge's layout
-(``_meta.esbridge``, see :mod:`esbridge.index.definitions`), with its aliases, document count
-and layout; on request, the engine's other indices too, marked as not esbridge's."""
+(``_meta.esbridge``, see :mod:`esbridge.index.definitions`), with its aliases, document count,
+layout and where its document vectors are (the engine's vector field, or esbridge's files on this
+machine); on request, the engine's other indices too, marked as not esbridge's."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
+from esbridge.home import cache_dir
 from esbridge.index.definitions import IndexLayout, layout_from_meta
 
-__all__ = ["IndexEntry", "list_indices", "render_table"]
+__all__ = ["IndexEntry", "disk_vector_models", "list_indices", "render_table"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class IndexEntry:
         documents: its document count (``None`` for a closed index; see :func:`list_indices`).
         meta: its ``_meta.esbridge`` entries (empty: not made by esbridge).
         layout: the layout they record (``None`` if none, or one esbridge cannot read).
+        disk_vectors: the models whose vectors of the index esbridge keeps on this machine's
+            disk (:func:`disk_vector_models`), for an index without a vector field in the engine.
     """
 
     name: str
@@ -35,6 +41,7 @@ class IndexEntry:
     documents: int | None
     meta: Mapping[str, Any]
     layout: IndexLayout | None
+    disk_vectors: tuple[str, ...] = ()
 
     @property
     def esbridge(self) -> bool:
@@ -84,8 +91,41 @@ class IndexEntry:
             "id_field": layout.id_field if layout else None,
             "term_vectors": layout.term_vectors if layout else None,
             "vector": dict(self.vector) if self.vector else None,
+            "disk_vectors": list(self.disk_vectors),
             "notes": self.notes(),
         }
+
+    def vector_cell(self) -> str:
+        """Where the index's document vectors are, for the table: the engine's field, ``disk``
+        (with the models), or ``-``."""
+        vector = self.vector
+        if vector:
+            return f"{vector.get('field')} ({vector.get('dim')}d, {vector.get('model')}" + (
+                f", passages of {vector['passages']})" if vector.get("passages") else ")")
+        if self.disk_vectors:
+            return f"disk ({', '.join(self.disk_vectors)})"
+        return "-"
+
+
+def disk_vector_models(uuid: str, home: Path | None = None) -> tuple[str, ...]:
+    """The models whose document vectors of the index ``uuid`` esbridge keeps on disk here
+    (``$ESBRIDGE_HOME/vectors/<uuid>/<model>/meta.json``, written by
+    :class:`esbridge.semantic.vectors.VectorIndex`), by name; a set that cannot be read is left out."""
+    root = (home or cache_dir()) / "vectors" / uuid
+    models = []
+    try:
+        folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    except OSError:
+        return ()
+    for folder in folders:
+        try:
+            meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        model = meta.get("model") if isinstance(meta, Mapping) else None
+        if isinstance(model, str) and model and meta.get("uuid") == uuid and model not in models:
+            models.append(model)
+    return tuple(models)
 
 
 def _layout(meta: Mapping[str, Any]) -> IndexLayout | None:
@@ -95,18 +135,20 @@ def _layout(meta: Mapping[str, Any]) -> IndexLayout | None:
         return None
 
 
-def list_indices(engine: Engine, *, include_plain: bool = False) -> list[IndexEntry]:
+def list_indices(engine: Engine, *, include_plain: bool = False, home: Path | None = None) -> list[IndexEntry]:
     """The indices esbridge made on ``engine`` (with ``include_plain``, every other index too but
     hidden ones and those whose name starts with a dot, the engine's own), by name.
 
-    Three requests: the indices with their document counts (``_cat/indices``, which counts
-    the objects of a ``nested`` field as documents too; esbridge's indices have none), their
-    ``_meta.esbridge`` entries, and the aliases.
+    Three requests: the indices with their document counts and UUIDs (``_cat/indices``, which
+    counts the objects of a ``nested`` field as documents too; esbridge's indices have none), their
+    ``_meta.esbridge`` entries, and the aliases.  The vectors esbridge keeps on disk are looked up
+    under ``home`` (default ``$ESBRIDGE_HOME``) by the indices' UUIDs.
     """
-    listed = engine.request("GET", "/_cat/indices", params={"format": "json", "h": "index,status,docs.count",
+    listed = engine.request("GET", "/_cat/indices", params={"format": "json", "h": "index,status,docs.count,uuid",
                                                             "expand_wildcards": "open,closed"},
                             context="listing the engine's indices")
     status = {str(row["index"]): str(row.get("status") or "open") for row in listed}
+    uuids = {str(row["index"]): str(row["uuid"]) for row in listed if row.get("uuid")}
     counts = {str(row["index"]): int(row["docs.count"]) for row in listed
               if str(row.get("docs.count") or "").isdigit()}
     if not status:
@@ -127,7 +169,10 @@ def list_indices(engine: Engine, *, include_plain: bool = False) -> list[IndexEn
                               context="listing the engine's aliases"):
         aliases.setdefault(str(row["index"]), []).append(str(row["alias"]))
     return [IndexEntry(name=n, aliases=tuple(sorted(aliases.get(n, []))), status=status[n], documents=counts.get(n),
-                       meta=metas.get(n, {}), layout=_layout(metas[n]) if n in metas else None) for n in names]
+                       meta=metas.get(n, {}), layout=_layout(metas[n]) if n in metas else None,
+                       disk_vectors=disk_vector_models(uuids[n], home)
+                       if n in metas and n in uuids and not metas[n].get("vector") else ())
+            for n in names]
 
 
 def _channels(layout: IndexLayout) -> str:
@@ -143,15 +188,13 @@ def render_table(entries: Sequence[IndexEntry]) -> str:
     rows = [header]
     for e in entries:
         layout = e.layout
-        vector = e.vector
         rows.append((
             e.name,
             ",".join(e.aliases) or "-",
             "closed" if e.status != "open" else ("?" if e.documents is None else str(e.documents)),
             ",".join(layout.fields) if layout else "-",
             _channels(layout) if layout else ("-" if not e.esbridge else "?"),
-            f"{vector.get('field')} ({vector.get('dim')}d, {vector.get('model')}"
-            + (f", passages of {vector['passages']})" if vector.get("passages") else ")") if vector else "-",
+            e.vector_cell(),
             "; ".join(e.notes()),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -119,6 +119,35 @@ def test_recreate_swaps_in_the_new_content_only_once_indexed(engine: Engine, pre
     assert rows[last]["aliases"] == sorted([prefix, f"{prefix}-mine"]) and rows[last]["documents"] == len(DOCS)
 
 
+def test_recreate_that_indexes_part_of_its_input_keeps_the_old_index(engine: Engine, prefix: str, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """One good document and 396 unreadable lines do not replace an index of 1,000 documents, unless
+    --allow-partial says to."""
+    old = [{"_id": f"o{i}", "title": f"old {i}", "text": f"old body {i}"} for i in range(1000)]
+    ingest(engine, prefix, old, progress=False, strict=True)
+    before = _state(engine, prefix)
+    src = tmp_path / "mostly-garbage.jsonl"
+    src.write_text(json.dumps(NEW_DOCS[0]) + "\n" + "".join(f"not json {i}\n" for i in range(396)))
+    conn = ["--url", engine.options.url, "--no-semantic", "--no-store", "--quiet"]
+    code, out, err = run(capsys, "index", "--input", str(src), "--index", prefix, "--recreate", *conn)
+    assert code == 4, err
+    assert err.count("not indexed: line ") == 20 and "... and 376 more" in err
+    assert out.count("\n") == 1 and out.startswith("1 of 397 documents indexed into ")
+    assert out.rstrip().endswith(
+        f"396 failed; {prefix!r} is unchanged: 1 of the 397 documents read could be indexed (396 failed), so the new "
+        "index that was to replace it was deleted; run the command again with --allow-partial (Python: "
+        "allow_partial=True) to replace it with the documents that could be indexed"), out
+    assert _state(engine, prefix) == before and engine.count(prefix) == 1000
+    code, out, err = run(capsys, "index", "--input", str(src), "--index", prefix, "--recreate", "--allow-partial",
+                         *conn)
+    assert code == 4, err  # documents were not indexed, and they are reported
+    assert f"{prefix!r} is now an alias of the new index " in out
+    (_, new), = _state(engine, prefix).items()
+    assert [d for d, _ in new["docs"]] == [NEW_DOCS[0]["_id"]] and engine.count(prefix) == 1
+    code, _, err = run(capsys, "index", "--input", str(src), "--index", prefix, "--allow-partial", *conn)
+    assert code == 2 and "--allow-partial goes with --recreate" in err
+
+
 def test_recreate_of_an_alias_of_several_indices_is_refused(engine: Engine, prefix: str, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     for part in ("a", "b"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,7 +167,7 @@ def test_plain_mappings_are_validated_like_lines(engine: Engine, index_name: str
     report = ingest(engine, index_name, docs, progress=False)  # type: ignore[arg-type]
     assert report.indexed == 2 and report.present == 2 and report.read == 5
     reasons = {f.line: f.reason for f in report.failures}
-    assert reasons[2] == "missing id field '_id'"
+    assert reasons[2].startswith("missing id field '_id'; give --id-field NAME (Python: id_field=)")
     assert reasons[3] == "expected a mapping (or a SourceDocument), got str"
     assert reasons[4] == "field 'text' must be a string, got int"
 
@@ -178,3 +179,29 @@ def test_repeated_ids_are_reported(engine: Engine, index_name: str, tmp_path: Pa
     assert report.ok and report.indexed == 3 and engine.count(index_name) == 2
     assert [(d.line, d.doc_id) for d in report.duplicates] == [(3, "a")]
     assert "1 repeated an earlier id and replaced it, so 2 distinct documents were written" in report.summary()
+
+
+def test_the_progress_bar_of_an_input_file_has_its_lines_as_total(engine: Engine, index_name: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`esbridge index --input FILE` counts the file's lines first: the bar knows how far it goes, and
+    follows the lines read (blank and unreadable ones too) to the end."""
+    import tqdm
+
+    from tests.cli import run
+
+    bars: list[Any] = []
+
+    class Recorded(tqdm.tqdm):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+
+    monkeypatch.setattr(tqdm, "tqdm", Recorded)
+    lines = [json.dumps({"_id": f"d{i}", "text": f"document {i}"}) for i in range(6)]
+    src = write(tmp_path / "docs.jsonl", [lines[0], "", lines[1], "not json", *lines[2:], ""])
+    code, out, err = run(capsys, "index", "--input", str(src), "--index", index_name, "--url", engine.options.url,
+                         "--no-semantic", "--no-store")
+    assert code == 4 and out.startswith("6 of 7 documents indexed"), err
+    bar, = (b for b in bars if b.desc == f"indexing {index_name}")
+    assert bar.total == 9 and bar.n == 9  # 9 lines: 6 documents, one that cannot be read, two blank

@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -184,3 +185,32 @@ def test_ndcg_without_ir_measures_equals_the_eval_measure(monkeypatch: pytest.Mo
     without, how = demo._ndcg10(qrels, run)
     assert how.startswith("esbridge's FastJudge")
     assert without == pytest.approx(with_irm, abs=1e-9) and without["q3"] == 0.0 and with_irm["q1"] < 1.0
+
+
+def _screen(text: str) -> list[str]:
+    """The lines a terminal shows for ``text``: a carriage return goes back to the line's start, and
+    what is written then overwrites what was there."""
+    lines = []
+    for raw in text.split("\n"):
+        shown: list[str] = []
+        at = 0
+        for ch in raw:
+            if ch == "\r":
+                at = 0
+                continue
+            shown[at:at + 1] = ch
+            at += 1
+        lines.append("".join(shown).rstrip())
+    return lines
+
+
+def test_a_message_written_during_a_working_step_has_a_line_of_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    with demo.working("starting esbridge's local opensearch node", delay=0.05):
+        time.sleep(0.3)
+        print("esbridge: using the local opensearch node 'opensearch' (started) at http://127.0.0.1:9201",
+              file=sys.stderr)
+        time.sleep(1.2)
+    shown = _screen(capsys.readouterr().err)
+    assert shown[0] == "esbridge: using the local opensearch node 'opensearch' (started) at http://127.0.0.1:9201"
+    assert re.fullmatch(r"starting esbridge's local opensearch node \.\.\. \ds done", shown[1]), shown
+    assert shown[2:] == [""]

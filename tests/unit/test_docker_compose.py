@@ -3,7 +3,8 @@ the environment that esbridge's own Docker provisioning uses for that distributi
 
 Validated with ``docker compose config`` (Docker's compose plugin) where it is installed, else
 with ``docker-compose config`` (Compose v1, Debian's ``docker-compose``); neither needs a Docker
-engine.  Without either the tests fail, saying what to install: they are never skipped.
+engine.  Without either the tests are skipped, saying what to install; where
+``ESBRIDGE_REQUIRE_DOCKER_TOOLS=1`` (CI) they fail instead.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from esbridge.engine.provision import _DOCKER_ENV, DOCKER_IMAGES, SECRET_ENV
+from tests.fakedocker import REQUIRE_DOCKER_TOOLS, docker_tool_missing, use_docker_client
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -36,8 +38,8 @@ ENGINE_PORT = 9200
 
 @functools.cache
 def compose_command() -> tuple[str, ...]:
-    """``docker compose`` if the compose plugin answers, else ``docker-compose``; a test failure
-    naming what to install if neither is there."""
+    """``docker compose`` if the compose plugin answers, else ``docker-compose``; if neither is there,
+    the test is skipped (where ESBRIDGE_REQUIRE_DOCKER_TOOLS is set, failed), naming what to install."""
     if shutil.which("docker") is not None:
         try:
             plugin = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, timeout=60)
@@ -47,9 +49,9 @@ def compose_command() -> tuple[str, ...]:
             return ("docker", "compose")
     if shutil.which("docker-compose") is not None:
         return ("docker-compose",)
-    pytest.fail("neither `docker compose` (Docker's compose plugin) nor `docker-compose` is installed; "
-                "install one to validate docker-compose.yml, e.g. on Debian or Ubuntu "
-                "`apt-get install --no-install-recommends docker-compose`")
+    docker_tool_missing("neither `docker compose` (Docker's compose plugin) nor `docker-compose` is installed; "
+                        "install one to validate docker-compose.yml, e.g. on Debian or Ubuntu "
+                        "`apt-get install --no-install-recommends docker-compose`")
 
 
 def compose_config(path: Path) -> subprocess.CompletedProcess[str]:
@@ -190,3 +192,26 @@ def test_a_broken_compose_file_is_rejected(breakage: Any, tmp_path: Path) -> Non
     # and the unbroken copy, in the same place, is accepted: the breakage is what was rejected
     copy.write_text(text)
     valid_config(copy)
+
+
+@pytest.mark.parametrize("required", [False, True], ids=["a user's run", "CI"])
+def test_without_dockers_tools_these_tests_skip_unless_they_are_required(
+        required: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine without Docker's tools a plain `pytest` skips the tests that need them, naming what to
+    install; where ESBRIDGE_REQUIRE_DOCKER_TOOLS=1 (CI, `.ci/run`) they fail instead."""
+    if required:
+        monkeypatch.setenv(REQUIRE_DOCKER_TOOLS, "1")
+    else:
+        monkeypatch.delenv(REQUIRE_DOCKER_TOOLS, raising=False)
+    monkeypatch.setattr(shutil, "which", lambda cmd, *args, **kwargs: None)
+    outcome = pytest.fail.Exception if required else pytest.skip.Exception
+    compose_command.cache_clear()
+    try:
+        with pytest.raises(outcome, match=r"neither `docker compose` .* nor `docker-compose` is installed; .*"
+                                          r"`apt-get install --no-install-recommends docker-compose`"):
+            compose_command()
+    finally:
+        compose_command.cache_clear()  # the other tests find the machine's own tools
+    with pytest.raises(outcome, match=r"the docker CLI is not installed .*`apt-get install --no-install-recommends "
+                                      r"docker\.io`"):
+        use_docker_client(monkeypatch, "docker CLI")

@@ -95,3 +95,69 @@ def test_losing_the_engine_after_the_documents_are_in_says_they_are(tmp_path: Pa
     assert lines[0].startswith("indexed: 1 of 1 documents indexed into 'docs'")
     assert "re-run the same command" in lines[0]
     assert "cannot reach the engine" in lines[-1]
+
+
+def test_a_missing_id_names_the_option_and_the_field_that_looks_like_one(tmp_path: Path) -> None:
+    src = tmp_path / "id.jsonl"
+    src.write_text("".join(json.dumps({"id": f"d{i}", "title": "t", "text": "x"}) + "\n" for i in range(3)))
+    with pytest.raises(ConfigurationError) as info:
+        read_jsonl(src)
+    assert str(info.value).endswith("the first: line 1: missing id field '_id'; the document has 'id', which looks "
+                                    "like its id: give --id-field id (Python: id_field='id')")
+    assert [d.doc_id for d in read_jsonl(src, id_field="id")] == ["d0", "d1", "d2"]
+    for name in ("doc_id", "DocID", "document-id", "_ID"):
+        src.write_text(json.dumps({"title": "t", name: 7}) + "\n")
+        with pytest.raises(ConfigurationError, match=rf"the document has '{name}', which looks like its id: give "
+                                                     rf"--id-field {name} \(Python: id_field='{name}'\)"):
+            read_jsonl(src)
+    # a field named like an id whose value cannot be one is not suggested; the option is named all the same
+    src.write_text(json.dumps({"id": None, "pmid": "1", "text": "x"}) + "\n")
+    with pytest.raises(ConfigurationError, match=r"missing id field '_id'; give --id-field NAME \(Python: id_field=\) "
+                                                 "to take each document's id from the field NAME$"):
+        read_jsonl(src)
+
+
+def test_the_indices_table_shows_vectors_kept_on_disk(tmp_path: Path) -> None:
+    """An index whose vectors esbridge keeps on this machine's disk shows them (by model) where an
+    index with the engine's vector field shows the field; others show "-"."""
+    from esbridge.engine.client import ConnectionOptions, Engine
+    from esbridge.engine.connection import EngineInfo
+    from esbridge.index.listing import list_indices
+    from tests.unit.scripted import ScriptedTransport
+
+    for uuid, model in (("u-disk", "bge-small-en-v1.5"), ("u-engine", "bge-small-en-v1.5"), ("u-torn", "m")):
+        folder = tmp_path / "vectors" / uuid / f"onnx-{model}"
+        folder.mkdir(parents=True)
+        (folder / "meta.json").write_text(json.dumps({"index": "x", "uuid": uuid, "model": model}))
+    (tmp_path / "vectors" / "u-torn" / "onnx-m" / "meta.json").write_text("{")
+    layout = IndexLayout(fields=("title", "text")).to_meta()
+    vector = {"field": "esbridge_vector", "dim": 384, "model": "bge-small-en-v1.5", "passages": 64}
+    names = ("disk", "engine", "none", "torn")
+    transport = ScriptedTransport([
+        [{"index": n, "status": "open", "docs.count": "3", "uuid": f"u-{n}"} for n in names],
+        {"disk": {"mappings": {"_meta": {"esbridge": layout}}},
+         "engine": {"mappings": {"_meta": {"esbridge": {**layout, "vector": vector}}}},
+         "none": {"mappings": {"_meta": {"esbridge": layout}}}, "torn": {"mappings": {"_meta": {"esbridge": layout}}}},
+        [],
+    ])
+    engine = Engine(ConnectionOptions("http://localhost:9200", max_retries=0),
+                    EngineInfo("opensearch", (3, 8, 0), "3.8.0", "c", "10.0.0"), transport)
+    entries = {e.name: e for e in list_indices(engine, home=tmp_path)}
+    assert entries["disk"].disk_vectors == ("bge-small-en-v1.5",)
+    assert entries["engine"].disk_vectors == () and entries["none"].disk_vectors == ()
+    assert entries["torn"].disk_vectors == ()
+    table = render_table(list(entries.values())).splitlines()
+    at = table[0].index("vector")  # the column's first character
+    cells = {line.split()[0]: line[at:].split("  ")[0] for line in table}  # cells are 2 spaces apart or more
+    assert cells["disk"] == "disk (bge-small-en-v1.5)"
+    assert cells["engine"] == "esbridge_vector (384d, bge-small-en-v1.5, passages of 64)"
+    assert cells["none"] == "-" and cells["torn"] == "-"
+    assert entries["disk"].to_json()["disk_vectors"] == ["bge-small-en-v1.5"]
+
+
+def test_count_lines_counts_a_last_line_without_its_newline(tmp_path: Path) -> None:
+    from esbridge.ingest import count_lines
+
+    for text, lines in ((b"", 0), (b"a", 1), (b"a\n", 1), (b"a\n\nb", 3), (b"\n" * 3_000_000 + b"x", 3_000_001)):
+        (tmp_path / "f").write_bytes(text)
+        assert count_lines(tmp_path / "f") == lines, text[:10]
