@@ -14,6 +14,8 @@ Levers:
 * ``+ document kNN r``: the whole-document kNN list as a fourth strategy of the pipeline's z-score
   fusion, weighted ``r`` times the semantic strategy's calibrated weight (passages and whole
   documents make different mistakes);
+* ``+ passage-mean kNN r``: the same with each document's vector the mean of its passages' vectors
+  (normalised), which needs no embedding beyond the passages;
 * ``+ engine-hybrid a``: the pipeline's fused list and ``engine-hybrid-minmax``'s, each min-max
   normalised, weighted ``1 - a`` and ``a``.
 
@@ -100,15 +102,20 @@ def collect(engine: Engine, folder: Path, keep: Path) -> dict[str, Any]:
                    cache=TermVectorCache(max_entries=max(50_000, 2 * ds.corpus_size()))) as ss:
         assert ss.searcher is not None and ss.document_vectors is not None
         weights = ss.searcher.fusion_weights()
+        pooled_ids, pooled = passage_means(ss.searcher.vectors)
         for n, (qid, text) in enumerate(queries.items()):
             ss.run_query(qid, text)
             res = ss.pipeline_result
             assert res is not None
-            doc = ss.document_vectors.search(ss.document_vectors.embed_query(text), DOCUMENT_DEPTH)
+            qvec = ss.document_vectors.embed_query(text)
+            doc = ss.document_vectors.search(qvec, DOCUMENT_DEPTH)
+            sims = pooled @ qvec
+            top = np.argsort(-sims, kind="stable")[:DOCUMENT_DEPTH]
             per_query[qid] = {
                 "lexical": res.lists["lexical"], "keyword": res.lists["keyword"],
                 "semantic": res.lists.get("semantic_feedback", res.lists["semantic"]),
                 "document": RankedList(doc.ids, doc.scores),
+                "passage mean": RankedList([pooled_ids[i] for i in top], sims[top].astype(np.float64)),
                 "hybrid": RankedList(res.ids, np.asarray(res.scores)),
                 **{name: RankedList(ss.systems[name].ranking[qid], np.asarray(ss.systems[name].scores[qid]))
                    for name in ENGINE_ROWS}}
@@ -121,6 +128,14 @@ def collect(engine: Engine, folder: Path, keep: Path) -> dict[str, Any]:
     return data
 
 
+def passage_means(vectors: Any) -> tuple[list[str], np.ndarray]:
+    """Each document's passage vectors averaged and normalised again: a document vector that costs no
+    embedding beyond the passages'."""
+    vecs, starts, ids = np.asarray(vectors.vectors), vectors.starts, vectors.ids
+    sums = np.add.reduceat(vecs, starts[:len(ids)], axis=0)
+    return list(ids), (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+
 def levers(weights: Mapping[str, float]) -> dict[str, Callable[[dict[str, RankedList]], list[str]]]:
     """Lever name -> the ranking it gives a query from that query's lists."""
     out: dict[str, Callable[[dict[str, RankedList]], list[str]]] = {"hybrid": lambda g: list(g["hybrid"].ids)}
@@ -130,6 +145,10 @@ def levers(weights: Mapping[str, float]) -> dict[str, Callable[[dict[str, Ranked
         w = {**weights, "document": r * weights["semantic"]}
         out[f"+ document kNN {r:g}"] = lambda g, w=w: fuse(  # type: ignore[misc]
             {k: g[k] for k in ("lexical", "semantic", "keyword", "document")}, w, Fusion.ZSCORE)[0]
+    for r in DOCUMENT_WEIGHTS:
+        w = {**weights, "passage mean": r * weights["semantic"]}
+        out[f"+ passage-mean kNN {r:g}"] = lambda g, w=w: fuse(  # type: ignore[misc]
+            {k: g[k] for k in ("lexical", "semantic", "keyword", "passage mean")}, w, Fusion.ZSCORE)[0]
     for a in ENGINE_SHARES:
         out[f"+ engine-hybrid {a:g}"] = lambda g, a=a: fuse(  # type: ignore[misc]
             {"hybrid": g["hybrid"], "engine": g[ENGINE_HYBRID_MINMAX]}, {"hybrid": 1 - a, "engine": a},
