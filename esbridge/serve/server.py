@@ -4,10 +4,12 @@ of the configured indices reranked (:class:`Server`, :func:`build_app`, :func:`s
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import json
 import logging
 import signal
+import socket
 import ssl
 import threading
 import time
@@ -428,6 +430,20 @@ def _error_response(status: int, reason: str, error_type: str) -> web.Response:
     return web.json_response(error_body(status, reason, error_type), status=status, dumps=_dumps)
 
 
+def _listen_error(host: str, port: int, err: OSError) -> str:
+    """Why the server cannot listen on ``host:port``, and what to do, in one line."""
+    if err.errno == errno.EADDRINUSE:
+        return (f"port {port} on {host} is already in use (another esbridge serve, the engine, or another "
+                "program listens there): stop that program, or give another --port (--port 0 takes a free one)")
+    if err.errno == errno.EACCES:
+        return (f"no permission to listen on port {port} of {host} (ports below 1024 need administrator rights): "
+                "give a --port of 1024 or more")
+    if err.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) or isinstance(err, socket.gaierror):
+        return (f"cannot listen on {host}: it is not an address of this machine ({err.strerror or err}); "
+                "give --host an address of this machine, e.g. 127.0.0.1 or 0.0.0.0")
+    return f"cannot listen on {host}:{port}: {err.strerror or err}"
+
+
 def build_app(server: Server) -> web.Application:
     """The aiohttp application of ``server``: one handler for every method and path."""
     from aiohttp import web
@@ -456,7 +472,10 @@ async def serve(server: Server, host: str, port: int, *, ready: Callable[[str], 
         loop.add_signal_handler(sig, stopping.set)
     try:
         site = web.TCPSite(runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as err:
+            raise ConfigurationError(_listen_error(host, port, err)) from None
         url = f"http://{host}:{runner.addresses[0][1]}"
         log.info("listening on %s (forwarding to %s)", url, server.options.display_url)
         if ready is not None:
