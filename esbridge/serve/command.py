@@ -27,7 +27,7 @@ def _cmd_serve(args: argparse.Namespace, options_of: Callable[[argparse.Namespac
                                  "header) and holds none: leave out --username and --api-key")
     config = load_config(args.config) if args.config else ServeConfig()
     server = Server(options_of(args), config, max_concurrency=args.max_concurrency,
-                    request_timeout=args.request_timeout)
+                    request_timeout=args.request_timeout, header_timeout=args.header_timeout)
     asyncio.run(serve(server, args.host, args.port, shutdown_timeout=args.shutdown_timeout))
     return 0
 
@@ -50,6 +50,9 @@ def add_command(sub: Any, connection_args: Callable[[argparse.ArgumentParser], N
                    help="requests answered at once; more wait their turn (default 64)")
     p.add_argument("--request-timeout", type=float, default=60.0,
                    help="seconds esbridge may take over a reranked search before answering 504 (default 60)")
+    p.add_argument("--header-timeout", type=float, default=30.0,
+                   help="seconds a client connection may take to send a request's line and headers, counted from "
+                        "its opening or from the previous answer; then it is closed (default 30)")
     p.add_argument("--shutdown-timeout", type=float, default=30.0,
                    help="on SIGTERM or SIGINT, seconds the requests being answered may take to finish (default 30)")
     connection_args(p)

@@ -85,11 +85,14 @@ class Server:
     cluster asks for them) and a reranker per index and setting."""
 
     def __init__(self, options: ConnectionOptions, config: ServeConfig, *, max_concurrency: int = 64,
-                 request_timeout: float = 60.0, max_search_body: int = 16 * 1024 * 1024) -> None:
+                 request_timeout: float = 60.0, max_search_body: int = 16 * 1024 * 1024,
+                 header_timeout: float = 30.0) -> None:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ConfigurationError(f"--max-concurrency must be a whole number >= 1, got {max_concurrency!r}")
         if not request_timeout > 0:
             raise ConfigurationError(f"--request-timeout must be > 0 seconds, got {request_timeout}")
+        if not header_timeout > 0:
+            raise ConfigurationError(f"--header-timeout must be > 0 seconds, got {header_timeout}")
         # a connection to the cluster for each request answered at once
         self.options = replace(_without_credentials(options), connections=max(options.connections, max_concurrency))
         self.config = config
@@ -97,6 +100,9 @@ class Server:
         self.request_timeout = request_timeout
         #: the largest body of a search esbridge reranks (read whole); what passes through is streamed
         self.max_search_body = max_search_body
+        #: seconds a connection may wait for a request's line and headers: from its opening, or from
+        #: the answer to its previous request (then closed, idle or half-sent)
+        self.header_timeout = header_timeout
         self.metrics = Metrics()
         self._urls = itertools.cycle(self.options.urls)
         self._limit: asyncio.Semaphore | None = None
@@ -430,6 +436,15 @@ def _error_response(status: int, reason: str, error_type: str) -> web.Response:
     return web.json_response(error_body(status, reason, error_type), status=status, dumps=_dumps)
 
 
+def _version(text: str) -> tuple[int, ...]:
+    """``"3.14.4"`` as ``(3, 14, 4)`` (a pre-release's suffix left out)."""
+    parts = []
+    for part in text.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
 def _listen_error(host: str, port: int, err: OSError) -> str:
     """Why the server cannot listen on ``host:port``, and what to do, in one line."""
     if err.errno == errno.EADDRINUSE:
@@ -460,10 +475,17 @@ async def serve(server: Server, host: str, port: int, *, ready: Callable[[str], 
     """Serve until ``stop`` is set (by default: until SIGTERM or SIGINT), then stop taking
     connections, let the requests being answered finish (at most ``shutdown_timeout`` seconds)
     and close the cluster's connections.  ``ready`` is called with the server's URL once it listens."""
+    import aiohttp
     from aiohttp import web
 
+    if _version(aiohttp.__version__) < (3, 14, 4):
+        log.warning("aiohttp %s does not time out a connection that has not sent its first request: "
+                    "--header-timeout applies only after a first answer (pip install -U \"aiohttp>=3.14.4\")",
+                    aiohttp.__version__)
+    # aiohttp's keep-alive timeout closes a connection whose handler has waited that long for a
+    # request's head (none, or part of one) since the connection opened or its last answer
     runner = web.AppRunner(build_app(server), access_log=None, shutdown_timeout=shutdown_timeout,
-                           handle_signals=False)
+                           handle_signals=False, keepalive_timeout=server.header_timeout)
     await runner.setup()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT) if stop is None else ()
