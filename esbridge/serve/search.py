@@ -7,6 +7,7 @@ A search may override its index's configuration with ``"ext": {"esbridge": {...}
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,6 +25,10 @@ SEARCH_BODY_KEYS = ("query", "size", "from", "_source", "ext")
 SEARCH_PARAMS = ("size", "from", "q")
 #: Query clauses whose ``query`` is a text: the text reranked in ``search`` mode.
 TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
+#: How deeply the body of a search esbridge reads may nest objects and arrays: far deeper than a
+#: search needs (the engine refuses a ``bool`` query nested over 20 deep), far shallower than
+#: Python's parser and esbridge's own reading of the query can go.
+MAX_BODY_DEPTH = 100
 
 
 # ---- errors in the engine's shape -----------------------------------------------------------
@@ -56,6 +61,38 @@ def _engine_answer(err: EsbridgeError) -> tuple[int, Any]:
     if isinstance(err, ConfigurationError):
         return 400, error_body(400, str(err), "illegal_argument_exception")
     return 500, error_body(500, str(err), "esbridge_exception")
+
+
+# ---- reading a body -------------------------------------------------------------------------
+
+#: A JSON string (or the rest of the text, for one never closed), its escapes included.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+#: Every byte but the brackets of objects and arrays.
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"{}[]")
+#: Opening brackets as 2, closing ones as 0 (one more and one less level once 1 is taken away).
+_STEPS = bytes.maketrans(b"{[}]", b"\x02\x02\x00\x00")
+
+
+def nesting_depth(raw: bytes) -> int:
+    """How deeply the JSON text ``raw`` nests objects and arrays (brackets inside strings do not
+    count), read without parsing it: linear in its length, whatever its depth."""
+    import numpy as np
+
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    steps = np.frombuffer(brackets.translate(_STEPS), dtype=np.uint8).astype(np.int64) - 1
+    return max(0, int(np.cumsum(steps).max()))
+
+
+def check_depth(raw: bytes, what: str = "the search body") -> None:
+    """Refuse (400, ``parsing_exception``) a body nested deeper than :data:`MAX_BODY_DEPTH`, before
+    anything parses it."""
+    depth = nesting_depth(raw)
+    if depth > MAX_BODY_DEPTH:
+        raise _Refused(400, f"{what} nests objects and arrays {depth} levels deep; esbridge reads a search "
+                            f"nested at most {MAX_BODY_DEPTH} levels deep: send a flatter body",
+                       "parsing_exception")
 
 
 # ---- what a search asks ---------------------------------------------------------------------

@@ -31,6 +31,7 @@ from esbridge.serve.search import (
     _strip_ext,
     _strip_ext_line,
     _strip_msearch_ext,
+    check_depth,
     engine_shaped,
     error_body,
     read_search,
@@ -265,6 +266,7 @@ class Server:
                                                     f"{self.max_search_body} bytes", "illegal_argument_exception")
         auth = {k.lower(): v for k, v in request.headers.items() if k.lower() == "authorization"}
         try:
+            check_depth(raw)
             if endpoint == "_search":
                 body = json.loads(raw) if raw.strip() else None
                 req = read_search(index, self.config.indices[index], body, request.query)
@@ -280,6 +282,9 @@ class Server:
         except json.JSONDecodeError as err:
             return "reranked", _error_response(400, f"the search body is not valid JSON: {err}",
                                                "parsing_exception")
+        except RecursionError:  # not expected within MAX_BODY_DEPTH: answered as a body nested too deep
+            return "reranked", _error_response(400, "the search body nests objects and arrays too deep for esbridge "
+                                                    "to read: send a flatter body", "parsing_exception")
         except _Refused as err:
             return "reranked", _error_response(err.status, err.reason, err.error_type)
         except asyncio.TimeoutError:

@@ -4,6 +4,8 @@ request, a dead node among the configured ones, bodies nested too deep, and ``--
 
 from __future__ import annotations
 
+import logging
+import re
 import socket
 import time
 import uuid
@@ -46,3 +48,25 @@ def test_a_connection_that_does_not_finish_its_request_head_is_closed(engine: En
             start = time.monotonic()
             assert silent.recv(1024) == b""
             assert time.monotonic() - start < 10
+
+
+def test_a_body_nested_too_deep_is_refused_without_a_traceback(engine: Engine, collection: tuple[str, list[str]],
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    index, _ = collection
+    caplog.set_level(logging.DEBUG)
+    nested = b'{"bool":{"must":[' * 1000 + b'{"match":{"text":"x"}}' + b"]}}" * 1000
+    deep_search = b'{"query":' + nested + b"}"
+    with running(engine, {index: {"window": WINDOW}}) as url:
+        answers = [http(engine, "POST", f"{url}/{index}/_search", deep_search),
+                   http(engine, "POST", f"{url}/{index}/_search", b"[" * 1000 + b"]" * 1000),
+                   http(engine, "POST", f"{url}/{index}/_msearch", b"{}\n" + deep_search + b"\n",
+                        headers={"content-type": "application/x-ndjson"})]
+        # the server goes on answering
+        status, _ = http(engine, "POST", f"{url}/{index}/_search", {"query": {"match": {"text": "x"}}})
+        assert status == 200
+    for status, answer in answers:
+        assert status == 400 and answer["status"] == 400, answer
+        assert answer["error"]["type"] == "parsing_exception"
+        assert re.search(r"nests objects and arrays \d{4} levels deep; esbridge reads a search nested at most 100 "
+                         r"levels deep", answer["error"]["reason"])
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
