@@ -39,6 +39,7 @@ from esbridge.serve.search import (
 
 if TYPE_CHECKING:
     from aiohttp import ClientSession, web
+    from aiohttp.web import ContentCoding
 
     from esbridge.aio import AsyncEngine, AsyncReranker
     from esbridge.engine.client import Engine
@@ -220,6 +221,8 @@ class Server:
                         handling, response = await self._answer(request)
                 finally:
                     self.metrics.in_flight -= 1
+            if not response.prepared and _accepts_gzip(request):
+                response.enable_compression(_gzip())
             status = response.status
             return response
         except asyncio.CancelledError:
@@ -391,8 +394,9 @@ class Server:
 
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
-        if body is not None:
-            headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+        if body is not None or _decoded(request):
+            # a body of esbridge's own, or the client's as aiohttp decompressed it: of another length, plain
+            headers = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "content-encoding")}
         data: Any = body if body is not None else (request.content if request.body_exists else None)
         for attempt in range(len(self.options.urls)):
             base = next(self._urls).rstrip("/")
@@ -416,7 +420,11 @@ class Server:
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
                     response.headers.add(key, value)
-            if upstream.content_length is not None:
+            has_body = request.method != "HEAD" and upstream.status >= 200 and upstream.status not in (204, 304)
+            if has_body and upstream.content_length != 0 and "content-encoding" not in upstream.headers \
+                    and _accepts_gzip(request):
+                response.enable_compression(_gzip())  # the cluster's answer was not compressed: gzip it here
+            elif upstream.content_length is not None:
                 response.content_length = upstream.content_length
             await response.prepare(request)
             async for chunk in upstream.content.iter_chunked(64 * 1024):
@@ -425,6 +433,35 @@ class Server:
             return response
         finally:
             upstream.release()
+
+
+#: The request bodies aiohttp decompresses as it reads them (its ``Content-Encoding`` values).
+DECODED_ENCODINGS = frozenset({"gzip", "deflate", "br", "zstd"})
+
+
+def _decoded(request: web.Request) -> bool:
+    """Whether aiohttp decompressed ``request``'s body (its ``Content-Encoding``): what is read from
+    it is then the plain body."""
+    return request.headers.get("Content-Encoding", "").strip().lower() in DECODED_ENCODINGS
+
+
+def _accepts_gzip(request: web.Request) -> bool:
+    """Whether the client takes a gzip-compressed answer (``Accept-Encoding: gzip``, not with ``q=0``)."""
+    for item in request.headers.get("Accept-Encoding", "").split(","):
+        name, _, params = item.partition(";")
+        if name.strip().lower() in ("gzip", "x-gzip", "*"):
+            q = params.strip().lower().removeprefix("q=").strip()
+            try:
+                return not params.strip() or float(q) > 0
+            except ValueError:
+                return True
+    return False
+
+
+def _gzip() -> ContentCoding:
+    from aiohttp.web import ContentCoding
+
+    return ContentCoding.gzip
 
 
 def _index_of(request: web.Request) -> str:

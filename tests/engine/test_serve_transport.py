@@ -4,17 +4,25 @@ request, a dead node among the configured ones, bodies nested too deep, and ``--
 
 from __future__ import annotations
 
+import gzip
+import json
 import logging
 import re
 import socket
 import time
+import urllib.request
 import uuid
+import zlib
 from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from esbridge.engine.client import Engine
-from tests.engine.test_serve import http, running
+from esbridge.rerank import Reranker
+from tests.engine.test_serve import auth_of, client_of, http, ranking, running
+from tests.netfaults import fault_proxy
 from tests.smallindex import create_small_index, sample_collection
 
 WINDOW = 30
@@ -70,3 +78,75 @@ def test_a_body_nested_too_deep_is_refused_without_a_traceback(engine: Engine, c
         assert re.search(r"nests objects and arrays \d{4} levels deep; esbridge reads a search nested at most 100 "
                          r"levels deep", answer["error"]["reason"])
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+def compressed(url: str, engine: Engine, method: str, body: Any, encoding: str = "gzip",
+               content_type: str = "application/json") -> tuple[int, dict[str, str], Any]:
+    """One request with its body compressed (``encoding``), accepting a gzip answer: its status,
+    headers and body (decompressed here, where the server compressed it)."""
+    raw = json.dumps(body).encode() if not isinstance(body, bytes) else body
+    data = gzip.compress(raw) if encoding == "gzip" else zlib.compress(raw)
+    req = urllib.request.Request(url, data=data, method=method, headers={
+        "content-type": content_type, "content-encoding": encoding, "accept-encoding": "gzip", **auth_of(engine)})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            status, headers, payload = resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        status, headers, payload = err.code, dict(err.headers), err.read()
+    headers = {k.lower(): v for k, v in headers.items()}
+    if headers.get("content-encoding") == "gzip":
+        payload = gzip.decompress(payload)
+    return status, headers, json.loads(payload)
+
+
+def test_compressed_requests_and_answers(engine: Engine, collection: tuple[str, list[str]], index_name: str) -> None:
+    index, queries = collection
+    create_small_index(engine, index_name)
+    search = {"query": {"match": {"text": queries[0]}}, "size": 5}
+    want = ranking(Reranker(engine, index, window=WINDOW).search(queries[0], size=5))
+    with running(engine, {index: {"window": WINDOW}}) as url:
+        # the engine's Python client with http_compress: gzip bodies, gzip answers accepted
+        client = client_of(engine, url, http_compress=True)
+        client.index(index=index_name, id="zipped", body={"title": "Compressed", "text": "A gzip body, unpacked."},
+                     refresh=True)
+        assert ranking(client.search(index=index, body=search)) == want
+        got = client.search(index=index_name, body={"query": {"match": {"text": "gzip unpacked"}}})
+        assert [h["_id"] for h in got["hits"]["hits"]] == ["zipped"]
+        bulk = "".join(json.dumps(line) + "\n" for i in range(50) for line in (
+            {"index": {"_index": index_name, "_id": f"bulk-{i}"}}, {"title": f"Note {i}", "text": "Kept. " * 20}))
+        assert not client.bulk(body=bulk, refresh=True)["errors"]
+        assert client.count(index=index_name)["count"] == 5 + 1 + 50
+        # each route, gzip and deflate bodies alike; the answers gzip-compressed
+        for encoding in ("gzip", "deflate"):
+            status, headers, answer = compressed(f"{url}/{index}/_search", engine, "POST", search, encoding)
+            assert status == 200 and ranking(answer) == want and headers["content-encoding"] == "gzip"
+            status, headers, answer = compressed(f"{url}/{index_name}/_search", engine, "POST",
+                                                 {"query": {"ids": {"values": ["zipped"]}}}, encoding)
+            assert status == 200 and answer["hits"]["hits"][0]["_id"] == "zipped"
+            assert headers["content-encoding"] == "gzip"
+            status, headers, answer = compressed(f"{url}/{index}/_msearch", engine, "POST",
+                                                 b"{}\n" + json.dumps(search).encode() + b"\n", encoding,
+                                                 "application/x-ndjson")
+            assert status == 200 and ranking(answer["responses"][0]) == want
+            status, headers, answer = compressed(f"{url}/{index_name}/_doc/{encoding}", engine, "PUT",
+                                                 {"title": encoding, "text": "written compressed"}, encoding)
+            assert status == 201 and answer["result"] == "created"
+            # esbridge's own errors too
+            status, headers, answer = compressed(f"{url}/{index}/_search", engine, "POST",
+                                                 {"query": {"term": {"text": "x"}}}, encoding)
+            assert status == 400 and "[term]" in answer["error"]["reason"] and headers["content-encoding"] == "gzip"
+    assert engine.request("GET", f"/{index_name}/_doc/deflate")["_source"]["text"] == "written compressed"
+    # an answer the cluster sent uncompressed (the proxy asks for none) is gzipped by the server
+    with fault_proxy(engine.options.url, lambda *_: None) as (proxy, _), \
+            running(engine, {}, replace(engine.options, url=proxy, urls=())) as url:
+        for method, path, body in [("POST", f"/{index_name}/_search", b'{"size": 1}'), ("GET", "/", None),
+                                   ("GET", f"/_cat/indices/{index_name}", None)]:
+            req = urllib.request.Request(url + path, data=body, method=method, headers={
+                "content-type": "application/json", "accept-encoding": "gzip", **auth_of(engine)})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                assert resp.headers["content-encoding"] == "gzip", path
+                assert gzip.decompress(resp.read()).strip(), path
+        req = urllib.request.Request(f"{url}/{index_name}", method="HEAD", headers={"accept-encoding": "gzip",
+                                                                                     **auth_of(engine)})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.status == 200 and "content-encoding" not in resp.headers and resp.read() == b""
