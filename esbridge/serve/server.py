@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from esbridge.engine.calls import forwarded_headers, path_segment
+from esbridge.engine.calls import first_stage_params, forwarded_headers, path_segment
 from esbridge.errors import ConfigurationError, EngineError, EsbridgeError
 from esbridge.serve.config import IndexConfig, ServeConfig
 from esbridge.serve.metrics import Metrics
@@ -36,6 +36,7 @@ from esbridge.serve.search import (
     error_body,
     read_search,
 )
+from esbridge.serve.shape import filter_path, render
 
 if TYPE_CHECKING:
     from aiohttp import ClientSession, web
@@ -265,8 +266,9 @@ class Server:
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            return "reranked", _error_response(413, f"the body of a search esbridge reranks may hold at most "
-                                                    f"{self.max_search_body} bytes", "illegal_argument_exception")
+            return "reranked", self._json(request, error_body(
+                413, f"the body of a search esbridge reranks may hold at most {self.max_search_body} bytes",
+                "illegal_argument_exception"), 413)
         auth = {k.lower(): v for k, v in request.headers.items() if k.lower() == "authorization"}
         try:
             check_depth(raw)
@@ -281,22 +283,32 @@ class Server:
                 if all(s is None for s in searches):
                     return "passed_through", await self._forward(request, _strip_msearch_ext(raw))
                 answer = await asyncio.wait_for(self._msearch(request, searches, raw, auth), self.request_timeout)
-            return "reranked", web.json_response(answer, dumps=_dumps, headers=self._product_headers())
+            return "reranked", self._json(request, answer)
         except json.JSONDecodeError as err:
-            return "reranked", _error_response(400, f"the search body is not valid JSON: {err}",
-                                               "parsing_exception")
+            refused = _Refused(400, f"the search body is not valid JSON: {err}", "parsing_exception")
         except RecursionError:  # not expected within MAX_BODY_DEPTH: answered as a body nested too deep
-            return "reranked", _error_response(400, "the search body nests objects and arrays too deep for esbridge "
-                                                    "to read: send a flatter body", "parsing_exception")
+            refused = _Refused(400, "the search body nests objects and arrays too deep for esbridge to read: send a "
+                                    "flatter body", "parsing_exception")
         except _Refused as err:
-            return "reranked", _error_response(err.status, err.reason, err.error_type)
+            refused = err
         except asyncio.TimeoutError:
-            return "reranked", _error_response(504, f"esbridge did not answer the search of [{index}] within "
-                                                    f"{self.request_timeout:g} s (--request-timeout)",
-                                               "timeout_exception")
+            refused = _Refused(504, f"esbridge did not answer the search of [{index}] within "
+                                    f"{self.request_timeout:g} s (--request-timeout)", "timeout_exception")
         except EsbridgeError as err:
             status, body = _engine_answer(err)
-            return "reranked", web.json_response(body, status=status, dumps=_dumps)
+            return "reranked", self._json(request, body, status)
+        return "reranked", self._json(request, error_body(refused.status, refused.reason, refused.error_type),
+                                      refused.status)
+
+    def _json(self, request: web.Request, body: Any, status: int = 200) -> web.Response:
+        """esbridge's answer to ``request`` as the engine would give it: ``filter_path`` applied to a
+        success (the engine leaves errors whole), indented with ``pretty``."""
+        from aiohttp import web
+
+        if status == 200 and "filter_path" in request.query and isinstance(body, Mapping):
+            body = filter_path(body, request.query["filter_path"])
+        return web.Response(text=render(body, request.query), status=status, content_type="application/json",
+                            headers=self._product_headers())
 
     def _product_headers(self) -> dict[str, str]:
         """What the cluster's clients check a response by (the Elasticsearch clients 7.14+ refuse
@@ -322,13 +334,16 @@ class Server:
                         return searcher.search(query, size=wanted, filter=req.filter or None, fields=fields,
                                                explain=req.explain)
 
-                response = await asyncio.to_thread(hybrid)
+                with first_stage_params(req.params):
+                    response = await asyncio.to_thread(hybrid)
                 return engine_shaped(response, req, time.perf_counter() - start)
             reranker = await self._reranker(req.index, req.config)
             if req.config.mode == "search":
                 assert req.text is not None
-                response = await reranker.search(req.text, size=wanted, filter=req.filter or None, fields=fields,
-                                                 explain=req.explain, window=max(req.window, wanted))
+                with first_stage_params(req.params):
+                    response = await reranker.search(req.text, size=wanted, filter=req.filter or None,
+                                                     fields=fields, explain=req.explain,
+                                                     window=max(req.window, wanted))
             else:
                 body = dict(req.body)
                 body["size"] = max(req.window, wanted)
@@ -375,8 +390,9 @@ class Server:
                 with forwarded_headers(auth):
                     engine = await self._engine_for_request()
                     where = path_segment(unquote(_index_of(request)), patterns=True)
-                    resp = await engine.request("POST", f"/{where}/_msearch", body=body.decode(),
-                                                ndjson=True, context="passing on an _msearch")
+                    resp = await engine.request("POST", f"/{where}/_msearch", body=body.decode(), ndjson=True,
+                                                params={k: v for k, v in request.query.items() if k == "typed_keys"},
+                                                context="passing on an _msearch")
                 for i, r in zip(plain, resp["responses"]):
                     answers[i] = r
             for i, task in tasks.items():

@@ -16,11 +16,13 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
 from esbridge.engine.client import Engine
 from esbridge.rerank import Reranker
+from esbridge.serve.shape import filter_path
 from tests.engine.test_serve import auth_of, client_of, http, ranking, running
 from tests.netfaults import fault_proxy
 from tests.smallindex import create_small_index, sample_collection
@@ -150,3 +152,91 @@ def test_compressed_requests_and_answers(engine: Engine, collection: tuple[str, 
                                                                                      **auth_of(engine)})
         with urllib.request.urlopen(req, timeout=60) as resp:
             assert resp.status == 200 and "content-encoding" not in resp.headers and resp.read() == b""
+
+
+def raw_get(engine: Engine, url: str, body: Any) -> tuple[int, str]:
+    """Status and text of a POST of ``body``, as sent back."""
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"content-type": "application/json", **auth_of(engine)})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_the_java_clients_url_parameters_are_taken(engine: Engine, collection: tuple[str, list[str]]) -> None:
+    index, queries = collection
+    search = {"query": {"match": {"text": queries[1]}}, "size": 5}
+    want = ranking(Reranker(engine, index, window=WINDOW).search(queries[1], size=5))
+    rescore = {"query": {"match": {"text": queries[1]}}, "size": 5,
+               "aggs": {"n": {"filter": {"exists": {"field": "title"}}}}}
+    with running(engine, {index: {"window": WINDOW}, "rescored": {}}) as url:
+        client = client_of(engine, url)
+        # opensearch-java sends typed_keys=true with every search and _msearch
+        got = client.search(index=index, body=search, params={"typed_keys": "true"})
+        assert ranking(got) == want
+        got = client.msearch(index=index, body=[{}, search], params={"typed_keys": "true"})
+        assert ranking(got["responses"][0]) == want
+        # the other parameters an application may add (opensearch-py takes a timeout parameter as its own)
+        params = {"preference": "app-session-1", "request_cache": "true", "pretty": "true"}
+        assert ranking(client.search(index=index, body=search, params=params)) == want
+        status, answer = http(engine, "POST", f"{url}/{index}/_search?timeout=30s&typed_keys", search)
+        assert status == 200 and ranking(answer) == want
+        # filter_path and pretty shape esbridge's answer as the engine shapes its own
+        status, answer = http(engine, "POST", f"{url}/{index}/_search?filter_path=hits.hits._id,hits.total", search)
+        assert status == 200 and set(answer) == {"hits"} and set(answer["hits"]) == {"hits", "total"}
+        assert [h["_id"] for h in answer["hits"]["hits"]] == [i for i, _ in want]
+        status, text = raw_get(engine, f"{url}/{index}/_search?pretty&filter_path=-hits.hits._source", search)
+        assert status == 200 and text.startswith('{\n  "took" : ') and text.endswith("}\n")
+        assert ranking(json.loads(text)) == want and "_source" not in text
+        status, answer = http(engine, "POST", f"{url}/{index}/_msearch?filter_path=responses.hits.hits._id",
+                              b"{}\n" + json.dumps(search).encode() + b"\n",
+                              headers={"content-type": "application/x-ndjson"})
+        assert answer == {"responses": [{"hits": {"hits": [{"_id": i} for i, _ in want]}}]}
+        # an error is left whole, as the engine leaves its own
+        status, answer = http(engine, "POST", f"{url}/{index}/_search?filter_path=took",
+                              {"query": {"term": {"text": "x"}}})
+        assert status == 400 and "[term]" in answer["error"]["reason"]
+    # rescore mode: typed_keys goes with the request's own search, which has aggregations
+    with running(engine, {index: {"window": WINDOW, "mode": "rescore"}}) as url:
+        got = client_of(engine, url).search(index=index, body=rescore, params={"typed_keys": "true"})
+        assert set(got["aggregations"]) == {"filter#n"} and got["aggregations"]["filter#n"]["doc_count"] > 0
+        assert {h["_id"] for h in got["hits"]["hits"]} <= {h["_id"] for h in engine.search(index, {
+            "query": rescore["query"], "size": WINDOW})["hits"]["hits"]}
+
+
+def test_the_first_stage_takes_the_searchs_engine_parameters(engine: Engine,
+                                                             collection: tuple[str, list[str]]) -> None:
+    index, queries = collection
+    search = {"query": {"match": {"text": queries[2]}}, "size": 5}
+    want = ranking(Reranker(engine, index, window=WINDOW).search(queries[2], size=5))
+    params = {"preference": "app-session-1", "request_cache": "true", "timeout": "30s"}
+    with fault_proxy(engine.options.url, lambda *_: None) as (proxy, seen), \
+            running(engine, {index: {"window": WINDOW}}, replace(engine.options, url=proxy, urls=())) as url:
+        status, answer = http(engine, "POST", f"{url}/{index}/_search?{urlencode(params)}", search)
+        assert status == 200 and ranking(answer) == want
+    sent = [parse_qs(urlsplit(path).query) for method, path in seen.requests
+            if urlsplit(path).path == f"/{index}/_search"]
+    assert sent and all({k: v[0] for k, v in q.items() if k in params} == params for q in sent)
+    # no other request of the rerank carries them
+    assert not [path for _, path in seen.requests if urlsplit(path).path != f"/{index}/_search"
+                and ("timeout=" in path or "request_cache=" in path or "app-session-1" in path)]
+
+
+FILTERS = ["hits.hits._id", "hits.hits._id,hits.total", "-hits.hits._source", "-_shards.*", "**._id", "hits.**",
+           "_sh*", "*.total", "hits.hits", "hits.hits.*", "hits.hits.nothing", "hits.hits._source.title",
+           "-hits.hits,hits", "hits.total.value,-hits.total", "hits.hits._id,-hits.hits._id", "-took,-hits.hits.*"]
+
+
+def test_filter_path_is_applied_as_the_engine_applies_it(engine: Engine, collection: tuple[str, list[str]]) -> None:
+    index, queries = collection
+    for body in ({"query": {"match": {"text": queries[0]}}, "size": 3, "_source": ["title"]},
+                 {"query": {"ids": {"values": ["no-such-id"]}}}):
+        _, whole = raw_get(engine, f"{engine.options.url}/{index}/_search?preference=x", body)
+        for spec in FILTERS:
+            _, own = raw_get(engine, f"{engine.options.url}/{index}/_search?preference=x&filter_path={spec}", body)
+            mine, theirs = filter_path(json.loads(whole), spec), json.loads(own)
+            for out in (mine, theirs):
+                out.pop("took", None)
+            assert mine == theirs, spec
