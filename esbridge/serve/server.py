@@ -405,8 +405,9 @@ class Server:
 
     async def _forward(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
         """The cluster's answer to ``request`` (with ``body`` in place of its own, if given),
-        streamed both ways."""
-        from aiohttp import ClientConnectionError, ServerTimeoutError, web
+        streamed both ways.  A node that cannot be reached passes the request on to the next, its
+        streamed body too where no connection was made (nothing of the body read yet)."""
+        from aiohttp import ClientConnectionError, ClientConnectorError, ServerTimeoutError, web
 
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
@@ -423,8 +424,11 @@ class Server:
                 if isinstance(err, ServerTimeoutError):
                     return _error_response(504, f"the cluster did not answer within {self.options.timeout:g} s "
                                                 "(--timeout)", "timeout_exception")
-                reached = data is None or isinstance(data, bytes)  # a streamed body cannot be sent again
-                if attempt + 1 < len(self.options.urls) and reached:
+                # the next node, where the request can be sent again whole: one without a body, or with
+                # esbridge's own; a streamed body only where the connection could not be made (none of
+                # it was read), never once part of it may have gone to a node
+                again = data is None or isinstance(data, bytes) or isinstance(err, ClientConnectorError)
+                if attempt + 1 < len(self.options.urls) and again:
                     continue
                 from esbridge.engine.connection import redact_url
 

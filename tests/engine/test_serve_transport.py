@@ -240,3 +240,34 @@ def test_filter_path_is_applied_as_the_engine_applies_it(engine: Engine, collect
             for out in (mine, theirs):
                 out.pop("took", None)
             assert mine == theirs, spec
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (a connection to it is refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_body_goes_on_to_the_next_node_when_one_is_down(engine: Engine, collection: tuple[str, list[str]],
+                                                          index_name: str) -> None:
+    index, queries = collection
+    create_small_index(engine, index_name)
+    dead = f"{urlsplit(engine.options.url).scheme}://127.0.0.1:{closed_port()}"
+    options = replace(engine.options, url="", urls=[dead, *engine.options.urls])
+    want = ranking(Reranker(engine, index, window=WINDOW).search(queries[3], size=5))
+    bulk = "".join(json.dumps(line) + "\n" for i in range(200) for line in (
+        {"index": {"_index": index_name, "_id": f"bulk-{i}"}}, {"title": f"Note {i}", "text": "Kept. " * 50}))
+    with running(engine, {index: {"window": WINDOW}}, options) as url:
+        client = client_of(engine, url, max_retries=0)  # every request reaches the server once
+        # the server sends its requests to the dead node and the live one in turn: each kind twice
+        for i in range(2):
+            client.index(index=index_name, id=f"new-{i}", body={"title": "Posted", "text": "A body, sent again."})
+            client.create(index=index_name, id=f"created-{i}", body={"title": "Put", "text": "Another."})
+            assert not client.bulk(body=bulk, refresh=True)["errors"]  # 200 KB, streamed
+            got = client.search(index=index_name, body={"query": {"match": {"text": "sent again"}}})
+            assert got["hits"]["total"]["value"] >= 1
+            assert ranking(client.search(index=index, body={"query": {"match": {"text": queries[3]}},
+                                                            "size": 5})) == want
+            assert client.count(index=index_name)["count"] == 5 + 200 + 2 * (i + 1)
+    assert engine.request("GET", f"/{index_name}/_doc/new-1")["_source"]["title"] == "Posted"
