@@ -22,6 +22,7 @@ from esbridge.engine.calls import first_stage_params, forwarded_headers, path_se
 from esbridge.errors import ConfigurationError, EngineError, EsbridgeError
 from esbridge.serve.config import IndexConfig, ServeConfig
 from esbridge.serve.metrics import Metrics
+from esbridge.serve.readonly import is_read
 from esbridge.serve.search import (
     SearchRequest,
     _engine_answer,
@@ -89,7 +90,7 @@ class Server:
 
     def __init__(self, options: ConnectionOptions, config: ServeConfig, *, max_concurrency: int = 64,
                  request_timeout: float = 60.0, max_search_body: int = 16 * 1024 * 1024,
-                 header_timeout: float = 30.0) -> None:
+                 header_timeout: float = 30.0, read_only: bool = False) -> None:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ConfigurationError(f"--max-concurrency must be a whole number >= 1, got {max_concurrency!r}")
         if not request_timeout > 0:
@@ -106,6 +107,8 @@ class Server:
         #: seconds a connection may wait for a request's line and headers: from its opening, or from
         #: the answer to its previous request (then closed, idle or half-sent)
         self.header_timeout = header_timeout
+        #: answer 403 to what is not a read (:func:`~esbridge.serve.readonly.is_read`), without asking the cluster
+        self.read_only = read_only
         self.metrics = Metrics()
         self._urls = itertools.cycle(self.options.urls)
         self._limit: asyncio.Semaphore | None = None
@@ -214,6 +217,11 @@ class Server:
                 response: web.StreamResponse = await self._health()
             elif request.path == "/_esbridge/metrics":
                 response = self._metrics()
+            elif self.read_only and not is_read(request.method, request.raw_path):
+                response = _error_response(403, f"esbridge serve runs with --read-only: [{request.method} "
+                                                f"{request.path}] writes or administers the cluster; send it to the "
+                                                "cluster itself, or start esbridge serve without --read-only",
+                                           "esbridge_read_only_exception")
             else:
                 assert self._limit is not None
                 self.metrics.in_flight += 1
@@ -238,7 +246,8 @@ class Server:
         from aiohttp import web
 
         return web.json_response({"status": "ok", "reranked_indices": sorted(self.config.indices),
-                                  "in_flight": self.metrics.in_flight, "max_concurrency": self.max_concurrency})
+                                  "in_flight": self.metrics.in_flight, "max_concurrency": self.max_concurrency,
+                                  "read_only": self.read_only})
 
     def _metrics(self) -> web.StreamResponse:
         from aiohttp import web

@@ -271,3 +271,57 @@ def test_a_body_goes_on_to_the_next_node_when_one_is_down(engine: Engine, collec
                                                             "size": 5})) == want
             assert client.count(index=index_name)["count"] == 5 + 200 + 2 * (i + 1)
     assert engine.request("GET", f"/{index_name}/_doc/new-1")["_source"]["title"] == "Posted"
+
+
+def test_read_only_refuses_writes_and_administration(engine: Engine, collection: tuple[str, list[str]],
+                                                     index_name: str) -> None:
+    index, queries = collection
+    create_small_index(engine, index_name)
+    count = engine.request("GET", f"/{index_name}/_count")["count"]
+    search = {"query": {"match": {"text": queries[0]}}, "size": 5}
+    want = ranking(Reranker(engine, index, window=WINDOW).search(queries[0], size=5))
+    some_id = engine.search(index_name, {"size": 1})["hits"]["hits"][0]["_id"]
+    ndjson = {"content-type": "application/x-ndjson"}
+    with running(engine, {index: {"window": WINDOW}}, read_only=True) as url:
+        refused = [
+            ("PUT", f"/{index_name}/_doc/new", {"title": "x"}, None),
+            ("POST", f"/{index_name}/_doc", {"title": "x"}, None),
+            ("POST", f"/{index_name}/_update/{some_id}", {"doc": {"title": "x"}}, None),
+            ("DELETE", f"/{index_name}/_doc/{some_id}", None, None), ("DELETE", f"/{index_name}", None, None),
+            ("POST", "/_bulk", json.dumps({"delete": {"_index": index_name, "_id": some_id}}).encode() + b"\n",
+             ndjson),
+            ("POST", f"/{index_name}/_delete_by_query", {"query": {"match_all": {}}}, None),
+            ("PUT", f"/{index_name}-copy", {}, None),
+            # (cluster calls that would change nothing on the shared test node, were they let through)
+            ("PUT", "/_cluster/settings", {"persistent": {}}, None),
+            ("PUT", "/_snapshot/esb-test-repo", {"type": "fs", "settings": {"location": "/tmp/x"}}, None),
+            ("POST", "/_nodes/_local/_shutdown", None, None)]
+        for method, path, body, headers in refused:
+            status, answer = http(engine, method, url + path, body, headers=headers)
+            assert status == 403 and answer["status"] == 403, (method, path, answer)
+            assert answer["error"]["type"] == "esbridge_read_only_exception"
+            assert f"[{method} {path}]" in answer["error"]["reason"] and "--read-only" in answer["error"]["reason"]
+        # reads pass, whatever their method
+        client = client_of(engine, url)
+        assert ranking(client.search(index=index, body=search)) == want
+        assert ranking(client.msearch(index=index, body=[{}, search])["responses"][0]) == want
+        assert client.count(index=index_name)["count"] == count
+        assert client.get(index=index_name, id=some_id)["found"]
+        assert client.mget(index=index_name, body={"ids": [some_id]})["docs"][0]["found"]
+        assert client.indices.validate_query(index=index_name, body={"query": {"match_all": {}}})["valid"]
+        assert client.explain(index=index_name, id=some_id, body={"query": {"match_all": {}}})["matched"]
+        assert "title" in client.field_caps(index=index_name, fields="title")["fields"]
+        assert client.indices.exists(index=index_name)
+        page = client.search(index=index_name, body={"size": 2}, scroll="1m")
+        assert client.scroll(body={"scroll_id": page["_scroll_id"], "scroll": "1m"})["hits"]["hits"]
+        assert client.clear_scroll(body={"scroll_id": page["_scroll_id"]})["succeeded"]
+        status, pit = http(engine, "POST", f"{url}/{index_name}/_search/point_in_time?keep_alive=1m")
+        assert status == 200, pit
+        status, page = http(engine, "POST", f"{url}/_search", {"pit": {"id": pit["pit_id"]}, "size": 1})
+        assert status == 200 and page["hits"]["hits"]
+        status, _ = http(engine, "DELETE", f"{url}/_search/point_in_time", {"pit_id": [pit["pit_id"]]})
+        assert status == 200
+        status, health = http(engine, "GET", f"{url}/_esbridge/health")
+        assert health["read_only"] is True
+    assert engine.request("GET", f"/{index_name}/_count")["count"] == count
+    assert engine.request("GET", f"/{index_name}/_doc/{some_id}")["_source"].get("title") != "x"

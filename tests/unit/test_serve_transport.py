@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from esbridge.serve import IndexConfig
+from esbridge.serve.readonly import is_read
 from esbridge.serve.search import MAX_BODY_DEPTH, _read_msearch, _Refused, check_depth, nesting_depth, read_search
 from esbridge.serve.shape import filter_path, render
 from tests.cli import run
@@ -115,3 +116,32 @@ def test_pretty_as_the_engine_reads_it() -> None:
     assert render({"a": [1]}, {"pretty": ""}) == render({"a": [1]}, {"pretty": "true"}) == \
         '{\n  "a" : [\n    1\n  ]\n}\n'
     assert render({"a": 1}, {"pretty": "false"}) == '{"a": 1}'
+
+
+@pytest.mark.parametrize("method,path", [
+    ("GET", "/docs/_doc/1"), ("HEAD", "/docs"), ("GET", "/_cluster/settings"), ("GET", "/_snapshot/repo/_all"),
+    ("POST", "/docs/_search?typed_keys=true"), ("POST", "/_search"), ("POST", "/_all/_search"),
+    ("POST", "/docs,other/_msearch"), ("POST", "/_msearch/template"), ("POST", "/docs/_search/template"),
+    ("POST", "/docs/_count"), ("POST", "/_mget"), ("POST", "/docs/_validate/query?explain"),
+    ("POST", "/docs/_explain/1"), ("POST", "/docs/_field_caps?fields=*"), ("POST", "/docs/_termvectors/1"),
+    ("POST", "/_mtermvectors"), ("POST", "/docs/_analyze"), ("POST", "/_render/template"),
+    ("POST", "/_search/scroll"), ("DELETE", "/_search/scroll"), ("DELETE", "/_search/scroll/abc"),
+    ("POST", "/docs/_search/point_in_time?keep_alive=1m"), ("DELETE", "/_search/point_in_time"),
+    ("DELETE", "/_search/point_in_time/_all"), ("POST", "/docs/_pit?keep_alive=1m"), ("DELETE", "/_pit"),
+])
+def test_reads_pass_read_only(method: str, path: str) -> None:
+    assert is_read(method, path)
+
+
+@pytest.mark.parametrize("method,path", [
+    ("PUT", "/docs/_doc/1"), ("POST", "/docs/_doc"), ("POST", "/docs/_update/1"), ("DELETE", "/docs/_doc/1"),
+    ("POST", "/_bulk"), ("PUT", "/docs"), ("DELETE", "/docs"), ("DELETE", "/_all"), ("POST", "/docs/_refresh"),
+    ("POST", "/docs/_delete_by_query"), ("POST", "/docs/_update_by_query"), ("POST", "/_reindex"),
+    ("PUT", "/_cluster/settings"), ("PUT", "/_snapshot/repo"), ("POST", "/_snapshot/repo/snap/_restore"),
+    ("POST", "/_nodes/node-1/_shutdown"), ("POST", "/_cluster/reroute"), ("PUT", "/_search/pipeline/p"),
+    ("DELETE", "/_search/pipeline/p"), ("PUT", "/docs/_search"), ("POST", "/docs/_close"),
+    ("PATCH", "/docs/_search"), ("POST", "/_plugins/_sql"), ("POST", "/docs/_validate/other"),
+    ("DELETE", "/_searchx/scroll"), ("DELETE", "/_pitfall"), ("GET", "/docs/_refresh"), ("GET", "/_flush"),
+])
+def test_writes_and_administration_do_not(method: str, path: str) -> None:
+    assert not is_read(method, path)
