@@ -345,7 +345,8 @@ def _read_msearch(index: str, config: IndexConfig, raw: bytes,
     unknown = [k for k in params if k not in MSEARCH_PARAMS]
     if unknown:
         raise _Refused(400, f"esbridge reranks _msearch of [{index}] with the parameters {', '.join(MSEARCH_PARAMS)}; "
-                            f"[{unknown[0]}] is not supported")
+                            f"[{unknown[0]}] is not supported: leave it out, or send this _msearch to the cluster "
+                            "itself")
     each = {k: v for k, v in params.items() if k == "typed_keys"}
     lines = [ln for ln in raw.split(b"\n") if ln.strip()]
     if len(lines) % 2:
