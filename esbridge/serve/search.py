@@ -38,7 +38,7 @@ MSEARCH_PARAMS = ("typed_keys", *RESPONSE_PARAMS)
 #: Query clauses whose ``query`` is a text: the text reranked in ``search`` mode.
 TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
 #: How deeply the body of a search esbridge reads may nest objects and arrays: far deeper than a
-#: search needs (the engine refuses a ``bool`` query nested over 20 deep), far shallower than
+#: search needs (each level of a ``bool`` query takes three), far shallower than
 #: Python's parser and esbridge's own reading of the query can go.
 MAX_BODY_DEPTH = 100
 
