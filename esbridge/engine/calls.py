@@ -109,6 +109,29 @@ def forwarded_headers(headers: Mapping[str, str]) -> Iterator[None]:
         _forwarded.reset(token)
 
 
+#: Query-string parameters of the first stages searched in the current context (:func:`first_stage_params`).
+_first_stage: ContextVar[Mapping[str, str] | None] = ContextVar("esbridge_first_stage_params", default=None)
+
+
+@contextmanager
+def first_stage_params(params: Mapping[str, str]) -> Iterator[None]:
+    """Within the block (and the tasks, worker threads and plans it starts), the ``_search`` that
+    finds a query's candidates (a reranker's first stage) carries ``params`` in its query string
+    too, where it does not set them itself: the ``preference``, ``request_cache`` or ``timeout`` of
+    the search a server is answering.  The reranker's other requests (statistics, features,
+    sources) do not; nothing keeps them after the block."""
+    token = _first_stage.set(dict(params))
+    try:
+        yield
+    finally:
+        _first_stage.reset(token)
+
+
+def current_first_stage_params() -> dict[str, str]:
+    """The parameters :func:`first_stage_params` gives the first stages of the current context."""
+    return dict(_first_stage.get() or {})
+
+
 def request_target(path: str, params: Mapping[str, Any] | None, ndjson: bool,
                    preference: str | None = None) -> tuple[str, dict[str, str]]:
     """The path with ``params`` in its query string, and the headers of a request (with those of

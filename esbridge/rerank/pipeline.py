@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from esbridge.engine.calls import (
+    current_first_stage_params,
     ids_body,
     ids_search_plan,
     ids_taken,
@@ -419,7 +420,8 @@ class RerankerCore:
         body = {"size": window, "query": with_filter(match_query(layout, text), filter), "_source": source,
                 "ext": analysing_ext(layout, text, channels, self.channels)}
         try:
-            response = yield from ids_search_plan(self.index, body, layout.id_values)
+            response = yield from ids_search_plan(self.index, body, layout.id_values,
+                                                  params=current_first_stage_params() or None)
         except EngineError as err:
             if err.status != 400 or "has no parameter [analyze" not in str(err):
                 raise
@@ -481,7 +483,7 @@ class RerankerCore:
         return has
 
     def _first_stage_search_plan(self, body: Mapping[str, Any]) -> Plan[dict[str, Any]]:
-        params = yield from self._search_params_plan()
+        params = {**current_first_stage_params(), **(yield from self._search_params_plan())}
         return (yield from ids_search_plan(self.index, body, self._layout.id_values, params=params))
 
     def _fetch_union_plan(self, queries: Sequence[tuple[AnalyzedQuery, str]], *, window: int | None = None,

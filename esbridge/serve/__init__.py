@@ -17,8 +17,9 @@ The configuration (:func:`load_config`) is a JSON file::
 and a search may override it with ``"ext": {"esbridge": {...}}`` in its body (:data:`EXT_KEYS`),
 which the cluster never sees.  The package follows a request: :mod:`~esbridge.serve.config` (the
 configuration), :mod:`~esbridge.serve.search` (what a search asks, answers in the engine's shape),
-:mod:`~esbridge.serve.metrics`, :mod:`~esbridge.serve.server` (the aiohttp server) and
-:mod:`~esbridge.serve.command` (``esbridge serve`` on the command line).
+:mod:`~esbridge.serve.shape` (``filter_path`` and ``pretty``), :mod:`~esbridge.serve.readonly`
+(what ``--read-only`` lets through), :mod:`~esbridge.serve.metrics`, :mod:`~esbridge.serve.server`
+(the aiohttp server) and :mod:`~esbridge.serve.command` (``esbridge serve`` on the command line).
 """
 
 from esbridge.serve.command import add_command

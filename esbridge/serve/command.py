@@ -27,7 +27,8 @@ def _cmd_serve(args: argparse.Namespace, options_of: Callable[[argparse.Namespac
                                  "header) and holds none: leave out --username and --api-key")
     config = load_config(args.config) if args.config else ServeConfig()
     server = Server(options_of(args), config, max_concurrency=args.max_concurrency,
-                    request_timeout=args.request_timeout)
+                    request_timeout=args.request_timeout, header_timeout=args.header_timeout,
+                    read_only=args.read_only)
     asyncio.run(serve(server, args.host, args.port, shutdown_timeout=args.shutdown_timeout))
     return 0
 
@@ -50,6 +51,13 @@ def add_command(sub: Any, connection_args: Callable[[argparse.ArgumentParser], N
                    help="requests answered at once; more wait their turn (default 64)")
     p.add_argument("--request-timeout", type=float, default=60.0,
                    help="seconds esbridge may take over a reranked search before answering 504 (default 60)")
+    p.add_argument("--read-only", action="store_true",
+                   help="answer 403 to writes, deletions and cluster administration (every method but GET and HEAD, "
+                        "but the reads sent as POST: _search, _msearch, _count, _mget, _explain, ...) without "
+                        "passing them on; by default everything passes through (docs/serve.md)")
+    p.add_argument("--header-timeout", type=float, default=30.0,
+                   help="seconds a client connection may take to send a request's line and headers, counted from "
+                        "its opening or from the previous answer; then it is closed (default 30)")
     p.add_argument("--shutdown-timeout", type=float, default=30.0,
                    help="on SIGTERM or SIGINT, seconds the requests being answered may take to finish (default 30)")
     connection_args(p)

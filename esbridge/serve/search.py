@@ -7,6 +7,7 @@ A search may override its index's configuration with ``"ext": {"esbridge": {...}
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,16 +15,32 @@ from typing import Any
 from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, EsbridgeError
 from esbridge.serve.config import MODES, IndexConfig, _pipeline_params
 
-__all__ = ["SearchRequest", "error_body", "query_text", "read_search", "engine_shaped", "EXT_KEYS"]
+__all__ = ["SearchRequest", "error_body", "query_text", "read_search", "engine_shaped", "EXT_KEYS", "SEARCH_PARAMS",
+           "MSEARCH_PARAMS", "FIRST_STAGE_PARAMS", "RESPONSE_PARAMS"]
 
 #: The keys of ``ext.esbridge`` in a search body.
 EXT_KEYS = ("rerank", "explain", "window", "scorer", "mode", "query", "pipeline")
 #: Body keys a search of a ``search``-mode index may have (the rest needs the engine's own query).
 SEARCH_BODY_KEYS = ("query", "size", "from", "_source", "ext")
-#: Query-string parameters such a search may have.
-SEARCH_PARAMS = ("size", "from", "q")
+#: Query-string parameters that shape esbridge's answer, not its hits: applied to the answer
+#: (``filter_path``, ``pretty``; :mod:`esbridge.serve.shape`) or changing nothing in it (``human``,
+#: ``error_trace``), never sent with esbridge's own requests.
+RESPONSE_PARAMS = ("filter_path", "pretty", "human", "error_trace")
+#: Query-string parameters that go with the search finding a ``search``-mode search's candidates
+#: (its first stage), as the engine takes them with a search.
+FIRST_STAGE_PARAMS = ("preference", "request_cache", "timeout")
+#: Query-string parameters a search of a ``search``-mode index may have (``typed_keys`` renames
+#: aggregations and suggestions, which such a search has none of).
+SEARCH_PARAMS = ("size", "from", "q", "typed_keys", *FIRST_STAGE_PARAMS, *RESPONSE_PARAMS)
+#: Query-string parameters an ``_msearch`` of a reranked index may have (``typed_keys`` goes with the
+#: searches the engine runs).
+MSEARCH_PARAMS = ("typed_keys", *RESPONSE_PARAMS)
 #: Query clauses whose ``query`` is a text: the text reranked in ``search`` mode.
 TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
+#: How deeply the body of a search esbridge reads may nest objects and arrays: far deeper than a
+#: search needs (each level of a ``bool`` query takes three), far shallower than
+#: Python's parser and esbridge's own reading of the query can go.
+MAX_BODY_DEPTH = 100
 
 
 # ---- errors in the engine's shape -----------------------------------------------------------
@@ -58,6 +75,38 @@ def _engine_answer(err: EsbridgeError) -> tuple[int, Any]:
     return 500, error_body(500, str(err), "esbridge_exception")
 
 
+# ---- reading a body -------------------------------------------------------------------------
+
+#: A JSON string (or the rest of the text, for one never closed), its escapes included.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+#: Every byte but the brackets of objects and arrays.
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"{}[]")
+#: Opening brackets as 2, closing ones as 0 (one more and one less level once 1 is taken away).
+_STEPS = bytes.maketrans(b"{[}]", b"\x02\x02\x00\x00")
+
+
+def nesting_depth(raw: bytes) -> int:
+    """How deeply the JSON text ``raw`` nests objects and arrays (brackets inside strings do not
+    count), read without parsing it: linear in its length, whatever its depth."""
+    import numpy as np
+
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    steps = np.frombuffer(brackets.translate(_STEPS), dtype=np.uint8).astype(np.int64) - 1
+    return max(0, int(np.cumsum(steps).max()))
+
+
+def check_depth(raw: bytes, what: str = "the search body") -> None:
+    """Refuse (400, ``parsing_exception``) a body nested deeper than :data:`MAX_BODY_DEPTH`, before
+    anything parses it."""
+    depth = nesting_depth(raw)
+    if depth > MAX_BODY_DEPTH:
+        raise _Refused(400, f"{what} nests objects and arrays {depth} levels deep; esbridge reads a search "
+                            f"nested at most {MAX_BODY_DEPTH} levels deep: send a flatter body",
+                       "parsing_exception")
+
+
 # ---- what a search asks ---------------------------------------------------------------------
 
 @dataclass
@@ -74,7 +123,10 @@ class SearchRequest:
     explain: bool
     window: int
     source: Any
-    params: dict[str, str] = field(default_factory=dict)   # the query string's, but size and from
+    #: the query-string parameters sent to the engine: with the request's body (``rescore`` mode:
+    #: all but size, from and :data:`RESPONSE_PARAMS`), or with the first stage (``search`` mode:
+    #: :data:`FIRST_STAGE_PARAMS`)
+    params: dict[str, str] = field(default_factory=dict)
 
 
 def _whole(value: Any, name: str, minimum: int = 0) -> int:
@@ -218,8 +270,14 @@ def read_search(index: str, config: IndexConfig, body: Any, params: Mapping[str,
                             "query_string or simple_query_string query, the q parameter, or ext.esbridge.query")
     return SearchRequest(index=index, config=config, body=body, text=text, filter=filters, size=size,
                          from_=from_, explain=bool(opts.get("explain", False)), window=window,
-                         source=body.get("_source"),
-                         params={k: v for k, v in params.items() if k not in ("size", "from")})
+                         source=body.get("_source"), params=_engine_params(config.mode, params))
+
+
+def _engine_params(mode: str, params: Mapping[str, str]) -> dict[str, str]:
+    """What of a search's query-string parameters goes to the engine (:attr:`SearchRequest.params`)."""
+    if mode == "search":
+        return {k: v for k, v in params.items() if k in FIRST_STAGE_PARAMS}
+    return {k: v for k, v in params.items() if k not in ("size", "from", *RESPONSE_PARAMS)}
 
 
 def _fields_of(source: Any) -> list[str] | None:
@@ -284,9 +342,12 @@ def _strip_msearch_ext(raw: bytes) -> bytes:
 def _read_msearch(index: str, config: IndexConfig, raw: bytes,
                   params: Mapping[str, str]) -> list[SearchRequest | None | _Refused]:
     """Each search of an ``_msearch`` body: what it asks, ``None`` (pass it on), or why it is refused."""
-    if params:
-        raise _Refused(400, f"esbridge reranks _msearch of [{index}] without parameters; "
-                            f"[{next(iter(params))}] is not supported")
+    unknown = [k for k in params if k not in MSEARCH_PARAMS]
+    if unknown:
+        raise _Refused(400, f"esbridge reranks _msearch of [{index}] with the parameters {', '.join(MSEARCH_PARAMS)}; "
+                            f"[{unknown[0]}] is not supported: leave it out, or send this _msearch to the cluster "
+                            "itself")
+    each = {k: v for k, v in params.items() if k == "typed_keys"}
     lines = [ln for ln in raw.split(b"\n") if ln.strip()]
     if len(lines) % 2:
         raise _Refused(400, "an _msearch body is pairs of lines (header, search); the last search is missing")
@@ -299,7 +360,7 @@ def _read_msearch(index: str, config: IndexConfig, raw: bytes,
             raise _Refused(400, f"line {i + 1} of the _msearch body: esbridge reranks an _msearch of [{index}] "
                                 "whose headers name no other index and no other option")
         try:
-            out.append(read_search(index, config, json.loads(lines[i + 1]), {}))
+            out.append(read_search(index, config, json.loads(lines[i + 1]), each))
         except _Refused as err:
             out.append(err)
     return out

@@ -4,10 +4,12 @@ of the configured indices reranked (:class:`Server`, :func:`build_app`, :func:`s
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import json
 import logging
 import signal
+import socket
 import ssl
 import threading
 import time
@@ -16,10 +18,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from esbridge.engine.calls import forwarded_headers, path_segment
+from esbridge.engine.calls import first_stage_params, forwarded_headers, path_segment
 from esbridge.errors import ConfigurationError, EngineError, EsbridgeError
 from esbridge.serve.config import IndexConfig, ServeConfig
 from esbridge.serve.metrics import Metrics
+from esbridge.serve.readonly import is_read
 from esbridge.serve.search import (
     SearchRequest,
     _engine_answer,
@@ -29,13 +32,16 @@ from esbridge.serve.search import (
     _strip_ext,
     _strip_ext_line,
     _strip_msearch_ext,
+    check_depth,
     engine_shaped,
     error_body,
     read_search,
 )
+from esbridge.serve.shape import filter_path, render
 
 if TYPE_CHECKING:
     from aiohttp import ClientSession, web
+    from aiohttp.web import ContentCoding
 
     from esbridge.aio import AsyncEngine, AsyncReranker
     from esbridge.engine.client import Engine
@@ -83,11 +89,14 @@ class Server:
     cluster asks for them) and a reranker per index and setting."""
 
     def __init__(self, options: ConnectionOptions, config: ServeConfig, *, max_concurrency: int = 64,
-                 request_timeout: float = 60.0, max_search_body: int = 16 * 1024 * 1024) -> None:
+                 request_timeout: float = 60.0, max_search_body: int = 16 * 1024 * 1024,
+                 header_timeout: float = 30.0, read_only: bool = False) -> None:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ConfigurationError(f"--max-concurrency must be a whole number >= 1, got {max_concurrency!r}")
         if not request_timeout > 0:
             raise ConfigurationError(f"--request-timeout must be > 0 seconds, got {request_timeout}")
+        if not header_timeout > 0:
+            raise ConfigurationError(f"--header-timeout must be > 0 seconds, got {header_timeout}")
         # a connection to the cluster for each request answered at once
         self.options = replace(_without_credentials(options), connections=max(options.connections, max_concurrency))
         self.config = config
@@ -95,6 +104,11 @@ class Server:
         self.request_timeout = request_timeout
         #: the largest body of a search esbridge reranks (read whole); what passes through is streamed
         self.max_search_body = max_search_body
+        #: seconds a connection may wait for a request's line and headers: from its opening, or from
+        #: the answer to its previous request (then closed, idle or half-sent)
+        self.header_timeout = header_timeout
+        #: answer 403 to what is not a read (:func:`~esbridge.serve.readonly.is_read`), without asking the cluster
+        self.read_only = read_only
         self.metrics = Metrics()
         self._urls = itertools.cycle(self.options.urls)
         self._limit: asyncio.Semaphore | None = None
@@ -203,6 +217,11 @@ class Server:
                 response: web.StreamResponse = await self._health()
             elif request.path == "/_esbridge/metrics":
                 response = self._metrics()
+            elif self.read_only and not is_read(request.method, request.raw_path):
+                response = _error_response(403, f"esbridge serve runs with --read-only: [{request.method} "
+                                                f"{request.path}] writes or administers the cluster; send it to the "
+                                                "cluster itself, or start esbridge serve without --read-only",
+                                           "esbridge_read_only_exception")
             else:
                 assert self._limit is not None
                 self.metrics.in_flight += 1
@@ -211,6 +230,8 @@ class Server:
                         handling, response = await self._answer(request)
                 finally:
                     self.metrics.in_flight -= 1
+            if not response.prepared and _accepts_gzip(request):
+                response.enable_compression(_gzip())
             status = response.status
             return response
         except asyncio.CancelledError:
@@ -225,7 +246,8 @@ class Server:
         from aiohttp import web
 
         return web.json_response({"status": "ok", "reranked_indices": sorted(self.config.indices),
-                                  "in_flight": self.metrics.in_flight, "max_concurrency": self.max_concurrency})
+                                  "in_flight": self.metrics.in_flight, "max_concurrency": self.max_concurrency,
+                                  "read_only": self.read_only})
 
     def _metrics(self) -> web.StreamResponse:
         from aiohttp import web
@@ -253,10 +275,12 @@ class Server:
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            return "reranked", _error_response(413, f"the body of a search esbridge reranks may hold at most "
-                                                    f"{self.max_search_body} bytes", "illegal_argument_exception")
+            return "reranked", self._json(request, error_body(
+                413, f"the body of a search esbridge reranks may hold at most {self.max_search_body} bytes",
+                "illegal_argument_exception"), 413)
         auth = {k.lower(): v for k, v in request.headers.items() if k.lower() == "authorization"}
         try:
+            check_depth(raw)
             if endpoint == "_search":
                 body = json.loads(raw) if raw.strip() else None
                 req = read_search(index, self.config.indices[index], body, request.query)
@@ -268,19 +292,32 @@ class Server:
                 if all(s is None for s in searches):
                     return "passed_through", await self._forward(request, _strip_msearch_ext(raw))
                 answer = await asyncio.wait_for(self._msearch(request, searches, raw, auth), self.request_timeout)
-            return "reranked", web.json_response(answer, dumps=_dumps, headers=self._product_headers())
+            return "reranked", self._json(request, answer)
         except json.JSONDecodeError as err:
-            return "reranked", _error_response(400, f"the search body is not valid JSON: {err}",
-                                               "parsing_exception")
+            refused = _Refused(400, f"the search body is not valid JSON: {err}", "parsing_exception")
+        except RecursionError:  # not expected within MAX_BODY_DEPTH: answered as a body nested too deep
+            refused = _Refused(400, "the search body nests objects and arrays too deep for esbridge to read: send a "
+                                    "flatter body", "parsing_exception")
         except _Refused as err:
-            return "reranked", _error_response(err.status, err.reason, err.error_type)
+            refused = err
         except asyncio.TimeoutError:
-            return "reranked", _error_response(504, f"esbridge did not answer the search of [{index}] within "
-                                                    f"{self.request_timeout:g} s (--request-timeout)",
-                                               "timeout_exception")
+            refused = _Refused(504, f"esbridge did not answer the search of [{index}] within "
+                                    f"{self.request_timeout:g} s (--request-timeout)", "timeout_exception")
         except EsbridgeError as err:
             status, body = _engine_answer(err)
-            return "reranked", web.json_response(body, status=status, dumps=_dumps)
+            return "reranked", self._json(request, body, status)
+        return "reranked", self._json(request, error_body(refused.status, refused.reason, refused.error_type),
+                                      refused.status)
+
+    def _json(self, request: web.Request, body: Any, status: int = 200) -> web.Response:
+        """esbridge's answer to ``request`` as the engine would give it: ``filter_path`` applied to a
+        success (the engine leaves errors whole), indented with ``pretty``."""
+        from aiohttp import web
+
+        if status == 200 and "filter_path" in request.query and isinstance(body, Mapping):
+            body = filter_path(body, request.query["filter_path"])
+        return web.Response(text=render(body, request.query), status=status, content_type="application/json",
+                            headers=self._product_headers())
 
     def _product_headers(self) -> dict[str, str]:
         """What the cluster's clients check a response by (the Elasticsearch clients 7.14+ refuse
@@ -306,13 +343,16 @@ class Server:
                         return searcher.search(query, size=wanted, filter=req.filter or None, fields=fields,
                                                explain=req.explain)
 
-                response = await asyncio.to_thread(hybrid)
+                with first_stage_params(req.params):
+                    response = await asyncio.to_thread(hybrid)
                 return engine_shaped(response, req, time.perf_counter() - start)
             reranker = await self._reranker(req.index, req.config)
             if req.config.mode == "search":
                 assert req.text is not None
-                response = await reranker.search(req.text, size=wanted, filter=req.filter or None, fields=fields,
-                                                 explain=req.explain, window=max(req.window, wanted))
+                with first_stage_params(req.params):
+                    response = await reranker.search(req.text, size=wanted, filter=req.filter or None,
+                                                     fields=fields, explain=req.explain,
+                                                     window=max(req.window, wanted))
             else:
                 body = dict(req.body)
                 body["size"] = max(req.window, wanted)
@@ -359,8 +399,9 @@ class Server:
                 with forwarded_headers(auth):
                     engine = await self._engine_for_request()
                     where = path_segment(unquote(_index_of(request)), patterns=True)
-                    resp = await engine.request("POST", f"/{where}/_msearch", body=body.decode(),
-                                                ndjson=True, context="passing on an _msearch")
+                    resp = await engine.request("POST", f"/{where}/_msearch", body=body.decode(), ndjson=True,
+                                                params={k: v for k, v in request.query.items() if k == "typed_keys"},
+                                                context="passing on an _msearch")
                 for i, r in zip(plain, resp["responses"]):
                     answers[i] = r
             for i, task in tasks.items():
@@ -373,13 +414,15 @@ class Server:
 
     async def _forward(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
         """The cluster's answer to ``request`` (with ``body`` in place of its own, if given),
-        streamed both ways."""
-        from aiohttp import ClientConnectionError, ServerTimeoutError, web
+        streamed both ways.  A node that cannot be reached passes the request on to the next, its
+        streamed body too where no connection was made (nothing of the body read yet)."""
+        from aiohttp import ClientConnectionError, ClientConnectorError, ServerTimeoutError, web
 
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
-        if body is not None:
-            headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+        if body is not None or _decoded(request):
+            # a body of esbridge's own, or the client's as aiohttp decompressed it: of another length, plain
+            headers = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "content-encoding")}
         data: Any = body if body is not None else (request.content if request.body_exists else None)
         for attempt in range(len(self.options.urls)):
             base = next(self._urls).rstrip("/")
@@ -390,8 +433,11 @@ class Server:
                 if isinstance(err, ServerTimeoutError):
                     return _error_response(504, f"the cluster did not answer within {self.options.timeout:g} s "
                                                 "(--timeout)", "timeout_exception")
-                reached = data is None or isinstance(data, bytes)  # a streamed body cannot be sent again
-                if attempt + 1 < len(self.options.urls) and reached:
+                # the next node, where the request can be sent again whole: one without a body, or with
+                # esbridge's own; a streamed body only where the connection could not be made (none of
+                # it was read), never once part of it may have gone to a node
+                again = data is None or isinstance(data, bytes) or isinstance(err, ClientConnectorError)
+                if attempt + 1 < len(self.options.urls) and again:
                     continue
                 from esbridge.engine.connection import redact_url
 
@@ -403,7 +449,11 @@ class Server:
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
                     response.headers.add(key, value)
-            if upstream.content_length is not None:
+            has_body = request.method != "HEAD" and upstream.status >= 200 and upstream.status not in (204, 304)
+            if has_body and upstream.content_length != 0 and "content-encoding" not in upstream.headers \
+                    and _accepts_gzip(request):
+                response.enable_compression(_gzip())  # the cluster's answer was not compressed: gzip it here
+            elif upstream.content_length is not None:
                 response.content_length = upstream.content_length
             await response.prepare(request)
             async for chunk in upstream.content.iter_chunked(64 * 1024):
@@ -412,6 +462,35 @@ class Server:
             return response
         finally:
             upstream.release()
+
+
+#: The request bodies aiohttp decompresses as it reads them (its ``Content-Encoding`` values).
+DECODED_ENCODINGS = frozenset({"gzip", "deflate", "br", "zstd"})
+
+
+def _decoded(request: web.Request) -> bool:
+    """Whether aiohttp decompressed ``request``'s body (its ``Content-Encoding``): what is read from
+    it is then the plain body."""
+    return request.headers.get("Content-Encoding", "").strip().lower() in DECODED_ENCODINGS
+
+
+def _accepts_gzip(request: web.Request) -> bool:
+    """Whether the client takes a gzip-compressed answer (``Accept-Encoding: gzip``, not with ``q=0``)."""
+    for item in request.headers.get("Accept-Encoding", "").split(","):
+        name, _, params = item.partition(";")
+        if name.strip().lower() in ("gzip", "x-gzip", "*"):
+            q = params.strip().lower().removeprefix("q=").strip()
+            try:
+                return not params.strip() or float(q) > 0
+            except ValueError:
+                return True
+    return False
+
+
+def _gzip() -> ContentCoding:
+    from aiohttp.web import ContentCoding
+
+    return ContentCoding.gzip
 
 
 def _index_of(request: web.Request) -> str:
@@ -426,6 +505,29 @@ def _error_response(status: int, reason: str, error_type: str) -> web.Response:
     from aiohttp import web
 
     return web.json_response(error_body(status, reason, error_type), status=status, dumps=_dumps)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``"3.14.4"`` as ``(3, 14, 4)`` (a pre-release's suffix left out)."""
+    parts = []
+    for part in text.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def _listen_error(host: str, port: int, err: OSError) -> str:
+    """Why the server cannot listen on ``host:port``, and what to do, in one line."""
+    if err.errno == errno.EADDRINUSE:
+        return (f"port {port} on {host} is already in use (another esbridge serve, the engine, or another "
+                "program listens there): stop that program, or give another --port (--port 0 takes a free one)")
+    if err.errno == errno.EACCES:
+        return (f"no permission to listen on port {port} of {host} (ports below 1024 need administrator rights): "
+                "give a --port of 1024 or more")
+    if err.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) or isinstance(err, socket.gaierror):
+        return (f"cannot listen on {host}: it is not an address of this machine ({err.strerror or err}); "
+                "give --host an address of this machine, e.g. 127.0.0.1 or 0.0.0.0")
+    return f"cannot listen on {host}:{port}: {err.strerror or err}"
 
 
 def build_app(server: Server) -> web.Application:
@@ -444,10 +546,17 @@ async def serve(server: Server, host: str, port: int, *, ready: Callable[[str], 
     """Serve until ``stop`` is set (by default: until SIGTERM or SIGINT), then stop taking
     connections, let the requests being answered finish (at most ``shutdown_timeout`` seconds)
     and close the cluster's connections.  ``ready`` is called with the server's URL once it listens."""
+    import aiohttp
     from aiohttp import web
 
+    if _version(aiohttp.__version__) < (3, 14, 4):
+        log.warning("aiohttp %s does not time out a connection that has not sent its first request: "
+                    "--header-timeout applies only after a first answer (pip install -U \"aiohttp>=3.14.4\")",
+                    aiohttp.__version__)
+    # aiohttp's keep-alive timeout closes a connection whose handler has waited that long for a
+    # request's head (none, or part of one) since the connection opened or its last answer
     runner = web.AppRunner(build_app(server), access_log=None, shutdown_timeout=shutdown_timeout,
-                           handle_signals=False)
+                           handle_signals=False, keepalive_timeout=server.header_timeout)
     await runner.setup()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT) if stop is None else ()
@@ -456,7 +565,10 @@ async def serve(server: Server, host: str, port: int, *, ready: Callable[[str], 
         loop.add_signal_handler(sig, stopping.set)
     try:
         site = web.TCPSite(runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as err:
+            raise ConfigurationError(_listen_error(host, port, err)) from None
         url = f"http://{host}:{runner.addresses[0][1]}"
         log.info("listening on %s (forwarding to %s)", url, server.options.display_url)
         if ready is not None:

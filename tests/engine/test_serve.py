@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from opensearchpy import NotFoundError, OpenSearch
 
-from esbridge.engine.client import Engine
+from esbridge.engine.client import ConnectionOptions, Engine
 from esbridge.rerank import Reranker
 from esbridge.serve import parse_config, serve
 from esbridge.serve.server import Server
@@ -51,9 +51,11 @@ def collection(engine: Engine) -> Iterator[tuple[str, list[str]]]:
 
 
 @contextmanager
-def running(engine: Engine, indices: dict[str, Any], **kwargs: Any) -> Iterator[str]:
-    """An ``esbridge serve`` server in a thread of its own, forwarding to ``engine``; its URL."""
-    server = Server(engine.options, parse_config({"indices": indices}), **kwargs)
+def running(engine: Engine, indices: dict[str, Any], options: ConnectionOptions | None = None,
+            **kwargs: Any) -> Iterator[str]:
+    """An ``esbridge serve`` server in a thread of its own, forwarding to ``engine`` (or as
+    ``options`` say); its URL."""
+    server = Server(options or engine.options, parse_config({"indices": indices}), **kwargs)
     started = threading.Event()
     url: list[str] = []
     failure: list[BaseException] = []

@@ -142,7 +142,7 @@ def test_a_search_request_is_read() -> None:
 
 @pytest.mark.parametrize("body,params,message", [
     ({"query": {"match": {"t": "x"}}, "aggs": {}}, {}, "[aggs] is not supported (set ext.esbridge.rerank to false"),
-    ({"query": {"match": {"t": "x"}}}, {"filter_path": "hits"}, "[filter_path] is not supported"),
+    ({"query": {"match": {"t": "x"}}}, {"routing": "a"}, "[routing] is not supported"),
     ({"query": {"match": {"t": "x"}}, "ext": {"esbridge": {"windw": 3}}}, {}, "ext.esbridge.windw is not an option"),
     ({"query": {"match": {"t": "x"}}, "ext": {"esbridge": {"explain": "yes"}}}, {},
      "ext.esbridge.explain must be true or false"),
