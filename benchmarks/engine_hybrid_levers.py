@@ -66,7 +66,7 @@ from common import connect_engine, engine_arguments, machine  # noqa: E402
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "med")
 ENGINE_ROWS = (BASELINE_PYSERINI, BASELINE_DEFAULT, ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF)
 BM25_ROWS = (BASELINE_PYSERINI, BASELINE_DEFAULT)
-DOCUMENT_WEIGHTS = (0.25, 0.5, 1.0, 2.0)
+DOCUMENT_WEIGHTS = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0)
 ENGINE_SHARES = (0.2, 0.35, 0.5)
 #: documents of the whole-document kNN list a lever fuses
 DOCUMENT_DEPTH = 1000
@@ -211,11 +211,11 @@ def report(results: dict[str, Any], meta: dict[str, Any]) -> str:
               "| left out | chosen on the others | gain over the strongest engine row | over the strongest BM25 row "
               "| shipped hybrid over the strongest engine row |", "|---|---|---:|---:|---:|"]
     loco = {}
-    for c in cols:
+    for c in (cols if len(cols) > 1 else []):
         lv = choose(tune, [x for x in cols if x != c])
         loco[c] = (lv, test[lv][c], test_bm25[lv][c])
         lines.append(f"| {c} | {lv} | {test[lv][c]:+.2f} | {test_bm25[lv][c]:+.2f} | {test['hybrid'][c]:+.2f} |")
-    g = [v[1] for v in loco.values()]
+    g = [v[1] for v in loco.values()] or [float("nan")]
     h = [test["hybrid"][c] for c in cols]
     lines += ["", f"Leave-one-collection-out against the strongest engine row: mean {np.mean(g):+.2f}, worst "
                   f"{min(g):+.2f} (the shipped hybrid: mean {np.mean(h):+.2f}, worst {min(h):+.2f}).", "",
