@@ -3,11 +3,14 @@
 The names a program needs are importable from here (``from esbridge import Engine, Reranker``);
 each is imported from its module on first use, so ``import esbridge`` alone loads nothing else.
 docs/python-api.md describes them.  Documents are indexed with ``esbridge.ingest.ingest``: the
-name ``esbridge.ingest`` is that module's.
+name ``esbridge.ingest`` is that module's.  Names once exported here that are internals
+(:data:`_MOVED`) are still importable from here, with a :class:`DeprecationWarning` naming
+their module.
 """
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -35,10 +38,8 @@ _EXPORTS: dict[str, str] = {
     "Ranking": "esbridge.rerank",
     "Retrieved": "esbridge.rerank",
     "FeedbackAugmenter": "esbridge.augment",
-    "TermVectorCache": "esbridge.features.cache",
     "DiskVectorStore": "esbridge.features.diskstore",
     "build_store": "esbridge.features.build",
-    "CollectionEntropy": "esbridge.features.entropy",
     # scorers
     "available_scorers": "esbridge.scoring",
     "get_scorer": "esbridge.scoring",
@@ -60,16 +61,27 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedEngineError": "esbridge.errors",
 }
 
+#: internals once exported here -> the module they live in (importable from here, with a warning)
+_MOVED: dict[str, str] = {
+    "TermVectorCache": "esbridge.features.cache",
+    "CollectionEntropy": "esbridge.features.entropy",
+}
+
 __all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'esbridge' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # imported once
-    return value
+    if module is not None:
+        value = getattr(import_module(module), name)
+        globals()[name] = value  # imported once
+        return value
+    module = _MOVED.get(name)
+    if module is not None:  # not kept in globals(): every use warns
+        warnings.warn(f"esbridge.{name} is deprecated: import it from its module ({module}), "
+                      f"from {module} import {name}", DeprecationWarning, stacklevel=2)
+        return getattr(import_module(module), name)
+    raise AttributeError(f"module 'esbridge' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
@@ -96,9 +108,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (`X as X`: re-exported)
     from esbridge.evaluation import load_dataset as load_dataset
     from esbridge.evaluation import run_evaluation as run_evaluation
     from esbridge.features.build import build_store as build_store
-    from esbridge.features.cache import TermVectorCache as TermVectorCache
     from esbridge.features.diskstore import DiskVectorStore as DiskVectorStore
-    from esbridge.features.entropy import CollectionEntropy as CollectionEntropy
     from esbridge.hybrid import HybridSearcher as HybridSearcher
     from esbridge.hybrid import PipelineParams as PipelineParams
     from esbridge.index import IndexLayout as IndexLayout
@@ -110,5 +120,6 @@ if TYPE_CHECKING:  # the names as type checkers see them (`X as X`: re-exported)
     from esbridge.rerank import Ranking as Ranking
     from esbridge.rerank import Reranker as Reranker
     from esbridge.rerank import RerankStats as RerankStats
+    from esbridge.rerank import Retrieved as Retrieved
     from esbridge.scoring import available_scorers as available_scorers
     from esbridge.scoring import get_scorer as get_scorer

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from esbridge.deprecation import renamed_keyword
 from esbridge.engine.async_client import AsyncEngine
 from esbridge.engine.plan import Plan, PlanLock, run_async
 from esbridge.features.cache import DocVersion
@@ -141,11 +142,12 @@ class AsyncReranker(RerankerCore):
                                                  window=window, augmentations=augmentations,
                                                  original_weight=original_weight))
 
-    async def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
+    async def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window: int | None = None,
                       explain: bool = False, augmentations: Any = None,
-                      original_weight: float = 1.0) -> dict[str, Any]:
-        """Rerank the top ``window_size`` hits of an engine search response
+                      original_weight: float = 1.0, window_size: int | None = None) -> dict[str, Any]:
+        """Rerank the top ``window`` hits of an engine search response
         (:meth:`Reranker.rescore <esbridge.rerank.Reranker.rescore>`: the same arguments,
-        response and errors)."""
-        return await self._run(self._rescore_plan(response, query_text, window_size=window_size, explain=explain,
+        response and errors; ``window_size``, the former name of ``window``, warns)."""
+        window = renamed_keyword("AsyncReranker.rescore", "window", window, "window_size", window_size)
+        return await self._run(self._rescore_plan(response, query_text, window=window, explain=explain,
                                                   augmentations=augmentations, original_weight=original_weight))

@@ -7,7 +7,7 @@ channel's evolved relevance (docs/scoring.md §5.3)
 
     R(q, d) = \\ln(1 + E) · B_{cov} · B_{spec} · B_{coord} · B_{anc} / B_{len}
 
-inside the engine for the top ``window_size`` hits of each shard, so that no term vectors
+inside the engine for the top ``window`` hits of each shard, so that no term vectors
 travel to the client.  What a ``script_score`` script can see differs by engine, hence two
 modes (:class:`RescoreMode`):
 
@@ -57,6 +57,7 @@ Use ``search_type=dfs_query_then_fetch`` on multi-shard indices so that the simi
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -64,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from esbridge.deprecation import renamed_keyword
 from esbridge.engine.calls import path_segment
 from esbridge.engine.client import Engine
 from esbridge.engine.connection import EngineInfo
@@ -231,7 +233,7 @@ class EvolvedRescorer:
             channel is rescored).
         mode: default the best the engine supports (``term_freq`` on OpenSearch >= 2.10,
             else ``similarity_chain``).
-        window_size: hits per shard to rescore.
+        window: hits per shard to rescore (default 100; the rescore clause's ``window_size``).
         field: the text or combined field (default the combined field).
         similarity: for ``similarity_chain``, the name of the index's ``evolved``
             similarity (default: the only one of kind ``evolved``).
@@ -240,6 +242,9 @@ class EvolvedRescorer:
         UnsupportedEngineError: the engine cannot run ``mode``.
         ConfigurationError: the index lacks what the mode needs, or ``params`` differ from
             what the index's similarity computes; the message says what to change.
+
+    ``window_size`` is the former name of ``window``: it still works, with a
+    :class:`DeprecationWarning`.
     """
 
     def __init__(
@@ -249,19 +254,23 @@ class EvolvedRescorer:
         *,
         params: EvolvedParams | None = None,
         mode: RescoreMode | str | None = None,
-        window_size: int = 100,
+        window: int | None = None,
         field: str | None = None,
         similarity: str | None = None,
+        window_size: int | None = None,
     ) -> None:
+        window = renamed_keyword("EvolvedRescorer", "window", window, "window_size", window_size)
+        if window is None:
+            window = 100
         require_painless(engine, "rescore inside the engine (its rescorer runs Painless scripts)")
         self.engine = engine
         self.index = index
         self.params = params or EvolvedParams()
         if not isinstance(self.params, EvolvedParams):
             raise ConfigurationError(f"params must be EvolvedParams, got {type(self.params).__name__}")
-        if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
-            raise ConfigurationError(f"window_size must be an int >= 1, got {window_size!r}")
-        self.window_size = window_size
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ConfigurationError(f"window must be an int >= 1, got {window!r}")
+        self.window = window
         support = engine_support(engine.info)
         if mode is None:
             if not support.modes():  # pragma: no cover - every supported engine has one
@@ -304,6 +313,13 @@ class EvolvedRescorer:
         names = [TERM_FREQ_SCRIPT] if self.mode is RescoreMode.TERM_FREQ else [EVIDENCE_SCRIPT, FACTOR_SCRIPT]
         for name in names:
             self.script_ids[name] = put_stored_script(engine, PainlessScript.load(name))
+
+    @property
+    def window_size(self) -> int:
+        """The former name of :attr:`window` (warns)."""
+        warnings.warn("EvolvedRescorer.window_size is deprecated; use EvolvedRescorer.window", DeprecationWarning,
+                      stacklevel=2)
+        return self.window
 
     # ---- checks on the index -------------------------------------------------------
 
@@ -387,7 +403,7 @@ class EvolvedRescorer:
 
     def _rescorer(self, query: Mapping[str, Any], *, replace: bool) -> dict[str, Any]:
         return {
-            "window_size": self.window_size,
+            "window_size": self.window,
             "query": {
                 "rescore_query": dict(query),
                 "query_weight": 0.0 if replace else 1.0,

@@ -360,7 +360,7 @@ def _cmd_rescore(args: argparse.Namespace, connect: Callable[[argparse.Namespace
     spec = augmentation_spec(args)
     with _reranker(args, connect) as rr:
         variants = _variants(spec, rr, args.query)
-        out = rr.rescore(response, args.query, window_size=args.window, explain=args.explain,
+        out = rr.rescore(response, args.query, window=args.window, explain=args.explain,
                          augmentations=variants, original_weight=spec.original_weight if spec is not None else 1.0)
     _print_json(out)
     return 0

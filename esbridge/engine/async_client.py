@@ -237,7 +237,7 @@ class AsyncEngine(EngineBase):
     async def connect(cls, options: ConnectionOptions | str | Sequence[str] | Any) -> AsyncEngine:
         """Connect to the cluster at ``options`` (or a URL, comma-separated URLs or a list of
         URLs of its nodes) and identify it; an asynchronous client object is used as it is
-        (:meth:`from_client`).
+        (:meth:`from_client`).  Nothing is started: the cluster must be running.
 
         Raises:
             ConfigurationError: ``aiohttp`` (the ``async`` extra) or the server's client library

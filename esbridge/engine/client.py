@@ -129,6 +129,9 @@ class Engine(EngineBase):
         """Connect to the cluster at ``options`` (or a URL, comma-separated URLs or a list of
         URLs of its nodes) and identify it; a client object is used as it is (:meth:`from_client`).
 
+        Nothing is started: the cluster must be running.  :func:`esbridge.connect`
+        (:func:`esbridge.engine.provision.connect`) is the one that may start a local node.
+
         Raises:
             EngineUnavailableError: nothing answered at the URLs.
             UnsupportedEngineError: the server is not OpenSearch or Elasticsearch >= 7.

@@ -226,7 +226,19 @@ def _local_node(url: str) -> local.NodeInfo | None:
 def connect(distribution: str | None = "opensearch", *, url: str | Sequence[str] | None = None,
             **options: Any) -> Engine:
     """Connect to the engine at ``url``/``ESBRIDGE_URL``, or to esbridge's running local node
-    of ``distribution`` (one is started when none runs; a secured node is reached with the
-    credentials in its record)."""
+    of ``distribution`` (a secured node is reached with the credentials in its record).
+
+    **This may start a Java process.**  With no ``url``, no ``ESBRIDGE_URL`` and no local node
+    of ``distribution`` running (``None``: of any distribution), a new local node (OpenSearch
+    for ``None``) is installed under ``$ESBRIDGE_HOME``, its artifacts downloaded from Maven
+    Central the first time, and started in a JVM of its own (an installed Java:
+    :func:`esbridge.engine.java.find_java`), which keeps running after this program exits
+    (``esbridge engine stop`` stops it).  Docker is not used.
+    :meth:`Engine.connect <esbridge.engine.client.Engine.connect>` never starts anything: it
+    connects to the cluster it is given, or fails.
+
+    ``options``: :class:`~esbridge.engine.connection.ConnectionOptions` fields (credentials,
+    timeouts, ...), over the ``ESBRIDGE_*`` variables.
+    """
     prov = provision(distribution, url=url, use_docker=False)
     return Engine.connect(prov.options(**options))

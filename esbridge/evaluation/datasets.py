@@ -6,6 +6,9 @@ A collection is a folder holding::
     queries.jsonl       {"_id": ..., "text": ...}                 one query a line
     qrels/<split>.tsv   query-id <TAB> corpus-id <TAB> score      with a header line
 
+A folder whose files are gzip-compressed (``corpus.jsonl.gz``, ...) is read through a copy
+unpacked once (:func:`esbridge.beirfolder.readable_folder`).
+
 Only the queries judged in a split are evaluated.  A split can be divided into
 two fixed halves (``test:tune`` and ``test:heldout``) so that parameters tuned on
 one half are reported on queries they have not seen; the halves depend on the
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from esbridge.beirfolder import readable_folder
 from esbridge.errors import DatasetError
 from esbridge.jsoninput import parse_json
 
@@ -254,14 +258,21 @@ def load_dataset(spec: str | os.PathLike[str], *, name: str | None = None,
 
     ``spec`` is read as a path when it names an existing folder (or contains a path
     separator); otherwise as a BEIR dataset name (``scifact``, ``nfcorpus``, ...),
-    fetched by :func:`esbridge.evaluation.download.fetch_beir` on first use.
+    fetched by :func:`esbridge.evaluation.download.fetch_beir` on first use.  A folder
+    whose corpus (or queries, or judgments) is there only gzip-compressed
+    (``corpus.jsonl.gz``) is read through its copy unpacked once under ``$ESBRIDGE_HOME``
+    (:func:`esbridge.beirfolder.readable_folder`); the collection keeps the folder's name.
     """
     text = os.fspath(spec)
     path = Path(text).expanduser()
     if path.is_dir() or os.sep in text or text.startswith("."):
         if not path.is_dir():
             raise DatasetError(f"dataset folder {text!r} does not exist")
-        return BeirDataset(path, name or "")
+        try:
+            readable = readable_folder(path)
+        except OSError as err:
+            raise DatasetError(f"the BEIR folder {text!r} cannot be unpacked: {err}") from err
+        return BeirDataset(readable, name or path.resolve().name)
     from esbridge.evaluation.download import fetch_beir
 
     folder = fetch_beir(text, base_url=base_url, progress=progress, cache=cache, checksums=checksums)

@@ -360,6 +360,38 @@ def _stacked(matrices: Sequence[TermMatrix]) -> TermMatrix:
                       distinct=np.concatenate([m.distinct for m in matrices]))
 
 
+@dataclass
+class _Gathered:
+    """What :meth:`FeatureStore.fetch_plan` has of its ``n`` candidates so far, by position.
+
+    Attributes:
+        cached: whole vectors by position; ``{}`` for a candidate whose query terms are in
+            ``matrices`` (or that was not found).
+        matrices: per sub-field, the query's terms of the candidates read as arrays (rows:
+            positions among the candidates).
+        missing: the positions of candidates the engine no longer holds.
+    """
+
+    n: int
+    cached: dict[int, dict[str, FieldVector]] = field(default_factory=dict)
+    matrices: dict[str, TermMatrix] = field(default_factory=dict)
+    missing: set[int] = field(default_factory=set)
+
+    def take(self, cands: CandidateVectors, where: Sequence[int]) -> None:
+        """Candidates read inside the engine (matrices of the query's terms) into their places."""
+        for sf, m in cands.matrices.items():
+            moved = m.moved(np.asarray(where, dtype=np.int64))
+            self.matrices[sf] = _stacked([self.matrices[sf], moved]) if sf in self.matrices else moved
+        for j, i in enumerate(where):
+            self.cached[i] = {}
+            if not cands.found[j]:
+                self.missing.add(i)
+
+    def todo(self) -> list[int]:
+        """The positions of the candidates not had yet."""
+        return [i for i in range(self.n) if i not in self.cached]
+
+
 class FeatureStore:
     """Term vectors and statistics of one index, fetched once and reused while valid.
 
@@ -452,116 +484,161 @@ class FeatureStore:
 
         ``carried``: features the first stage's hits brought (the engine plugin's answer to
         :func:`~esbridge.features.plugin.features_ext` for ``query`` and ``fields``, by id:
-        :func:`~esbridge.features.plugin.carried_features`), used with ``terms_only``."""
+        :func:`~esbridge.features.plugin.carried_features`), used with ``terms_only``.
+
+        Each candidate's features come from the first of four sources that has them:
+
+        1. the first stage's hits (``carried``, :meth:`_from_carried`): the freshest there
+           are, so the caches are not asked for them;
+        2. the caches (:meth:`_from_caches`: memory, and the disk store behind it);
+        3. with ``terms_only``, esbridge's engine plugin where it runs (:meth:`_from_plugin_plan`),
+           the query's terms only, kept nowhere;
+        4. ``_mtermvectors`` (:meth:`_from_termvectors_plan`), whose vectors are written back to
+           the caches (:meth:`_keep_fetched`).
+
+        The statistics of the query's terms missing from the statistics cache come with the
+        plugin's answer or with the ``_mtermvectors`` request (alone when no candidate is left).
+        """
         gen = (yield from self.stats.validate_plan()) if validate else self.stats.current()
         # term vectors are keyed by the index's UUID: a recreated index restarts its sequence numbers
         uuid = gen.uuid or self.index
         stat_fields = list(dict.fromkeys([*fields, self.layout.combined]))
         subfields = [self.layout.subfield(f, ch) for f in fields for ch in query]
-        cached: dict[int, dict[str, FieldVector]] = {}
-        todo: list[int] = []
         if len(ids) != len(versions):
             raise ConfigurationError(f"{len(ids)} ids but {len(versions)} versions: give one version "
                                      "(or None) per id")
-        # the first stage brought these candidates' features (the plugin, in the same search):
-        # the freshest there are, so the caches are not asked for them
-        carried_rows = ([i for i, d in enumerate(ids) if d in carried]
-                        if terms_only and carried and carried.tag == features_tag(self.layout, query, fields) else [])
+        carried_rows = self._carried_rows(query, ids, fields, terms_only, carried)
         need_stats = self.stats.missing(subfields, query, self.layout, stat_fields, gen)
         if carried is not None and carried_rows and len(carried_rows) == len(ids) and not need_stats:
             # every candidate's features came with the hits, and the statistics are at hand
             self.carried += len(ids)
             return FetchResult(candidates=candidates_from(self.index, self.layout, query, fields, ids, carried),
                                stats=self._query_stats(query, stat_fields, gen), requests=0)
-        skip = set(carried_rows)
+        got = _Gathered(len(ids))
+        self._from_caches(got, query, ids, versions, fields, uuid=uuid, subfields=subfields,
+                          skip=set(carried_rows), terms_only=terms_only)
+        if carried_rows and carried is not None:
+            self._from_carried(got, query, ids, fields, carried_rows, carried)
+        todo = got.todo()
+        if terms_only and todo and not self.layout.plain and (
+                yield from features_plugin_plan(self.engine, self.features)):
+            need_stats = yield from self._from_plugin_plan(got, query, ids, fields, todo, need_stats,
+                                                           stat_fields, gen)
+            todo = []  # the statistics still missing, if any, are read below without candidates
+        fetched: FetchResult | None = None
+        if todo or need_stats:
+            fetched = yield from self._from_termvectors_plan(query, ids, fields, todo, need_stats, stat_fields, gen)
+        vectors: list[dict[str, FieldVector]] = [{} for _ in ids]
+        found = [i not in got.missing for i in range(len(ids))]
+        for i, entry in got.cached.items():
+            vectors[i] = entry
+        if fetched is not None:
+            self._keep_fetched(fetched, ids, versions, todo, vectors, found, uuid=uuid, subfields=subfields)
+        cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found), matrices=got.matrices)
+        return FetchResult(candidates=cands, stats=self._query_stats(query, stat_fields, gen),
+                           requests=fetched.requests if fetched else 0)
+
+    # ---- the sources of fetch_plan, in the order it asks them -------------------------
+
+    def _carried_rows(self, query: Mapping[str, QueryChannel], ids: Sequence[str], fields: Sequence[str],
+                      terms_only: bool, carried: Carried | None) -> list[int]:
+        """The positions of the candidates whose features the first stage's hits brought, for
+        this query and these fields (with ``terms_only`` only: they are the query's terms)."""
+        if not (terms_only and carried and carried.tag == features_tag(self.layout, query, fields)):
+            return []
+        return [i for i, d in enumerate(ids) if d in carried]
+
+    def _from_carried(self, got: _Gathered, query: Mapping[str, QueryChannel], ids: Sequence[str],
+                      fields: Sequence[str], rows: Sequence[int], carried: Carried) -> None:
+        """Source 1: the features the first stage's hits brought, for the candidates at ``rows``."""
+        got.take(candidates_from(self.index, self.layout, query, fields, [ids[i] for i in rows], carried), rows)
+        self.carried += len(rows)
+
+    def _from_caches(self, got: _Gathered, query: Mapping[str, QueryChannel], ids: Sequence[str],
+                     versions: Sequence[DocVersion | None], fields: Sequence[str], *, uuid: str,
+                     subfields: Sequence[str], skip: set[int], terms_only: bool) -> None:
+        """Source 2: the caches' entries of the candidates with a version, but those at ``skip``
+        (:meth:`TermVectorCache.read_terms` with ``terms_only``: the query's terms of those on
+        disk as matrices; else :meth:`TermVectorCache.get_many`, whole vectors)."""
         versioned = [(i, ver) for i, ver in enumerate(versions) if ver and i not in skip]
         keys = [_doc_key(uuid, ids[i], ver) for i, ver in versioned]
-        matrices: dict[str, TermMatrix] = {}
-        missing: set[int] = set()
         if terms_only:
             wanted: dict[str, tuple[str, ...]] = {}
             for f in fields:
                 for ch, qc in query.items():
                     sf = self.layout.subfield(f, ch)
                     wanted[sf] = tuple(dict.fromkeys((*wanted.get(sf, ()), *qc.terms)))
-            got, from_disk, read = self.vectors.read_terms(keys, subfields, wanted)
+            entries, from_disk, read = self.vectors.read_terms(keys, subfields, wanted)
             where = np.array([i for i, _ in versioned], dtype=np.int64)
-            matrices = {sf: m.moved(where) for sf, m in read.items()}
+            got.matrices = {sf: m.moved(where) for sf, m in read.items()}
             for i in where[from_disk].tolist():
-                cached[i] = {}
+                got.cached[i] = {}
         else:
-            got = self.vectors.get_many(keys, subfields)
-        for (i, _), entry in zip(versioned, got, strict=True):
+            entries = self.vectors.get_many(keys, subfields)
+        for (i, _), entry in zip(versioned, entries, strict=True):
             if entry is not None:
-                cached[i] = entry
+                got.cached[i] = entry
 
-        def take(cands: CandidateVectors, where: Sequence[int]) -> None:
-            """Candidates read inside the engine (matrices of the query's terms) into their places."""
-            for sf, m in cands.matrices.items():
-                moved = m.moved(np.asarray(where, dtype=np.int64))
-                matrices[sf] = _stacked([matrices[sf], moved]) if sf in matrices else moved
-            for j, i in enumerate(where):
-                cached[i] = {}
-                if not cands.found[j]:
-                    missing.add(i)
+    def _from_plugin_plan(self, got: _Gathered, query: Mapping[str, QueryChannel], ids: Sequence[str],
+                          fields: Sequence[str], todo: Sequence[int], need_stats: dict[str, QueryChannel],
+                          stat_fields: Sequence[str], gen: _Generation) -> Plan[dict[str, QueryChannel]]:
+        """Source 3: the candidates at ``todo`` read inside the engine by its plugin, the query's
+        terms only (nothing to keep for another query), with the missing statistics
+        ``need_stats``.  Returns the statistics still missing."""
+        shards = len((yield from self.routing.routings_plan()))
+        through = yield from fetch_with_plugin_plan(
+            self.index, self.layout, query, [ids[i] for i in todo], fields=fields,
+            stats_query=need_stats, stat_fields=stat_fields, shards=shards)
+        if through is None:  # no candidate was found, so no hit brought the statistics
+            for i in todo:
+                got.cached[i] = {}
+                got.missing.add(i)
+            return need_stats
+        self.requests += through.requests
+        if need_stats:
+            self.stats.store(through.stats, need_stats, self.layout, stat_fields, gen)
+            need_stats = {}
+        got.take(through.candidates, todo)
+        return need_stats
 
-        if carried_rows and carried is not None:
-            take(candidates_from(self.index, self.layout, query, fields, [ids[i] for i in carried_rows], carried),
-                 carried_rows)
-            self.carried += len(carried_rows)
-        todo = [i for i in range(len(ids)) if i not in cached]
-        fetched: FetchResult | None = None
-        if terms_only and todo and not self.layout.plain and (
-                yield from features_plugin_plan(self.engine, self.features)):
-            # read inside the engine, the query's terms only: nothing to keep for another query
-            shards = len((yield from self.routing.routings_plan()))
-            through = yield from fetch_with_plugin_plan(
-                self.index, self.layout, query, [ids[i] for i in todo], fields=fields,
-                stats_query=need_stats, stat_fields=stat_fields, shards=shards)
-            if through is None:  # no candidate was found, so no hit brought the statistics
-                for i in todo:
-                    cached[i] = {}
-                    missing.add(i)
-            else:
-                self.requests += through.requests
-                if need_stats:
-                    self.stats.store(through.stats, need_stats, self.layout, stat_fields, gen)
-                    need_stats = {}
-                take(through.candidates, todo)
-            todo = []  # the statistics still missing, if any, are read below without candidates
-        if todo or need_stats:
-            fetched = yield from fetch_raw_plan(
-                self.index, self.layout, query, [ids[i] for i in todo],
-                fields=fields, routing=self.routing, batch_size=self.batch_size,
-                copy_preference=self.engine.options.preference is not None,
-                stats_query=need_stats,
-            )
-            self.requests += fetched.requests
-            if need_stats:
-                self.stats.store(fetched.stats, need_stats, self.layout, stat_fields, gen)
-        vectors: list[dict[str, FieldVector]] = [{} for _ in ids]
-        found = [i not in missing for i in range(len(ids))]
-        for i, entry in cached.items():
-            vectors[i] = entry
-        if fetched is not None:
-            fresh: list[tuple[DocKey, dict[str, FieldVector]]] = []
-            for j, i in enumerate(todo):
-                vectors[i] = fetched.candidates.vectors[j]
-                found[i] = fetched.candidates.found[j]
-                ver = versions[i]
-                if not ver or not found[i]:
-                    continue
-                expected = ver[2] if len(ver) > 2 else None
-                answered = fetched.candidates.versions[j] if fetched.candidates.versions else None
-                if expected is not None and answered is not None and answered[0] != expected:
-                    # written since the search: scored as it is now, not stored under the hit's key
-                    self.raced += 1
-                    continue
-                fresh.append((_doc_key(uuid, ids[i], ver), vectors[i]))
-            self.vectors.put_many(fresh, subfields)
-        cands = CandidateVectors(ids=tuple(ids), vectors=tuple(vectors), found=tuple(found), matrices=matrices)
-        return FetchResult(candidates=cands, stats=self._query_stats(query, stat_fields, gen),
-                           requests=fetched.requests if fetched else 0)
+    def _from_termvectors_plan(self, query: Mapping[str, QueryChannel], ids: Sequence[str], fields: Sequence[str],
+                               todo: Sequence[int], need_stats: dict[str, QueryChannel],
+                               stat_fields: Sequence[str], gen: _Generation) -> Plan[FetchResult]:
+        """Source 4: the term vectors of the candidates at ``todo`` and the missing statistics
+        ``need_stats`` from ``_mtermvectors`` (:func:`~esbridge.features.termvectors.fetch_raw`);
+        the statistics go into the statistics cache."""
+        fetched = yield from fetch_raw_plan(
+            self.index, self.layout, query, [ids[i] for i in todo],
+            fields=fields, routing=self.routing, batch_size=self.batch_size,
+            copy_preference=self.engine.options.preference is not None,
+            stats_query=need_stats,
+        )
+        self.requests += fetched.requests
+        if need_stats:
+            self.stats.store(fetched.stats, need_stats, self.layout, stat_fields, gen)
+        return fetched
+
+    def _keep_fetched(self, fetched: FetchResult, ids: Sequence[str], versions: Sequence[DocVersion | None],
+                      todo: Sequence[int], vectors: list[dict[str, FieldVector]], found: list[bool], *,
+                      uuid: str, subfields: Sequence[str]) -> None:
+        """The vectors ``_mtermvectors`` brought for the candidates at ``todo`` into ``vectors``
+        and ``found``, and into the caches under each hit's key: but those without a version,
+        not found, or written since the search (scored as they are now, counted in ``raced``)."""
+        fresh: list[tuple[DocKey, dict[str, FieldVector]]] = []
+        for j, i in enumerate(todo):
+            vectors[i] = fetched.candidates.vectors[j]
+            found[i] = fetched.candidates.found[j]
+            ver = versions[i]
+            if not ver or not found[i]:
+                continue
+            expected = ver[2] if len(ver) > 2 else None
+            answered = fetched.candidates.versions[j] if fetched.candidates.versions else None
+            if expected is not None and answered is not None and answered[0] != expected:
+                # written since the search: scored as it is now, not stored under the hit's key
+                self.raced += 1
+                continue
+            fresh.append((_doc_key(uuid, ids[i], ver), vectors[i]))
+        self.vectors.put_many(fresh, subfields)
 
     def _query_stats(self, query: Mapping[str, QueryChannel], fields: Sequence[str],
                      gen: _Generation) -> dict[str, FieldStats]:

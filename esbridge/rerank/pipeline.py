@@ -610,12 +610,12 @@ class RerankerCore:
                                 candidates=len(hits), dropped_terms=prepared.dropped, augment=t1 - t0)
         return out
 
-    def _rescore_plan(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
+    def _rescore_plan(self, response: Mapping[str, Any] | Any, query_text: str, *, window: int | None = None,
                       explain: bool = False, augmentations: Any = None,
                       original_weight: float = 1.0) -> Plan[dict[str, Any]]:
         response, hits = response_hits(response)
-        check_count("window_size", window_size, allow_none=True)
-        window = self.window if window_size is None else window_size
+        check_count("window", window, allow_none=True)
+        window = self.window if window is None else window
         hits, dropped = unique_hits(hits, self.index)
         for h in hits:
             other = h.get("_index")

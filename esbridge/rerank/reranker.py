@@ -5,7 +5,7 @@
   ``window`` hits, rescores them exactly and returns an engine-shaped response whose
   ``_score`` is esbridge's and whose first-stage score is kept under ``_esbridge``.
 * :meth:`Reranker.rescore` does the same to any Elasticsearch or OpenSearch search
-  response: the top ``window_size`` hits are reordered, the hits beyond the window keep
+  response: the top ``window`` hits are reordered, the hits beyond the window keep
   their order and scores below them, as the engine's own rescore API does.
 * :meth:`Reranker.rank` ranks a candidate set (hits or ids): the one path from candidates to
   a ranking, which ``search``, ``rescore``, evaluation, the hybrid pipeline and the demo all
@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from esbridge.deprecation import renamed_keyword
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import Plan, run
 from esbridge.features.cache import DocVersion
@@ -290,10 +291,11 @@ class Reranker(RerankerCore):
                                                     original_weight=original_weight,
                                                     stats_validated=stats_validated))
 
-    def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window_size: int | None = None,
+    def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window: int | None = None,
                 explain: bool = False, augmentations: Any = None,
-                original_weight: float = 1.0) -> dict[str, Any]:
-        """Rerank the top ``window_size`` hits of an engine search response.
+                original_weight: float = 1.0, window_size: int | None = None) -> dict[str, Any]:
+        """Rerank the top ``window`` hits of an engine search response (default: the reranker's
+        window).
 
         Hits beyond the window keep their order and scores, below the window, as the
         engine's rescore API does.  The response is not modified; a copy is returned.
@@ -306,11 +308,16 @@ class Reranker(RerankerCore):
         rest ranked.  Both are listed under ``_esbridge.dropped`` (``_index``, ``_id`` and reason
         ``"duplicate"`` or ``"deleted"``) and logged as a warning.
 
+        ``window_size`` is the former name of ``window``: it still works, with a
+        :class:`DeprecationWarning`.
+
         Raises:
             ConfigurationError: the response is not a search response, nests deeper than
-                :data:`~esbridge.jsoninput.MAX_JSON_DEPTH`, or an augmentation is malformed.
+                :data:`~esbridge.jsoninput.MAX_JSON_DEPTH`, an augmentation is malformed, a bad
+                window, or both ``window`` and ``window_size``.
         """
-        return self._run(self._rescore_plan(response, query_text, window_size=window_size, explain=explain,
+        window = renamed_keyword("Reranker.rescore", "window", window, "window_size", window_size)
+        return self._run(self._rescore_plan(response, query_text, window=window, explain=explain,
                                             augmentations=augmentations, original_weight=original_weight))
 
     def _attach_sources(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> None:

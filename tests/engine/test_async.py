@@ -75,7 +75,7 @@ def test_search_and_rescore_equal_the_synchronous_ones(engine: Engine, small_ind
                 out.append(("async augmenter", await rr.search(q, size=4, augmentations=augmenter)))
                 out.append(("filtered", await rr.search(q, size=3, filter={"ids": {"values": ["a", "b", "d"]}},
                                                         fields=["title"])))
-                out.append(("rescore", await rr.rescore(first_stage[q], q, window_size=3)))
+                out.append(("rescore", await rr.rescore(first_stage[q], q, window=3)))
                 out.append(("rescore augmented", await rr.rescore(first_stage[q], q, augmentations=variants)))
         return out
 
@@ -86,7 +86,7 @@ def test_search_and_rescore_equal_the_synchronous_ones(engine: Engine, small_ind
             ("augmented", sync.search(q, size=4, augmentations=variants, original_weight=0.75)),
             ("async augmenter", sync.search(q, size=4, augmentations=[(f"{q} glucose", 0.5)])),
             ("filtered", sync.search(q, size=3, filter={"ids": {"values": ["a", "b", "d"]}}, fields=["title"])),
-            ("rescore", sync.rescore(first_stage[q], q, window_size=3)),
+            ("rescore", sync.rescore(first_stage[q], q, window=3)),
             ("rescore augmented", sync.rescore(first_stage[q], q, augmentations=variants)),
         ]
     assert [kind for kind, _ in got] == [kind for kind, _ in expected]

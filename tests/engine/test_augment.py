@@ -156,7 +156,7 @@ def test_rescore_with_augmentations(engine: Engine, small_index: str) -> None:
     ids = [h["_id"] for h in raw["hits"]["hits"]]
     assert len(ids) == 4
     rr = Reranker(engine, small_index, scorer="bm25")
-    out = rr.rescore(raw, "glucose", window_size=3, augmentations=[("heart diabetes", 1.0)])
+    out = rr.rescore(raw, "glucose", window=3, augmentations=[("heart diabetes", 1.0)])
     head, tail = out["hits"]["hits"][:3], out["hits"]["hits"][3:]
     assert {h["_id"] for h in head} == set(ids[:3]) and [h["_id"] for h in tail] == ids[3:]
     want = dict(zip(ids[:3], _fresh_scores(engine, small_index, "bm25", "glucose", ids[:3])

@@ -214,8 +214,11 @@ def test_rescore_term_freq(engine: Engine, sim_index: str, queries: list[str]) -
             EvolvedRescorer(engine, sim_index, mode=RescoreMode.TERM_FREQ)
         return
     params = EvolvedParams()
-    rescorer = EvolvedRescorer(engine, sim_index, params=params, mode="term_freq", window_size=60)
+    rescorer = EvolvedRescorer(engine, sim_index, params=params, mode="term_freq", window=60)
     assert rescorer.mode is RescoreMode.TERM_FREQ
+    with pytest.warns(DeprecationWarning, match="use window="):  # the former name: the same clauses
+        old = EvolvedRescorer(engine, sim_index, params=params, mode="term_freq", window_size=60)
+    assert old.window == 60 and old.rescore(queries[0]) == rescorer.rescore(queries[0])
     worst = max(_rescore_check(engine, sim_index, rescorer, text, params, "rescore term_freq")
                 for text in queries)
     print(f"{engine.info.label} rescore term_freq: max rel. error {worst:.2e}")
@@ -227,7 +230,7 @@ def test_rescore_similarity_chain(engine: Engine, sim_index: str, queries: list[
         EvolvedRescorer(engine, sim_index, mode="similarity_chain", similarity="evolved")  # beta_spec 0.1
     params = EvolvedParams(beta_spec=0.0)
     rescorer = EvolvedRescorer(engine, sim_index, params=params, mode="similarity_chain",
-                               window_size=60, similarity="evolved")
+                               window=60, similarity="evolved")
     worst = max(_rescore_check(engine, sim_index, rescorer, text, params, "rescore similarity_chain")
                 for text in queries)
     print(f"{engine.info.label} rescore similarity_chain: max rel. error {worst:.2e}")

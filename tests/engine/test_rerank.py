@@ -52,7 +52,7 @@ def test_rescore_keeps_hits_beyond_the_window(engine: Engine, sample_indices: di
     layout = read_layout(engine, index)
     response = engine.search(index, {"size": 30, "query": {"match": {"esb_all": q}}})
     rr = Reranker(engine, index, scorer="bmx")
-    out = rr.rescore(response, q, window_size=10)
+    out = rr.rescore(response, q, window=10)
     before = response["hits"]["hits"]
     after = out["hits"]["hits"]
     assert len(after) == 30
@@ -63,6 +63,8 @@ def test_rescore_keeps_hits_beyond_the_window(engine: Engine, sample_indices: di
     head = [h["_score"] for h in after[:10]]
     assert head == sorted(head, reverse=True)
     assert layout.combined == "esb_all"
+    with pytest.warns(DeprecationWarning, match="use window="):  # the former name: the same answer
+        assert rr.rescore(response, q, window_size=10)["hits"]["hits"] == after
 
 
 def test_filter_passes_through_and_source_fields(engine: Engine, small_index: str) -> None:
@@ -121,8 +123,8 @@ def test_windows_and_versions_are_checked(engine: Engine, small_index: str) -> N
     for bad in (0, -1, True, 2.5):
         with pytest.raises(ConfigurationError, match="window must be an integer >= 1"):
             rr.search("glucose", window=bad)  # type: ignore[arg-type]
-        with pytest.raises(ConfigurationError, match="window_size must be an integer >= 1"):
-            rr.rescore(engine.search(small_index, {"query": {"match_all": {}}}), "glucose", window_size=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="window must be an integer >= 1"):
+            rr.rescore(engine.search(small_index, {"query": {"match_all": {}}}), "glucose", window=bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="window must be an integer >= 1"):
         Reranker(engine, small_index, window=0)
     raw = engine.search(small_index, {"query": {"match_all": {}}, "seq_no_primary_term": True})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from esbridge.engine.async_client import _AsyncTransport
 from esbridge.engine.transports import _Transport
 
 
@@ -22,4 +23,23 @@ class ScriptedTransport(_Transport):
         return outcome
 
     def close(self) -> None:
+        pass
+
+
+class AsyncScriptedTransport(_AsyncTransport):
+    """:class:`ScriptedTransport` for the asynchronous engine."""
+
+    def __init__(self, outcomes: list[Any]) -> None:
+        self.owned = False
+        self.outcomes = list(outcomes)
+        self.calls: list[tuple[str, str]] = []
+
+    async def perform(self, method: str, path: str, params: Any, body: Any, headers: Any) -> Any:
+        self.calls.append((method, path))
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    async def close(self) -> None:
         pass

@@ -1,6 +1,7 @@
 """A BEIR folder whose corpus is gzip-compressed (as the shipped sample's `corpus.jsonl.gz` is) is
-read wherever esbridge reads BEIR folders: `esbridge index --dataset` and `esbridge demo --dataset`
-unpack it once under $ESBRIDGE_HOME, with the routine the demo unpacks its sample with."""
+read wherever esbridge reads BEIR folders: `esbridge index --dataset`, `esbridge demo --dataset`,
+`load_dataset` (so `esbridge eval --dataset` and `esbridge tune --dataset`) unpack it once under
+$ESBRIDGE_HOME, with the routine the demo unpacks its sample with."""
 
 from __future__ import annotations
 
@@ -76,3 +77,45 @@ def test_index_dataset_reads_the_shipped_sample_folder(home: Path, capsys: pytes
     assert seen == {"index": "scifact-sample", "docs": 1000, "good": 1000, "total": 1000}
     code, _, err = run(capsys, "index", "--dataset", str(home), "--no-semantic", "--no-store")
     assert code == 2 and "is not a BEIR folder: it holds neither corpus.jsonl nor corpus.jsonl.gz" in err
+
+
+class _Reached(Exception):
+    """Raised where a command has its dataset, before it would index or search."""
+
+
+def test_load_dataset_reads_a_gzipped_folder_under_its_own_name(tmp_path: Path, home: Path) -> None:
+    from esbridge.evaluation.datasets import load_dataset
+
+    folder = _gzipped(tmp_path)
+    dataset = load_dataset(folder)
+    assert dataset.name == "tiny" and dataset.path.parent == home / "unpacked"
+    assert dataset.corpus_size() == 2 and [q.id for q in dataset.queries("test")] == ["q"]
+    plain = load_dataset(write_beir(tmp_path / "plain", [{"_id": "a", "text": "alpha"}, {"_id": "b", "text": "beta"}],
+                                    {"q": "alpha"}, {"test": {"q": {"a": 1}}}))
+    assert dataset.fingerprint() == plain.fingerprint()  # the corpus as it reads uncompressed
+    assert load_dataset(str(folder), name="other").name == "other"
+    assert load_dataset(plain.path).path == plain.path  # nothing to unpack: the folder itself
+
+
+def test_eval_and_tune_read_a_gzipped_folder(tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import esbridge.cli.options
+    import esbridge.evaluation.runner
+    import esbridge.evaluation.tune
+    from tests.cli import run
+
+    folder = _gzipped(tmp_path)
+    seen: list[Any] = []
+
+    def reached(engine: object, dataset: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(dataset)
+        raise _Reached
+
+    monkeypatch.setattr(esbridge.cli.options, "connect_engine", lambda args: object())
+    monkeypatch.setattr(esbridge.evaluation.runner, "run_evaluation", reached)
+    monkeypatch.setattr(esbridge.evaluation.tune, "collect_features", reached)
+    with pytest.raises(_Reached):
+        run(capsys, "eval", "--dataset", str(folder), "--no-pipeline", "--quiet")
+    with pytest.raises(_Reached):
+        run(capsys, "tune", "--dataset", str(folder), "--split", "test", "--scorer", "bm25", "--quiet")
+    assert [(d.name, d.corpus_size(), d.path.parent) for d in seen] == [("tiny", 2, home / "unpacked")] * 2

@@ -1,9 +1,12 @@
-"""``from esbridge import ...``: every public name imports, is what its module defines, and
-``import esbridge`` alone loads nothing else."""
+"""``from esbridge import ...``: every public name imports, is what its module defines, is
+documented in docs/python-api.md and typed for type checkers, and ``import esbridge`` alone
+loads nothing else; the internals once exported still import, with a warning naming their module."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import re
 import subprocess
 import sys
 import types
@@ -57,3 +60,46 @@ def test_every_public_name_is_documented() -> None:
     text = DOCS.read_text(encoding="utf-8")
     missing = [n for n in esbridge.__all__ if n != "__version__" and f"`{n}`" not in text]
     assert missing == []
+
+
+def test_the_documented_names_are_the_public_names() -> None:
+    """docs/python-api.md's tables list each public name, in a row of its own, and no other."""
+    rows = set(re.findall(r"^\| `(\w+)` \|", DOCS.read_text(encoding="utf-8"), flags=re.MULTILINE))
+    assert rows == set(esbridge.__all__) - {"__version__"}
+
+
+def test_type_checkers_see_every_public_name_from_its_module() -> None:
+    """Each public name is imported under ``TYPE_CHECKING`` from the module it is loaded from, so
+    a type checker sees its own type (not ``Any``, what the module's ``__getattr__`` returns)."""
+    tree = ast.parse(Path(esbridge.__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    seen = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        for alias in node.names:
+            assert alias.asname == alias.name  # `X as X`: re-exported
+            seen[alias.name] = node.module
+    assert seen == esbridge._EXPORTS
+
+
+@pytest.mark.parametrize("name", sorted(esbridge._MOVED))
+def test_an_internal_once_exported_still_imports_and_warns(name: str) -> None:
+    module = esbridge._MOVED[name]
+    assert name not in esbridge.__all__ and name not in dir(esbridge)
+    assert f"from {module} import {name}" in DOCS.read_text(encoding="utf-8")  # the docs say where it went
+    with pytest.warns(DeprecationWarning, match=rf"esbridge\.{name} is deprecated: import it from its module "
+                                                rf"\({re.escape(module)}\), from {re.escape(module)} "
+                                                rf"import {name}") as caught:
+        value = getattr(esbridge, name)
+    assert caught[0].filename == __file__  # the warning points at the line that used the name
+    assert value is getattr(importlib.import_module(module), name)
+    with pytest.warns(DeprecationWarning):  # each use warns, not only the first
+        exec(f"from esbridge import {name}", {})
+
+
+def test_an_internal_once_exported_fails_where_warnings_are_errors() -> None:
+    done = _python("import warnings; warnings.simplefilter('error')\n"
+                   "try:\n    from esbridge import TermVectorCache\n"
+                   "except DeprecationWarning as w:\n    print('warned:', w)")
+    assert done.returncode == 0 and done.stdout.startswith("warned: esbridge.TermVectorCache is deprecated"), \
+        done.stderr
