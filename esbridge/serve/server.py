@@ -25,6 +25,7 @@ from esbridge.serve.metrics import Metrics
 from esbridge.serve.readonly import is_read
 from esbridge.serve.search import (
     SearchRequest,
+    Unreranked,
     _engine_answer,
     _fields_of,
     _read_msearch,
@@ -285,14 +286,16 @@ class Server:
                 body = json.loads(raw) if raw.strip() else None
                 req = read_search(index, self.config.indices[index], body, request.query)
                 if req is None:
-                    return "passed_through", await self._forward(request, _strip_ext(body))
+                    return "passed_through", await self._forward(request, _strip_ext(body) or raw)
+                if isinstance(req, Unreranked):
+                    return "unreranked", await self._unreranked(request, req, _strip_ext(body) or raw)
                 answer: Any = await asyncio.wait_for(self._search(req, auth), self.request_timeout)
             else:
                 searches = _read_msearch(index, self.config.indices[index], raw, request.query)
                 if all(s is None for s in searches):
                     return "passed_through", await self._forward(request, _strip_msearch_ext(raw))
                 answer = await asyncio.wait_for(self._msearch(request, searches, raw, auth), self.request_timeout)
-            return "reranked", self._json(request, answer)
+            return "reranked", self._json(request, answer, headers={"X-Esbridge-Reranked": "true"})
         except json.JSONDecodeError as err:
             refused = _Refused(400, f"the search body is not valid JSON: {err}", "parsing_exception")
         except RecursionError:  # not expected within MAX_BODY_DEPTH: answered as a body nested too deep
@@ -309,7 +312,8 @@ class Server:
         return "reranked", self._json(request, error_body(refused.status, refused.reason, refused.error_type),
                                       refused.status)
 
-    def _json(self, request: web.Request, body: Any, status: int = 200) -> web.Response:
+    def _json(self, request: web.Request, body: Any, status: int = 200,
+              headers: Mapping[str, str] | None = None) -> web.Response:
         """esbridge's answer to ``request`` as the engine would give it: ``filter_path`` applied to a
         success (the engine leaves errors whole), indented with ``pretty``."""
         from aiohttp import web
@@ -317,7 +321,13 @@ class Server:
         if status == 200 and "filter_path" in request.query and isinstance(body, Mapping):
             body = filter_path(body, request.query["filter_path"])
         return web.Response(text=render(body, request.query), status=status, content_type="application/json",
-                            headers=self._product_headers())
+                            headers={**self._product_headers(), **(headers or {})})
+
+    async def _unreranked(self, request: web.Request, why: Unreranked, body: bytes | None) -> web.StreamResponse:
+        """The engine's answer to a search of a reranked index that is not reranked (its order is the
+        user's, it has no text to score by, ...), with the headers saying so; counted by reason."""
+        self.metrics.unreranked(why.reason)
+        return await self._forward(request, body, extra_headers=why.headers)
 
     def _product_headers(self) -> dict[str, str]:
         """What the cluster's clients check a response by (the Elasticsearch clients 7.14+ refuse
@@ -327,12 +337,15 @@ class Server:
         return {}
 
     async def _search(self, req: SearchRequest, auth: Mapping[str, str]) -> dict[str, Any]:
-
-
+        """A search answered reranked: by esbridge's own first stage (``search`` mode, or the hybrid
+        pipeline), or by the rule (``rescore`` mode): the engine's answer to the request's own search,
+        its top ``window`` hits reranked."""
         start = time.perf_counter()
-        fields = _fields_of(req.source)
         wanted = req.from_ + req.size
         with forwarded_headers(auth):
+            if req.config.mode != "search":
+                return engine_shaped(await self._rescored(req), req, time.perf_counter() - start)
+            fields = _fields_of(req.source)
             if req.config.pipeline is not None:
                 assert req.text is not None
                 query = req.text
@@ -347,26 +360,34 @@ class Server:
                     response = await asyncio.to_thread(hybrid)
                 return engine_shaped(response, req, time.perf_counter() - start)
             reranker = await self._reranker(req.index, req.config)
-            if req.config.mode == "search":
-                assert req.text is not None
-                with first_stage_params(req.params):
-                    response = await reranker.search(req.text, size=wanted, filter=req.filter or None,
-                                                     fields=fields, explain=req.explain,
-                                                     window=max(req.window, wanted))
-            else:
-                body = dict(req.body)
-                body["size"] = max(req.window, wanted)
-                body["from"] = 0
-                first = await reranker.engine.search(req.index, body, params=req.params or None)
-                text = req.text
-                if text is None:  # nothing to rerank by: the engine's own order
-                    response = first
-                else:
-                    response = await reranker.rescore(first, text, window_size=max(req.window, wanted),
-                                                      explain=req.explain)
+            assert req.text is not None
+            with first_stage_params(req.params):
+                response = await reranker.search(req.text, size=wanted, filter=req.filter or None,
+                                                 fields=fields, explain=req.explain,
+                                                 window=max(req.window, wanted))
         return engine_shaped(response, req, time.perf_counter() - start)
 
-    async def _msearch(self, request: web.Request, searches: list[SearchRequest | None | _Refused],
+    async def _rescored(self, req: SearchRequest) -> dict[str, Any]:
+        """The rule: the engine runs the request's own search (its query, filters, aggregations,
+        highlighting, ...) for the top ``window`` hits (``from + size`` where that is more, within the
+        index's ``max_result_window``), and esbridge reranks the top ``window``; the hits beyond keep
+        the engine's order."""
+        reranker = await self._reranker(req.index, req.config)
+        wanted = req.from_ + req.size
+        body = dict(req.body)
+        body.pop("sort", None)  # by _score only (any other sort is answered unreranked)
+        fetch = max(req.window, wanted)
+        if fetch > wanted:
+            fetch = max(wanted, min(fetch, await reranker.max_result_window()))
+        body["size"] = fetch if wanted else 0
+        body["from"] = 0
+        first = await reranker.engine.search(req.index, body, params=req.params or None)
+        if req.text is None or not first.get("hits", {}).get("hits"):
+            return first
+        return await reranker.rescore(first, req.text, window_size=min(req.window, fetch),
+                                      explain=req.explain or req.engine_explain)
+
+    async def _msearch(self, request: web.Request, searches: list[SearchRequest | Unreranked | None | _Refused],
                        raw: bytes, auth: Mapping[str, str]) -> dict[str, Any]:
         """Each search of an ``_msearch`` answered as ``_search`` would be, concurrently; those that
         ask not to be reranked go to the engine in one ``_msearch`` of their own."""
@@ -387,7 +408,7 @@ class Server:
                 return {**body, "status": status} if isinstance(body, Mapping) else error_body(status, str(err),
                                                                                               "esbridge_exception")
 
-        plain = [i for i, s in enumerate(searches) if s is None]
+        plain = [i for i, s in enumerate(searches) if s is None or isinstance(s, Unreranked)]
         answers: list[Any] = [None] * len(searches)
         tasks = {i: asyncio.ensure_future(one(s)) for i, s in enumerate(searches) if isinstance(s, SearchRequest)}
         for i, s in enumerate(searches):
@@ -412,7 +433,8 @@ class Server:
             await asyncio.gather(*tasks.values(), return_exceptions=True)
         return {"took": int(round((time.perf_counter() - start) * 1000)), "responses": answers}
 
-    async def _forward(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
+    async def _forward(self, request: web.Request, body: bytes | None = None,
+                       extra_headers: Mapping[str, str] | None = None) -> web.StreamResponse:
         """The cluster's answer to ``request`` (with ``body`` in place of its own, if given),
         streamed both ways.  A node that cannot be reached passes the request on to the next, its
         streamed body too where no connection was made (nothing of the body read yet)."""
@@ -449,6 +471,8 @@ class Server:
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
                     response.headers.add(key, value)
+            for key, value in (extra_headers or {}).items():
+                response.headers[key] = value
             has_body = request.method != "HEAD" and upstream.status >= 200 and upstream.status not in (204, 304)
             if has_body and upstream.content_length != 0 and "content-encoding" not in upstream.headers \
                     and _accepts_gzip(request):
