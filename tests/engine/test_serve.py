@@ -577,3 +577,35 @@ def test_a_fixed_order_is_the_engines(engine: Engine, collection: tuple[str, lis
     assert 'esbridge_serve_unreranked_total{reason="no_query_text"} 3' in metrics
     assert 'esbridge_serve_unreranked_total{reason="sort"} 2' in metrics
     assert 'esbridge_serve_requests_total{handling="unreranked",status="200"} 9' in metrics
+
+
+def test_a_faceted_search_page_is_the_engines_in_esbridges_order(engine: Engine, index_name: str) -> None:
+    """A shop's search page through opensearch-py: a match on one field with operator and, a filter, a
+    terms facet on a keyword field, highlighting and paging get the engine's answer, its top hits in
+    esbridge's order."""
+    from esbridge.ingest import ingest
+
+    sample = sample_collection(2, 300)
+    docs = [{"_id": d["_id"], "title": d["title"], "text": d["text"], "category": ("a", "b", "c")[i % 3],
+             "price": 10 + i % 50} for i, d in enumerate(sample.docs)]
+    assert ingest(engine, index_name, docs, progress=False).indexed == len(docs)
+    engine.refresh(index_name)
+    window = 20
+    body = {"query": {"bool": {"must": {"match": {"text": {"query": "cell study", "operator": "and"}}},
+                               "filter": [{"range": {"price": {"lte": 50}}}]}},
+            "aggs": {"category": {"terms": {"field": "category.keyword"}}},
+            "highlight": {"fields": {"text": {}}}, "from": 5, "size": 5}
+    own = engine.search(index_name, body)
+    own_window = engine.search(index_name, {**body, "from": 0, "size": window})
+    assert own["hits"]["total"]["value"] > window  # more matches than the window
+    want = Reranker(engine, index_name, window=window).rescore(own_window, "cell study", window_size=window)
+    with running(engine, {index_name: {"window": window}}) as url:
+        got = client_of(engine, url).search(index=index_name, body=body)
+    assert got["hits"]["total"] == own["hits"]["total"]
+    assert got["aggregations"] == own["aggregations"] and got["_shards"] == own["_shards"]
+    assert ranking(got) == ranking(want)[5:10]
+    assert ranking(got) != ranking(own)
+    assert {h["_id"] for h in got["hits"]["hits"]} <= {h["_id"] for h in own_window["hits"]["hits"]}
+    for hit in got["hits"]["hits"]:
+        assert hit["highlight"]["text"] and all("<em>" in f for f in hit["highlight"]["text"])
+        assert hit["_source"]["price"] <= 50 and "category" in hit["_source"]
