@@ -167,6 +167,10 @@ class SearchRequest:
     engine_explain: bool = False
     #: the body sorts by ``_score`` (each hit's ``sort`` is its score)
     score_sort: bool = False
+    #: where ``index`` is not one configured name (several indices, a wildcard, an alias): the
+    #: configured name each concrete index it names is reranked as, and their configurations
+    owners: dict[str, str] | None = None
+    configs: dict[str, IndexConfig] | None = None
 
 
 def _whole(value: Any, name: str, minimum: int = 0) -> int:

@@ -256,42 +256,109 @@ class Server:
         return web.Response(text=self.metrics.render(), content_type="text/plain",
                             headers={"X-Content-Type-Options": "nosniff"}, charset="utf-8")
 
-    def _reranked_target(self, request: web.Request) -> tuple[str, str] | None:
-        """``(index, endpoint)`` of a search esbridge answers, else ``None``."""
-        if request.method not in ("GET", "POST"):
+    def _search_route(self, request: web.Request) -> tuple[str | None, str] | None:
+        """``(index expression or None, endpoint)`` of a search that may be of a configured index
+        (``/_search``, ``/<expr>/_search``, ``/_msearch``, ``/<expr>/_msearch``), else ``None``."""
+        if request.method not in ("GET", "POST") or not self.config.indices:
             return None
         parts = request.raw_path.split("?", 1)[0].strip("/").split("/")
-        if len(parts) != 2 or parts[1] not in ("_search", "_msearch"):
+        if len(parts) == 1 and parts[0] in ("_search", "_msearch"):
+            return None, parts[0]
+        if len(parts) != 2 or parts[1] not in ("_search", "_msearch") or parts[0].startswith("_") \
+                and parts[0] != "_all":
             return None
-        index = unquote(parts[0])
-        return (index, parts[1]) if index in self.config.indices else None
+        return unquote(parts[0]), parts[1]
+
+    async def _resolve(self, expr: str) -> dict[str, set[str]]:
+        """What the engine resolves ``expr`` (names, wildcards, aliases, comma-separated) to: each
+        index, alias or data stream it names, with the concrete indices behind it."""
+        engine = await self._engine_for_request()
+        try:
+            got = await engine.request("GET", f"/_resolve/index/{path_segment(expr, patterns=True)}",
+                                       context="resolving the indices of a search")
+        except EngineError as err:
+            if err.status == 404:
+                return {}
+            raise
+        out: dict[str, set[str]] = {}
+        for item in got.get("indices") or []:
+            out[item["name"]] = {item["name"]}
+        for item in got.get("aliases") or []:
+            out[item["name"]] = set(item.get("indices") or [])
+        for item in got.get("data_streams") or []:
+            out[item["name"]] = set(item.get("backing_indices") or [])
+        return out
+
+    async def _owners(self, expr: str) -> tuple[dict[str, str], bool]:
+        """For a search of ``expr``: the configured name each concrete index it names is reranked
+        as, and whether every one of them is covered by a configured index or alias."""
+        named = await self._resolve("*" if expr in ("", "_all") else expr)
+        targets = set().union(*named.values()) if named else set()
+        configured = await self._resolve(",".join(self.config.indices))
+        owners: dict[str, str] = {}
+        for name in self.config.indices:  # an index configured under its own name first, then aliases
+            for target in sorted(configured.get(name, set()) & targets):
+                if name == target or target not in owners:
+                    owners[target] = name
+        return owners, bool(targets) and set(owners) == targets
 
     async def _answer(self, request: web.Request) -> tuple[str, web.StreamResponse]:
         from aiohttp import web
 
-        target = self._reranked_target(request)
-        if target is None:
+        route = self._search_route(request)
+        if route is None:
             return "passed_through", await self._forward(request)
-        index, endpoint = target
+        expr, endpoint = route
+        index = expr or "_all"
+        config = self.config.indices.get(index)
+        owners: dict[str, str] | None = None
+        auth = {k.lower(): v for k, v in request.headers.items() if k.lower() == "authorization"}
+        if config is None and endpoint == "_search":
+            # several indices, a wildcard, an alias: reranked where every index named is configured
+            try:
+                with forwarded_headers(auth):
+                    owners, covered = await self._owners(index)
+            except EsbridgeError as err:
+                status, error = _engine_answer(err)
+                return "reranked", self._json(request, error, status)
+            if not owners:
+                return "passed_through", await self._forward(request)
+            if not covered:
+                why = Unreranked("target_not_configured")
+                if expr is None and request.body_exists:  # a point in time names no index: say so
+                    try:
+                        raw = await request.read()
+                        body = json.loads(raw) if raw.strip() else None
+                    except (web.HTTPRequestEntityTooLarge, ValueError, RecursionError):
+                        return "unreranked", await self._unreranked(request, why, None)
+                    if isinstance(body, Mapping) and body.get("pit") is not None:
+                        why = Unreranked("pit")
+                    return "unreranked", await self._unreranked(request, why, raw)
+                return "unreranked", await self._unreranked(request, why, None)
+            config = self.config.indices[sorted(set(owners.values()))[0]]
+        elif config is None:  # an _msearch of no configured name: as the engine answers it
+            return "passed_through", await self._forward(request)
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return "reranked", self._json(request, error_body(
                 413, f"the body of a search esbridge reranks may hold at most {self.max_search_body} bytes",
                 "illegal_argument_exception"), 413)
-        auth = {k.lower(): v for k, v in request.headers.items() if k.lower() == "authorization"}
         try:
             check_depth(raw)
             if endpoint == "_search":
                 body = json.loads(raw) if raw.strip() else None
-                req = read_search(index, self.config.indices[index], body, request.query)
+                req = read_search(index, config, body, request.query)
+                if isinstance(req, SearchRequest) and owners is not None:
+                    req.owners = owners
+                    req.configs = {name: self.config.indices[name] for name in set(owners.values())}
                 if req is None:
                     return "passed_through", await self._forward(request, _strip_ext(body) or raw)
                 if isinstance(req, Unreranked):
                     return "unreranked", await self._unreranked(request, req, _strip_ext(body) or raw)
                 answer: Any = await asyncio.wait_for(self._search(req, auth), self.request_timeout)
             else:
-                searches = _read_msearch(index, self.config.indices[index], raw, request.query)
+                searches = _read_msearch(index, config, raw, request.query)
                 if all(s is None for s in searches):
                     return "passed_through", await self._forward(request, _strip_msearch_ext(raw))
                 answer = await asyncio.wait_for(self._msearch(request, searches, raw, auth), self.request_timeout)
@@ -372,20 +439,44 @@ class Server:
         highlighting, ...) for the top ``window`` hits (``from + size`` where that is more, within the
         index's ``max_result_window``), and esbridge reranks the top ``window``; the hits beyond keep
         the engine's order."""
-        reranker = await self._reranker(req.index, req.config)
+        names = sorted(set(req.owners.values())) if req.owners else [req.index]
+        # one configured name: its configuration as the request set it (ext.esbridge); several: each its own
+        configs = req.configs if req.configs and len(names) > 1 else {names[0]: req.config}
+        rerankers = {name: await self._reranker(name, configs[name]) for name in names}
         wanted = req.from_ + req.size
         body = dict(req.body)
         body.pop("sort", None)  # by _score only (any other sort is answered unreranked)
         fetch = max(req.window, wanted)
         if fetch > wanted:
-            fetch = max(wanted, min(fetch, await reranker.max_result_window()))
+            limits = [await r.max_result_window() for r in rerankers.values()]
+            fetch = max(wanted, min(fetch, *limits))
         body["size"] = fetch if wanted else 0
         body["from"] = 0
-        first = await reranker.engine.search(req.index, body, params=req.params or None)
+        engine = await self._engine_for_request()
+        first = await engine.search(req.index, body, params=req.params or None)
         if req.text is None or not first.get("hits", {}).get("hits"):
             return first
-        return await reranker.rescore(first, req.text, window_size=min(req.window, fetch),
-                                      explain=req.explain or req.engine_explain)
+        window = min(req.window, fetch)
+        explain = req.explain or req.engine_explain
+        if len(names) == 1:
+            return await rerankers[names[0]].rescore(first, req.text, window_size=window, explain=explain)
+        # several indices: each one's hits in the window scored by its own reranker, merged by score
+        assert req.owners is not None
+        hits = first["hits"]["hits"]
+        head: list[tuple[float, int, dict[str, Any]]] = []
+        for name, reranker in rerankers.items():
+            mine = [(i, h) for i, h in enumerate(hits[:window]) if req.owners.get(h.get("_index", "")) == name]
+            if not mine:
+                continue
+            got = await reranker.rescore({**first, "hits": {**first["hits"], "hits": [h for _, h in mine]}},
+                                         req.text, window_size=len(mine), explain=explain)
+            rank = {(h.get("_index"), h["_id"]): i for i, h in mine}
+            head += [(float(h["_score"]), rank[(h.get("_index"), h["_id"])], h) for h in got["hits"]["hits"]]
+        head.sort(key=lambda item: (-item[0], item[1]))
+        out = dict(first)
+        out["hits"] = {**first["hits"], "hits": [h for _, _, h in head] + hits[window:]}
+        out["hits"]["max_score"] = head[0][0] if head else first["hits"].get("max_score")
+        return out
 
     async def _msearch(self, request: web.Request, searches: list[SearchRequest | Unreranked | None | _Refused],
                        raw: bytes, auth: Mapping[str, str]) -> dict[str, Any]:

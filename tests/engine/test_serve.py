@@ -609,3 +609,64 @@ def test_a_faceted_search_page_is_the_engines_in_esbridges_order(engine: Engine,
     for hit in got["hits"]["hits"]:
         assert hit["highlight"]["text"] and all("<em>" in f for f in hit["highlight"]["text"])
         assert hit["_source"]["price"] <= 50 and "category" in hit["_source"]
+
+
+def test_several_indices_wildcards_and_aliases(engine: Engine, collection: tuple[str, list[str]],
+                                               index_name: str) -> None:
+    index, queries = collection
+    sample = sample_collection(6, 150)
+    other = create_small_index(engine, index_name, {d["_id"]: {"title": d["title"], "text": d["text"]}
+                                                    for d in sample.docs[:60]})
+    alias = f"{index}-alias"
+    engine.request("POST", "/_aliases", body={"actions": [{"add": {"index": index, "alias": alias}}]})
+    q = queries[0]
+    body = {"query": {"match": {"text": q}}, "size": 10, "aggs": {"n": {"value_count": {"field": "esbridge_id"}}}}
+    window = 20
+    try:
+        with running(engine, {index: {"window": window}, other: {"window": window}}) as url:
+            # an alias of a configured index, a wildcard and a list naming configured indices only: reranked
+            for expr in (alias, f"{index[:-3]}*,{other}", f"{index},{other}"):
+                status, headers, got = http_headers(engine, "POST", f"{url}/{expr}/_search", body)
+                own = engine.search(expr, body)
+                assert status == 200 and headers["x-esbridge-reranked"] == "true", (expr, got)
+                same_but_hits(got, own)
+                own_window = engine.search(expr, {**body, "size": window})
+                assert {(h["_index"], h["_id"]) for h in got["hits"]["hits"]} <= \
+                    {(h["_index"], h["_id"]) for h in own_window["hits"]["hits"]}
+                scores = [h["_score"] for h in got["hits"]["hits"]]
+                assert scores == sorted(scores, reverse=True)
+            status, _, got = http_headers(engine, "POST", f"{url}/{alias}/_search", body)
+            want = Reranker(engine, index, window=window).rescore(engine.search(index, {**body, "size": window}), q,
+                                                                 window_size=window)
+            assert ranking(got) == ranking(want)[:10]
+            # one index not configured among them: the engine's answer, saying why
+        with running(engine, {index: {"window": window}}) as url:
+            for path in (f"/{index},{other}/_search", f"/{index[:-3]}*,{other}/_search", "/_search"):
+                status, headers, got = http_headers(engine, "POST", url + path, body)
+                assert status == 200 and headers["x-esbridge-reranked"] == "false", path
+                assert headers["x-esbridge-reason"] == "target_not_configured"
+            # an index no configured name covers: passed through as before, without the header
+            status, headers, got = http_headers(engine, "POST", f"{url}/{other}/_search", body)
+            assert status == 200 and "x-esbridge-reranked" not in headers
+            # a point in time
+            status, pit = http(engine, "POST", f"{url}/{index}/_search/point_in_time?keep_alive=1m")
+            status, headers, got = http_headers(engine, "POST", f"{url}/_search",
+                                                {"pit": {"id": pit["pit_id"]}, "query": {"match": {"text": q}}})
+            assert status == 200 and headers["x-esbridge-reason"] == "pit" and got["hits"]["hits"]
+            http(engine, "DELETE", f"{url}/_search/point_in_time", {"pit_id": [pit["pit_id"]]})
+    finally:
+        engine.request("POST", "/_aliases", body={"actions": [{"remove": {"index": index, "alias": alias}}]})
+
+
+def test_explain_explains_esbridges_score(engine: Engine, collection: tuple[str, list[str]]) -> None:
+    index, queries = collection
+    with running(engine, {index: {"window": 10}}) as url:
+        got = client_of(engine, url).search(index=index, body={"query": {"match": {"text": queries[2]}},
+                                                               "explain": True, "size": 15})
+    hits = got["hits"]["hits"]
+    for hit in hits[:10]:
+        assert hit["_explanation"]["value"] == hit["_score"] and "esbridge" in hit["_explanation"]["description"]
+        assert hit["_explanation"]["details"] and "_esbridge" not in hit
+    for hit in hits[10:]:  # beyond the window: the engine's explanation of its own score
+        assert hit["_explanation"]["value"] == pytest.approx(hit["_score"]) and "esbridge" not in json.dumps(
+            hit["_explanation"])
