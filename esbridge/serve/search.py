@@ -495,28 +495,67 @@ def _strip_msearch_ext(raw: bytes) -> bytes:
     return b"".join((ln if i % 2 == 0 else _strip_ext_line(ln)) + b"\n" for i, ln in enumerate(lines))
 
 
-def _read_msearch(index: str, config: IndexConfig, raw: bytes,
-                  params: Mapping[str, str]) -> list[SearchRequest | Unreranked | None | _Refused]:
-    """Each search of an ``_msearch`` body: what it asks, ``None`` (pass it on), or why it is refused."""
+def msearch_targets(raw: bytes) -> list[str | None]:
+    """The index each search of an ``_msearch`` body names in its header (``None``: the path's);
+    headers that cannot be read are left to :func:`_read_msearch` to refuse."""
+    out: list[str | None] = []
+    lines = [ln for ln in raw.split(b"\n") if ln.strip()]
+    for i in range(0, len(lines) - 1, 2):
+        try:
+            header = json.loads(lines[i])
+        except ValueError:
+            header = None
+        named = header.get("index") if isinstance(header, Mapping) else None
+        if isinstance(named, list):
+            named = ",".join(str(n) for n in named)
+        out.append(named if isinstance(named, str) else None)
+    return out
+
+
+#: What a search of an ``_msearch`` header's index is reranked as: the configuration, and where the
+#: header names several indices, a wildcard or an alias, the configured name of each index
+#: (:attr:`SearchRequest.owners`); or why it is not.
+Target = tuple[IndexConfig, dict[str, str] | None] | Unreranked
+
+
+def _read_msearch(index: str | None, config: IndexConfig | None, raw: bytes, params: Mapping[str, str],
+                  targets: Mapping[str, Target] | None = None) -> list[SearchRequest | Unreranked | None | _Refused]:
+    """Each search of an ``_msearch`` body: what it asks, ``None`` (pass it on), or why it is
+    refused.  A search whose header names an index is read as a search of that index
+    (``targets``); its other header options go with it as a search's parameters."""
+    where = index or "_all"
     unknown = [k for k in params if k not in MSEARCH_PARAMS]
     if unknown:
-        raise _Refused(400, f"esbridge reranks _msearch of [{index}] with the parameters {', '.join(MSEARCH_PARAMS)}; "
+        raise _Refused(400, f"esbridge reranks _msearch of [{where}] with the parameters {', '.join(MSEARCH_PARAMS)}; "
                             f"[{unknown[0]}] is not supported: leave it out, or send this _msearch to the cluster "
                             "itself")
     each = {k: v for k, v in params.items() if k == "typed_keys"}
     lines = [ln for ln in raw.split(b"\n") if ln.strip()]
     if len(lines) % 2:
         raise _Refused(400, "an _msearch body is pairs of lines (header, search); the last search is missing")
+    named = msearch_targets(raw)
     out: list[SearchRequest | Unreranked | None | _Refused] = []
     for i in range(0, len(lines), 2):
         header = json.loads(lines[i])
         if not isinstance(header, Mapping):
             raise _Refused(400, f"line {i + 1} of the _msearch body must be a JSON object")
-        if header.get("index", index) != index or any(k != "index" for k in header):
-            raise _Refused(400, f"line {i + 1} of the _msearch body: esbridge reranks an _msearch of [{index}] "
-                                "whose headers name no other index and no other option")
+        target = named[i // 2]
+        key = target if target is not None else index
+        got: Target = Unreranked("target_not_configured")
+        if key is not None and key == index and config is not None:
+            got = (config, None)
+        elif key is not None and targets is not None and key in targets:
+            got = targets[key]
+        if isinstance(got, Unreranked):
+            out.append(got)
+            continue
+        options = {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in header.items()
+                   if k != "index"}
         try:
-            out.append(read_search(index, config, json.loads(lines[i + 1]), each))
+            req = read_search(key or where, got[0], json.loads(lines[i + 1]), {**each, **options})
+            if isinstance(req, SearchRequest) and got[1] is not None:
+                req.owners = got[1]
+            out.append(req)
         except _Refused as err:
             out.append(err)
     return out

@@ -25,6 +25,7 @@ from esbridge.serve.metrics import Metrics
 from esbridge.serve.readonly import is_read
 from esbridge.serve.search import (
     SearchRequest,
+    Target,
     Unreranked,
     _engine_answer,
     _fields_of,
@@ -36,6 +37,7 @@ from esbridge.serve.search import (
     check_depth,
     engine_shaped,
     error_body,
+    msearch_targets,
     read_search,
 )
 from esbridge.serve.shape import filter_path, render
@@ -289,6 +291,31 @@ class Server:
             out[item["name"]] = set(item.get("backing_indices") or [])
         return out
 
+    async def _msearch_targets(self, expr: str | None, config: IndexConfig | None, raw: bytes,
+                               auth: Mapping[str, str]) -> tuple[dict[str, Target], bool]:
+        """What each index an ``_msearch``'s searches name (in their headers, or the path's) is
+        reranked as (:data:`~esbridge.serve.search.Target`), and whether any of them names a
+        configured index at all."""
+        names = {t for t in msearch_targets(raw) if t is not None}
+        if config is None and expr is not None:
+            names.add(expr)
+        targets: dict[str, Target] = {}
+        touched = config is not None
+        with forwarded_headers(auth):
+            for name in sorted(names):
+                if name in self.config.indices:
+                    targets[name] = (self.config.indices[name], None)
+                    touched = True
+                    continue
+                owners, covered = await self._owners(name)
+                touched = touched or bool(owners)
+                targets[name] = (self.config.indices[sorted(set(owners.values()))[0]], owners) if covered \
+                    else Unreranked("target_not_configured")
+        if config is None and expr is None and not touched and self.config.indices:
+            # searches of every index (no index named anywhere): they touch the configured ones
+            touched = any(t is None for t in msearch_targets(raw))
+        return targets, touched
+
     async def _owners(self, expr: str) -> tuple[dict[str, str], bool]:
         """For a search of ``expr``: the configured name each concrete index it names is reranked
         as, and whether every one of them is covered by a configured index or alias."""
@@ -336,8 +363,8 @@ class Server:
                     return "unreranked", await self._unreranked(request, why, raw)
                 return "unreranked", await self._unreranked(request, why, None)
             config = self.config.indices[sorted(set(owners.values()))[0]]
-        elif config is None:  # an _msearch of no configured name: as the engine answers it
-            return "passed_through", await self._forward(request)
+        if config is None and (request.content_length or 0) > self.max_search_body:
+            return "passed_through", await self._forward(request)  # an _msearch too large to read: streamed
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -348,6 +375,7 @@ class Server:
             check_depth(raw)
             if endpoint == "_search":
                 body = json.loads(raw) if raw.strip() else None
+                assert config is not None
                 req = read_search(index, config, body, request.query)
                 if isinstance(req, SearchRequest) and owners is not None:
                     req.owners = owners
@@ -358,10 +386,20 @@ class Server:
                     return "unreranked", await self._unreranked(request, req, _strip_ext(body) or raw)
                 answer: Any = await asyncio.wait_for(self._search(req, auth), self.request_timeout)
             else:
-                searches = _read_msearch(index, config, raw, request.query)
-                if all(s is None for s in searches):
-                    return "passed_through", await self._forward(request, _strip_msearch_ext(raw))
+                targets, touched = await self._msearch_targets(expr, config, raw, auth)
+                searches = _read_msearch(expr, config, raw, request.query, targets)
+                for s in searches:
+                    if isinstance(s, SearchRequest) and s.owners is not None:
+                        s.configs = {name: self.config.indices[name] for name in set(s.owners.values())}
+                said = _msearch_headers(searches) if touched else {}
+                for s in searches:
+                    if isinstance(s, Unreranked) and touched:
+                        self.metrics.unreranked(s.reason)
+                if not any(isinstance(s, (SearchRequest, _Refused)) for s in searches):
+                    return ("unreranked" if said else "passed_through"), await self._forward(
+                        request, _strip_msearch_ext(raw), extra_headers=said)
                 answer = await asyncio.wait_for(self._msearch(request, searches, raw, auth), self.request_timeout)
+                return "reranked", self._json(request, answer, headers=said)
             return "reranked", self._json(request, answer, headers={"X-Esbridge-Reranked": "true"})
         except json.JSONDecodeError as err:
             refused = _Refused(400, f"the search body is not valid JSON: {err}", "parsing_exception")
@@ -510,8 +548,10 @@ class Server:
                 body = b"".join(lines[2 * i] + b"\n" + _strip_ext_line(lines[2 * i + 1]) + b"\n" for i in plain)
                 with forwarded_headers(auth):
                     engine = await self._engine_for_request()
-                    where = path_segment(unquote(_index_of(request)), patterns=True)
-                    resp = await engine.request("POST", f"/{where}/_msearch", body=body.decode(), ndjson=True,
+                    path = request.raw_path.split("?", 1)[0].rstrip("/")
+                    where = path.removesuffix("/_msearch").strip("/")
+                    where = f"/{path_segment(unquote(where), patterns=True)}" if where else ""
+                    resp = await engine.request("POST", f"{where}/_msearch", body=body.decode(), ndjson=True,
                                                 params={k: v for k, v in request.query.items() if k == "typed_keys"},
                                                 context="passing on an _msearch")
                 for i, r in zip(plain, resp["responses"]):
@@ -608,8 +648,13 @@ def _gzip() -> ContentCoding:
     return ContentCoding.gzip
 
 
-def _index_of(request: web.Request) -> str:
-    return request.raw_path.split("?", 1)[0].strip("/").split("/")[0]
+def _msearch_headers(searches: list[Any]) -> dict[str, str]:
+    """The headers of an ``_msearch`` answer: for each search in turn, whether it was reranked
+    (``X-Esbridge-Reranked``) and, where it was not, why (``X-Esbridge-Reason``, ``-`` for one reranked)."""
+    return {"X-Esbridge-Reranked": ",".join("false" if isinstance(s, Unreranked) or s is None else "true"
+                                            for s in searches),
+            "X-Esbridge-Reason": ",".join(s.reason if isinstance(s, Unreranked) else "rerank_false" if s is None
+                                          else "-" for s in searches)}
 
 
 def _dumps(value: Any) -> str:

@@ -670,3 +670,32 @@ def test_explain_explains_esbridges_score(engine: Engine, collection: tuple[str,
     for hit in hits[10:]:  # beyond the window: the engine's explanation of its own score
         assert hit["_explanation"]["value"] == pytest.approx(hit["_score"]) and "esbridge" not in json.dumps(
             hit["_explanation"])
+
+
+def test_msearch_headers_naming_the_index_follow_the_rule(engine: Engine, collection: tuple[str, list[str]],
+                                                          index_name: str) -> None:
+    index, queries = collection
+    other = create_small_index(engine, index_name)
+    search = {"query": {"match": {"text": queries[1]}}, "size": 5}
+    with running(engine, {index: {"window": WINDOW}}) as url:
+        client = client_of(engine, url)
+        single = client.search(index=index, body=search)
+        body = [{"index": index}, search, {"index": other}, search, {"index": index, "preference": "x"}, search,
+                {"index": index}, {**search, "sort": [{"esbridge_id": "asc"}]}]
+        status, headers, got = http_headers(engine, "POST", f"{url}/_msearch", None)  # (an empty body: refused)
+        assert status == 400
+        req = urllib.request.Request(f"{url}/_msearch", method="POST", data="".join(
+            json.dumps(line) + "\n" for line in body).encode(),
+            headers={"content-type": "application/x-ndjson", **auth_of(engine)})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            headers = {k.lower(): v for k, v in resp.headers.items()}
+            got = json.loads(resp.read())
+        # the same path with the index in it: its searches too
+        via_path = client.msearch(index=index, body=[{}, search, {"index": other}, search])
+    responses = got["responses"]
+    assert ranking(responses[0]) == ranking(single) == ranking(responses[2]) == ranking(via_path["responses"][0])
+    own = engine.search(other, search)
+    assert ranking(responses[1]) == ranking(own) == ranking(via_path["responses"][1])
+    assert responses[3]["hits"] == engine.search(index, {**search, "sort": [{"esbridge_id": "asc"}]})["hits"]
+    assert headers["x-esbridge-reranked"] == "true,false,true,false"
+    assert headers["x-esbridge-reason"] == "-,target_not_configured,-,sort"
