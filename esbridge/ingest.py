@@ -192,6 +192,12 @@ def parse_document(
     return document_from_mapping(obj, line_no, id_field=id_field, fields=fields, size=size)
 
 
+#: Keys of an input document that are not written to its ``_source``: the engine's metadata fields,
+#: and the field esbridge writes each document's id to.
+_NOT_IN_SOURCE = frozenset({"_id", "_index", "_source", "_routing", "_version", "_seq_no", "_primary_term",
+                            "_score", "_ignored", "_field_names", "_type", "esbridge_id"})
+
+
 def document_from_mapping(
     obj: Any,
     line_no: int,
@@ -216,7 +222,10 @@ def document_from_mapping(
     if len(doc_id.encode("utf-8")) > 512:
         return SourceDocument(line_no, doc_id[:40] + "...", None,
                               "id is longer than 512 bytes, the engine's limit", size)
-    source: dict[str, Any] = {}
+    # the fields esbridge does not score are kept as they are: the index maps them as the engine
+    # would (dynamic mapping), so they filter, aggregate and sort
+    source: dict[str, Any] = {k: v for k, v in obj.items() if k not in _NOT_IN_SOURCE and k != id_field
+                              and k not in fields and v is not None}
     for name in fields:
         value = obj.get(name)
         if value is None:

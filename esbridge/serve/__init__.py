@@ -12,7 +12,7 @@ The server holds no credentials: the ``Authorization`` header of each request (b
 
 The configuration (:func:`load_config`) is a JSON file::
 
-    {"indices": {"scifact": {"scorer": "evolved", "window": 100, "mode": "search"}}}
+    {"indices": {"scifact": {"scorer": "evolved", "window": 100}}}
 
 and a search may override it with ``"ext": {"esbridge": {...}}`` in its body (:data:`EXT_KEYS`),
 which the cluster never sees.  The package follows a request: :mod:`~esbridge.serve.config` (the

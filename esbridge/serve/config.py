@@ -2,7 +2,7 @@
 
 It is a JSON file (:func:`load_config`)::
 
-    {"indices": {"scifact": {"scorer": "evolved", "window": 100, "mode": "search"}}}
+    {"indices": {"scifact": {"scorer": "evolved", "window": 100}}}
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ if TYPE_CHECKING:
 
 __all__ = ["IndexConfig", "ServeConfig", "load_config", "parse_config", "MODES", "INDEX_KEYS"]
 
-#: How a reranked index's searches find their candidates: ``search`` runs esbridge's pipeline (its
-#: own first stage from the query text, :meth:`AsyncReranker.search`); ``rescore`` sends the
-#: request's own query to the engine and reranks its top ``window`` (:meth:`AsyncReranker.rescore`).
-MODES = ("search", "rescore")
+#: How a reranked index's searches find their candidates: ``rescore`` (the default) sends the
+#: request's own search to the engine and reranks its top ``window`` (:meth:`AsyncReranker.rescore`),
+#: so the answer is the engine's with its top hits reordered; ``search`` runs esbridge's pipeline (its
+#: own first stage from the query text, :meth:`AsyncReranker.search`) for the searches it can take
+#: (a query text, ``size``, ``from``, ``_source``), the others as ``rescore`` does.
+MODES = ("rescore", "search")
 #: The keys of an index's configuration.
 INDEX_KEYS = ("scorer", "window", "mode", "first_stage", "fields", "field_weights", "params", "pipeline",
               "pipeline_params")
@@ -36,7 +38,7 @@ class IndexConfig:
 
     scorer: str = "evolved"
     window: int = 100
-    mode: str = "search"
+    mode: str = "rescore"
     first_stage: str = "bm25"
     fields: tuple[str, ...] | None = None
     field_weights: tuple[tuple[str, float], ...] | None = None
@@ -121,7 +123,7 @@ def _check_index(where: str, name: str, raw: Any) -> IndexConfig:
     if pp is not None and not raw.get("pipeline"):
         raise ConfigurationError(f"{at}.pipeline_params is given but pipeline is not true")
     if raw.get("pipeline"):
-        if cfg.mode != "search":
+        if raw.get("mode", "search") != "search":
             raise ConfigurationError(f"{at}: the hybrid pipeline (pipeline true) finds its own candidates; "
                                      "it cannot be in mode rescore")
         if pp is not None and not isinstance(pp, Mapping):
@@ -131,7 +133,7 @@ def _check_index(where: str, name: str, raw: Any) -> IndexConfig:
             pipeline = _pipeline_params(cfg.scorer, raw.get("window"), pp or {})
         except (ConfigurationError, TypeError, ValueError) as err:
             raise ConfigurationError(f"{at}.pipeline_params: {err}") from None
-        cfg = replace(cfg, pipeline=pipeline)
+        cfg = replace(cfg, pipeline=pipeline, mode="search")
     return cfg
 
 

@@ -9,8 +9,9 @@ BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class Metrics:
-    """Counters and a latency histogram per handling (``reranked``, ``passed_through``,
-    ``esbridge``), in Prometheus' text format (:meth:`render`)."""
+    """Counters and a latency histogram per handling (``reranked``, ``unreranked``,
+    ``passed_through``, ``esbridge``), and the searches of reranked indices answered unreranked by
+    reason (:data:`esbridge.serve.search.REASONS`), in Prometheus' text format (:meth:`render`)."""
 
     def __init__(self) -> None:
         self.requests: dict[tuple[str, int], int] = {}
@@ -18,6 +19,11 @@ class Metrics:
         self.sums: dict[str, float] = {}
         self.counts: dict[str, int] = {}
         self.in_flight = 0
+        self.unreranked_searches: dict[str, int] = {}
+
+    def unreranked(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` searches of reranked indices the engine answered unreranked, for ``reason``."""
+        self.unreranked_searches[reason] = self.unreranked_searches.get(reason, 0) + n
 
     def observe(self, handling: str, status: int, seconds: float) -> None:
         self.requests[(handling, status)] = self.requests.get((handling, status), 0) + 1
@@ -45,6 +51,10 @@ class Metrics:
                          f'{self.sums[handling]:.6f}')
             lines.append(f'esbridge_serve_request_duration_seconds_count{{handling="{handling}"}} '
                          f'{self.counts[handling]}')
+        lines += ["# HELP esbridge_serve_unreranked_total Searches of reranked indices answered by the engine "
+                  "unreranked, by reason.", "# TYPE esbridge_serve_unreranked_total counter"]
+        for reason, n in sorted(self.unreranked_searches.items()):
+            lines.append(f'esbridge_serve_unreranked_total{{reason="{reason}"}} {n}')
         lines += ["# HELP esbridge_serve_in_flight Requests being answered.", "# TYPE esbridge_serve_in_flight gauge",
                   f"esbridge_serve_in_flight {self.in_flight}"]
         return "\n".join(lines) + "\n"

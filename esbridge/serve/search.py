@@ -15,8 +15,9 @@ from typing import Any
 from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableError, EsbridgeError
 from esbridge.serve.config import MODES, IndexConfig, _pipeline_params
 
-__all__ = ["SearchRequest", "error_body", "query_text", "read_search", "engine_shaped", "EXT_KEYS", "SEARCH_PARAMS",
-           "MSEARCH_PARAMS", "FIRST_STAGE_PARAMS", "RESPONSE_PARAMS"]
+__all__ = ["SearchRequest", "Unreranked", "error_body", "query_text", "scoring_text", "fixed_order", "read_search",
+           "engine_shaped", "EXT_KEYS", "SEARCH_PARAMS", "MSEARCH_PARAMS", "FIRST_STAGE_PARAMS", "RESPONSE_PARAMS",
+           "REASONS"]
 
 #: The keys of ``ext.esbridge`` in a search body.
 EXT_KEYS = ("rerank", "explain", "window", "scorer", "mode", "query", "pipeline")
@@ -37,6 +38,26 @@ SEARCH_PARAMS = ("size", "from", "q", "typed_keys", *FIRST_STAGE_PARAMS, *RESPON
 MSEARCH_PARAMS = ("typed_keys", *RESPONSE_PARAMS)
 #: Query clauses whose ``query`` is a text: the text reranked in ``search`` mode.
 TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
+#: Query clauses whose text scores, read for the text esbridge scores by (:func:`scoring_text`):
+#: by field (``{"match": {"title": ...}}``) or with a ``query`` key.
+FIELD_TEXT_QUERIES = ("match", "match_phrase", "match_phrase_prefix", "match_bool_prefix")
+KEY_TEXT_QUERIES = ("multi_match", "query_string", "simple_query_string", "combined_fields")
+#: Compound queries, and the keys of their clauses that score (a ``filter`` or ``must_not`` does not).
+SCORING_CLAUSES = {"bool": ("must", "should"), "dis_max": ("queries",), "function_score": ("query",),
+                   "script_score": ("query",), "boosting": ("positive",), "nested": ("query",)}
+#: Why a search of a reranked index is answered by the engine unreranked (the
+#: ``X-Esbridge-Reason`` header of the answer, the ``reason`` label of its metric).
+REASONS = {
+    "sort": "the search sorts by something other than _score",
+    "search_after": "the search pages with search_after",
+    "scroll": "the search is scrolled",
+    "collapse": "the search collapses its hits",
+    "rescore": "the search rescores its hits itself",
+    "pit": "the search is of a point in time",
+    "no_query_text": "the query has no text to score (no match, multi_match, query_string or simple_query_string "
+                     "clause that scores)",
+    "target_not_configured": "not every index the search names is one esbridge reranks",
+}
 #: How deeply the body of a search esbridge reads may nest objects and arrays: far deeper than a
 #: search needs (each level of a ``bool`` query takes three), far shallower than
 #: Python's parser and esbridge's own reading of the query can go.
@@ -110,6 +131,20 @@ def check_depth(raw: bytes, what: str = "the search body") -> None:
 # ---- what a search asks ---------------------------------------------------------------------
 
 @dataclass
+class Unreranked:
+    """A search of a reranked index answered by the engine as it is, unreranked: its order is the
+    user's (:func:`fixed_order`) or there is no text to score by.  ``reason`` is a key of :data:`REASONS`."""
+
+    reason: str
+    detail: str = ""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers saying so, on the engine's answer."""
+        return {"X-Esbridge-Reranked": "false", "X-Esbridge-Reason": self.reason}
+
+
+@dataclass
 class SearchRequest:
     """A search of a reranked index, as esbridge reads it."""
 
@@ -127,6 +162,15 @@ class SearchRequest:
     #: all but size, from and :data:`RESPONSE_PARAMS`), or with the first stage (``search`` mode:
     #: :data:`FIRST_STAGE_PARAMS`)
     params: dict[str, str] = field(default_factory=dict)
+    #: the body asks the engine to explain each hit's score (``"explain": true``): esbridge's
+    #: score is explained for the hits it reranked
+    engine_explain: bool = False
+    #: the body sorts by ``_score`` (each hit's ``sort`` is its score)
+    score_sort: bool = False
+    #: where ``index`` is not one configured name (several indices, a wildcard, an alias): the
+    #: configured name each concrete index it names is reranked as, and their configurations
+    owners: dict[str, str] | None = None
+    configs: dict[str, IndexConfig] | None = None
 
 
 def _whole(value: Any, name: str, minimum: int = 0) -> int:
@@ -185,7 +229,97 @@ def query_text(query: Any) -> tuple[str | None, list[Any]]:
                         "or set the index's mode to rescore")
 
 
-def read_search(index: str, config: IndexConfig, body: Any, params: Mapping[str, str]) -> SearchRequest | None:
+_QUERY_SYNTAX = re.compile(r"(?<![\w\\])[\w.*]+:(?!/)|\b(?:AND|OR|NOT)\b|&&|\|\||[+\-!(){}\[\]^\"~*?\\/|]")
+
+
+def _plain(text: str, syntax: bool) -> str:
+    """The words of a query text (a ``query_string``'s field names, operators and syntax left out)."""
+    return " ".join((_QUERY_SYNTAX.sub(" ", text) if syntax else text).split())
+
+
+def _texts(query: Any, out: list[str], depth: int = 0) -> None:
+    if not isinstance(query, Mapping) or depth > MAX_BODY_DEPTH:
+        return
+    for kind, clause in query.items():
+        if kind in FIELD_TEXT_QUERIES and isinstance(clause, Mapping):
+            for spec in clause.values():
+                text = spec.get("query") if isinstance(spec, Mapping) else spec
+                if isinstance(text, (str, int, float)) and not isinstance(text, bool):
+                    out.append(_plain(str(text), False))
+        elif kind in KEY_TEXT_QUERIES and isinstance(clause, Mapping):
+            text = clause.get("query")
+            if isinstance(text, (str, int, float)) and not isinstance(text, bool):
+                out.append(_plain(str(text), kind != "multi_match" and kind != "combined_fields"))
+        elif kind in SCORING_CLAUSES and isinstance(clause, Mapping):
+            for key in SCORING_CLAUSES[kind]:
+                inner = clause.get(key)
+                for q in (inner if isinstance(inner, list) else [inner]):
+                    _texts(q, out, depth + 1)
+
+
+def scoring_text(query: Any) -> str | None:
+    """The text esbridge scores a query's candidates by: the texts of its ``match``,
+    ``multi_match``, ``query_string`` and ``simple_query_string`` clauses (and ``match_phrase``,
+    ``match_bool_prefix``, ``combined_fields``) wherever they score (in a ``bool``'s ``must`` and
+    ``should``, a ``dis_max``, a ``function_score``, ...; not in a ``filter`` or ``must_not``),
+    each once, joined; ``None`` where the query has none (``term``, ``match_all``, ...)."""
+    found: list[str] = []
+    _texts(query, found)
+    texts = list(dict.fromkeys(t for t in found if t))
+    return " ".join(texts) if texts else None
+
+
+def _by_score(sort: Any) -> bool:
+    """Whether a ``sort`` (of a body, or the ``sort`` URL parameter) is by ``_score`` descending only."""
+    items = sort if isinstance(sort, list) else [sort]
+    for item in items:
+        if isinstance(item, str):
+            name, _, order = item.partition(":")
+            if name != "_score" or order not in ("", "desc"):
+                return False
+        elif isinstance(item, Mapping) and len(item) == 1 and "_score" in item:
+            order = item["_score"]
+            order = order.get("order", "desc") if isinstance(order, Mapping) else order
+            if order != "desc":
+                return False
+        else:
+            return False
+    return True
+
+
+def fixed_order(body: Mapping[str, Any], params: Mapping[str, str]) -> Unreranked | None:
+    """Why a search's order is the user's, not a score's (``None``: it is by score): a ``sort``
+    other than ``_score``, ``search_after``, ``scroll``, ``collapse``, a ``rescore`` of its own,
+    a point in time."""
+    if body.get("pit") is not None:
+        return Unreranked("pit")
+    if "scroll" in params or "scroll" in body:
+        return Unreranked("scroll")
+    for key in ("search_after", "collapse", "rescore"):
+        if body.get(key) is not None:
+            return Unreranked(key)
+    if ("sort" in body and not _by_score(body["sort"])) or \
+            ("sort" in params and not _by_score(params["sort"].split(","))):
+        return Unreranked("sort")
+    return None
+
+
+def _fits_search_mode(body: Mapping[str, Any], params: Mapping[str, str], explicit: Any) -> bool:
+    """Whether esbridge's own first stage (``search`` mode) can answer a search: its body and
+    parameters are those it takes, and its query has one text (or the text is given apart)."""
+    if any(k not in SEARCH_PARAMS for k in params) or any(k not in SEARCH_BODY_KEYS for k in body):
+        return False
+    try:
+        _fields_of(body.get("_source"))
+        if explicit is not None or (body.get("query") is None and "q" in params):
+            return True
+        return query_text(body.get("query"))[0] is not None
+    except _Refused:
+        return False
+
+
+def read_search(index: str, config: IndexConfig, body: Any,
+                params: Mapping[str, str]) -> SearchRequest | Unreranked | None:
     """What a search of ``index`` asks; ``None`` when it asks not to be reranked
     (``ext.esbridge.rerank`` false).  ``body`` keeps everything but ``ext.esbridge``."""
     if body is None:
@@ -239,38 +373,37 @@ def read_search(index: str, config: IndexConfig, body: Any, params: Mapping[str,
             raise _Refused(400, f"ext.esbridge.{fixed[0]} cannot be given to the hybrid pipeline of [{index}]: "
                                 "set it in the configuration's pipeline_params")
     window = _whole(opts.get("window", config.window), "ext.esbridge.window", 1)
-    unknown_params = [k for k in params if k not in SEARCH_PARAMS]
-    if config.mode == "search":
-        if unknown_params:
-            raise _Refused(400, f"esbridge reranks searches of [{index}] with the parameters "
-                                f"{', '.join(SEARCH_PARAMS)}; [{unknown_params[0]}] is not supported (set "
-                                "ext.esbridge.rerank to false to send the search to the engine as it is)")
-        unknown = [k for k in body if k not in SEARCH_BODY_KEYS]
-        if unknown:
-            raise _Refused(400, f"esbridge reranks searches of [{index}] with {', '.join(SEARCH_BODY_KEYS)}; "
-                                f"[{unknown[0]}] is not supported (set ext.esbridge.rerank to false to send the "
-                                "search to the engine as it is, or the index's mode to rescore)")
-    elif "sort" in body or "scroll" in params:
-        raise _Refused(400, f"a {'sorted' if 'sort' in body else 'scrolled'} search of [{index}] cannot be "
-                            "reranked (set ext.esbridge.rerank to false)")
     size = _whole(params.get("size", body.get("size", 10)), "size")
     from_ = _whole(params.get("from", body.get("from", 0)), "from")
     explicit = opts.get("query")
     if explicit is not None and not isinstance(explicit, str):
         raise _Refused(400, f"ext.esbridge.query must be a string, got {explicit!r}")
+    user_order = fixed_order(body, params)
+    if user_order is not None:
+        return user_order
+    if config.mode == "search" and not _fits_search_mode(body, params, explicit):
+        # what esbridge's own first stage cannot take is answered by the rule: the engine's answer
+        # to the request, its top hits reranked
+        config = replace(config, mode="rescore", pipeline=None)
     text: str | None = explicit
-    if explicit is not None:
-        filters = [body["query"]] if config.mode == "search" and body.get("query") is not None else []
-    elif body.get("query") is None and "q" in params:  # a URI search
-        text, filters = params["q"], []
-    else:
-        text, filters = query_text(body.get("query"))
-    if text is None and config.mode == "search":
-        raise _Refused(400, f"a search of [{index}] needs a query text to rerank: a match, multi_match, "
-                            "query_string or simple_query_string query, the q parameter, or ext.esbridge.query")
+    filters: list[Any] = []
+    if config.mode == "search":
+        if explicit is not None:
+            filters = [body["query"]] if body.get("query") is not None else []
+        elif body.get("query") is None and "q" in params:  # a URI search
+            text = params["q"]
+        else:
+            text, filters = query_text(body.get("query"))
+    elif explicit is None:
+        text = scoring_text(body["query"]) if body.get("query") is not None else (
+            _plain(params["q"], True) or None if "q" in params else None)
+        if text is None:
+            return Unreranked("no_query_text")
     return SearchRequest(index=index, config=config, body=body, text=text, filter=filters, size=size,
                          from_=from_, explain=bool(opts.get("explain", False)), window=window,
-                         source=body.get("_source"), params=_engine_params(config.mode, params))
+                         source=body.get("_source"), params=_engine_params(config.mode, params),
+                         engine_explain=body.get("explain") is True or params.get("explain") == "true",
+                         score_sort="sort" in body or "sort" in params)
 
 
 def _engine_params(mode: str, params: Mapping[str, str]) -> dict[str, str]:
@@ -293,14 +426,24 @@ def _fields_of(source: Any) -> list[str] | None:
 
 
 def engine_shaped(response: dict[str, Any], req: SearchRequest, took: float) -> dict[str, Any]:
-    """esbridge's response as the engine's: hits ``from`` to ``from + size``, ``took`` the whole
-    request's milliseconds, esbridge's details (``_esbridge``) only with ``explain``."""
+    """esbridge's response as the engine's: hits ``from`` to ``from + size``, esbridge's details
+    (``_esbridge``) only with ``explain``.  ``took`` is the whole request's milliseconds where
+    esbridge found the candidates itself (``search`` mode), the engine's where it ran the
+    request's own search; with the body's ``explain``, each reranked hit's ``_explanation`` is
+    esbridge's score's."""
     out = dict(response)
-    out["took"] = int(round(took * 1000))
+    if req.config.mode == "search" or "took" not in out:
+        out["took"] = int(round(took * 1000))
     hits = dict(out["hits"])
     page = []
+    scorer = req.config.scorer
     for h in hits["hits"][req.from_:req.from_ + req.size]:
         h = dict(h)
+        meta = h.get("_esbridge")
+        if req.engine_explain and isinstance(meta, Mapping) and "parts" in meta:
+            h["_explanation"] = explanation(h["_score"], scorer, meta)
+        if req.score_sort and isinstance(meta, Mapping):
+            h["sort"] = [h["_score"]]
         if not req.explain:
             h.pop("_esbridge", None)
         if req.source is False:
@@ -311,6 +454,19 @@ def engine_shaped(response: dict[str, Any], req: SearchRequest, took: float) -> 
     if not req.explain:
         out.pop("_esbridge", None)
     return out
+
+
+def explanation(score: float, scorer: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A hit's ``_explanation`` (the engine's shape) of esbridge's score: its value the hit's
+    ``_score``, its details the scorer's parts and the engine's first-stage score and rank."""
+    details = [{"value": float(v), "description": f"{name} (a part of the {scorer} score)", "details": []}
+               for name, v in (meta.get("parts") or {}).items()]
+    if meta.get("first_stage_score") is not None:
+        details.append({"value": float(meta["first_stage_score"]),
+                        "description": f"the engine's score (rank {meta.get('first_stage_rank')} of the "
+                                       "candidates), not part of this score", "details": []})
+    return {"value": float(score), "description": f"esbridge's {scorer} score of the query's terms, "
+                                                  "reranking the engine's top hits", "details": details}
 
 
 # ---- bodies without ext.esbridge, and _msearch ----------------------------------------------
@@ -339,28 +495,67 @@ def _strip_msearch_ext(raw: bytes) -> bytes:
     return b"".join((ln if i % 2 == 0 else _strip_ext_line(ln)) + b"\n" for i, ln in enumerate(lines))
 
 
-def _read_msearch(index: str, config: IndexConfig, raw: bytes,
-                  params: Mapping[str, str]) -> list[SearchRequest | None | _Refused]:
-    """Each search of an ``_msearch`` body: what it asks, ``None`` (pass it on), or why it is refused."""
+def msearch_targets(raw: bytes) -> list[str | None]:
+    """The index each search of an ``_msearch`` body names in its header (``None``: the path's);
+    headers that cannot be read are left to :func:`_read_msearch` to refuse."""
+    out: list[str | None] = []
+    lines = [ln for ln in raw.split(b"\n") if ln.strip()]
+    for i in range(0, len(lines) - 1, 2):
+        try:
+            header = json.loads(lines[i])
+        except ValueError:
+            header = None
+        named = header.get("index") if isinstance(header, Mapping) else None
+        if isinstance(named, list):
+            named = ",".join(str(n) for n in named)
+        out.append(named if isinstance(named, str) else None)
+    return out
+
+
+#: What a search of an ``_msearch`` header's index is reranked as: the configuration, and where the
+#: header names several indices, a wildcard or an alias, the configured name of each index
+#: (:attr:`SearchRequest.owners`); or why it is not.
+Target = tuple[IndexConfig, dict[str, str] | None] | Unreranked
+
+
+def _read_msearch(index: str | None, config: IndexConfig | None, raw: bytes, params: Mapping[str, str],
+                  targets: Mapping[str, Target] | None = None) -> list[SearchRequest | Unreranked | None | _Refused]:
+    """Each search of an ``_msearch`` body: what it asks, ``None`` (pass it on), or why it is
+    refused.  A search whose header names an index is read as a search of that index
+    (``targets``); its other header options go with it as a search's parameters."""
+    where = index or "_all"
     unknown = [k for k in params if k not in MSEARCH_PARAMS]
     if unknown:
-        raise _Refused(400, f"esbridge reranks _msearch of [{index}] with the parameters {', '.join(MSEARCH_PARAMS)}; "
+        raise _Refused(400, f"esbridge reranks _msearch of [{where}] with the parameters {', '.join(MSEARCH_PARAMS)}; "
                             f"[{unknown[0]}] is not supported: leave it out, or send this _msearch to the cluster "
                             "itself")
     each = {k: v for k, v in params.items() if k == "typed_keys"}
     lines = [ln for ln in raw.split(b"\n") if ln.strip()]
     if len(lines) % 2:
         raise _Refused(400, "an _msearch body is pairs of lines (header, search); the last search is missing")
-    out: list[SearchRequest | None | _Refused] = []
+    named = msearch_targets(raw)
+    out: list[SearchRequest | Unreranked | None | _Refused] = []
     for i in range(0, len(lines), 2):
         header = json.loads(lines[i])
         if not isinstance(header, Mapping):
             raise _Refused(400, f"line {i + 1} of the _msearch body must be a JSON object")
-        if header.get("index", index) != index or any(k != "index" for k in header):
-            raise _Refused(400, f"line {i + 1} of the _msearch body: esbridge reranks an _msearch of [{index}] "
-                                "whose headers name no other index and no other option")
+        target = named[i // 2]
+        key = target if target is not None else index
+        got: Target = Unreranked("target_not_configured")
+        if key is not None and key == index and config is not None:
+            got = (config, None)
+        elif key is not None and targets is not None and key in targets:
+            got = targets[key]
+        if isinstance(got, Unreranked):
+            out.append(got)
+            continue
+        options = {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in header.items()
+                   if k != "index"}
         try:
-            out.append(read_search(index, config, json.loads(lines[i + 1]), each))
+            req = read_search(key or where, got[0], json.loads(lines[i + 1]), {**each, **options})
+            if isinstance(req, SearchRequest) and got[1] is not None:
+                req.owners = got[1]
+            out.append(req)
         except _Refused as err:
             out.append(err)
     return out

@@ -25,6 +25,8 @@ from esbridge.serve.metrics import Metrics
 from esbridge.serve.readonly import is_read
 from esbridge.serve.search import (
     SearchRequest,
+    Target,
+    Unreranked,
     _engine_answer,
     _fields_of,
     _read_msearch,
@@ -35,6 +37,7 @@ from esbridge.serve.search import (
     check_depth,
     engine_shaped,
     error_body,
+    msearch_targets,
     read_search,
 )
 from esbridge.serve.shape import filter_path, render
@@ -255,44 +258,149 @@ class Server:
         return web.Response(text=self.metrics.render(), content_type="text/plain",
                             headers={"X-Content-Type-Options": "nosniff"}, charset="utf-8")
 
-    def _reranked_target(self, request: web.Request) -> tuple[str, str] | None:
-        """``(index, endpoint)`` of a search esbridge answers, else ``None``."""
-        if request.method not in ("GET", "POST"):
+    def _search_route(self, request: web.Request) -> tuple[str | None, str] | None:
+        """``(index expression or None, endpoint)`` of a search that may be of a configured index
+        (``/_search``, ``/<expr>/_search``, ``/_msearch``, ``/<expr>/_msearch``), else ``None``."""
+        if request.method not in ("GET", "POST") or not self.config.indices:
             return None
         parts = request.raw_path.split("?", 1)[0].strip("/").split("/")
-        if len(parts) != 2 or parts[1] not in ("_search", "_msearch"):
+        if len(parts) == 1 and parts[0] in ("_search", "_msearch"):
+            return None, parts[0]
+        if len(parts) != 2 or parts[1] not in ("_search", "_msearch") or parts[0].startswith("_") \
+                and parts[0] != "_all":
             return None
-        index = unquote(parts[0])
-        return (index, parts[1]) if index in self.config.indices else None
+        return unquote(parts[0]), parts[1]
+
+    async def _resolve(self, expr: str) -> dict[str, set[str]]:
+        """What the engine resolves ``expr`` (names, wildcards, aliases, comma-separated) to: each
+        index, alias or data stream it names, with the concrete indices behind it."""
+        engine = await self._engine_for_request()
+        try:
+            got = await engine.request("GET", f"/_resolve/index/{path_segment(expr, patterns=True)}",
+                                       context="resolving the indices of a search")
+        except EngineError as err:
+            if err.status == 404:
+                return {}
+            raise
+        out: dict[str, set[str]] = {}
+        for item in got.get("indices") or []:
+            out[item["name"]] = {item["name"]}
+        for item in got.get("aliases") or []:
+            out[item["name"]] = set(item.get("indices") or [])
+        for item in got.get("data_streams") or []:
+            out[item["name"]] = set(item.get("backing_indices") or [])
+        return out
+
+    async def _msearch_targets(self, expr: str | None, config: IndexConfig | None, raw: bytes,
+                               auth: Mapping[str, str]) -> tuple[dict[str, Target], bool]:
+        """What each index an ``_msearch``'s searches name (in their headers, or the path's) is
+        reranked as (:data:`~esbridge.serve.search.Target`), and whether any of them names a
+        configured index at all."""
+        names = {t for t in msearch_targets(raw) if t is not None}
+        if config is None and expr is not None:
+            names.add(expr)
+        targets: dict[str, Target] = {}
+        touched = config is not None
+        with forwarded_headers(auth):
+            for name in sorted(names):
+                if name in self.config.indices:
+                    targets[name] = (self.config.indices[name], None)
+                    touched = True
+                    continue
+                owners, covered = await self._owners(name)
+                touched = touched or bool(owners)
+                targets[name] = (self.config.indices[sorted(set(owners.values()))[0]], owners) if covered \
+                    else Unreranked("target_not_configured")
+        if config is None and expr is None and not touched and self.config.indices:
+            # searches of every index (no index named anywhere): they touch the configured ones
+            touched = any(t is None for t in msearch_targets(raw))
+        return targets, touched
+
+    async def _owners(self, expr: str) -> tuple[dict[str, str], bool]:
+        """For a search of ``expr``: the configured name each concrete index it names is reranked
+        as, and whether every one of them is covered by a configured index or alias."""
+        named = await self._resolve("*" if expr in ("", "_all") else expr)
+        targets = set().union(*named.values()) if named else set()
+        configured = await self._resolve(",".join(self.config.indices))
+        owners: dict[str, str] = {}
+        for name in self.config.indices:  # an index configured under its own name first, then aliases
+            for target in sorted(configured.get(name, set()) & targets):
+                if name == target or target not in owners:
+                    owners[target] = name
+        return owners, bool(targets) and set(owners) == targets
 
     async def _answer(self, request: web.Request) -> tuple[str, web.StreamResponse]:
         from aiohttp import web
 
-        target = self._reranked_target(request)
-        if target is None:
+        route = self._search_route(request)
+        if route is None:
             return "passed_through", await self._forward(request)
-        index, endpoint = target
+        expr, endpoint = route
+        index = expr or "_all"
+        config = self.config.indices.get(index)
+        owners: dict[str, str] | None = None
+        auth = {k.lower(): v for k, v in request.headers.items() if k.lower() == "authorization"}
+        if config is None and endpoint == "_search":
+            # several indices, a wildcard, an alias: reranked where every index named is configured
+            try:
+                with forwarded_headers(auth):
+                    owners, covered = await self._owners(index)
+            except EsbridgeError as err:
+                status, error = _engine_answer(err)
+                return "reranked", self._json(request, error, status)
+            if not owners:
+                return "passed_through", await self._forward(request)
+            if not covered:
+                why = Unreranked("target_not_configured")
+                if expr is None and request.body_exists:  # a point in time names no index: say so
+                    try:
+                        raw = await request.read()
+                        body = json.loads(raw) if raw.strip() else None
+                    except (web.HTTPRequestEntityTooLarge, ValueError, RecursionError):
+                        return "unreranked", await self._unreranked(request, why, None)
+                    if isinstance(body, Mapping) and body.get("pit") is not None:
+                        why = Unreranked("pit")
+                    return "unreranked", await self._unreranked(request, why, raw)
+                return "unreranked", await self._unreranked(request, why, None)
+            config = self.config.indices[sorted(set(owners.values()))[0]]
+        if config is None and (request.content_length or 0) > self.max_search_body:
+            return "passed_through", await self._forward(request)  # an _msearch too large to read: streamed
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return "reranked", self._json(request, error_body(
                 413, f"the body of a search esbridge reranks may hold at most {self.max_search_body} bytes",
                 "illegal_argument_exception"), 413)
-        auth = {k.lower(): v for k, v in request.headers.items() if k.lower() == "authorization"}
         try:
             check_depth(raw)
             if endpoint == "_search":
                 body = json.loads(raw) if raw.strip() else None
-                req = read_search(index, self.config.indices[index], body, request.query)
+                assert config is not None
+                req = read_search(index, config, body, request.query)
+                if isinstance(req, SearchRequest) and owners is not None:
+                    req.owners = owners
+                    req.configs = {name: self.config.indices[name] for name in set(owners.values())}
                 if req is None:
-                    return "passed_through", await self._forward(request, _strip_ext(body))
+                    return "passed_through", await self._forward(request, _strip_ext(body) or raw)
+                if isinstance(req, Unreranked):
+                    return "unreranked", await self._unreranked(request, req, _strip_ext(body) or raw)
                 answer: Any = await asyncio.wait_for(self._search(req, auth), self.request_timeout)
             else:
-                searches = _read_msearch(index, self.config.indices[index], raw, request.query)
-                if all(s is None for s in searches):
-                    return "passed_through", await self._forward(request, _strip_msearch_ext(raw))
+                targets, touched = await self._msearch_targets(expr, config, raw, auth)
+                searches = _read_msearch(expr, config, raw, request.query, targets)
+                for s in searches:
+                    if isinstance(s, SearchRequest) and s.owners is not None:
+                        s.configs = {name: self.config.indices[name] for name in set(s.owners.values())}
+                said = _msearch_headers(searches) if touched else {}
+                for s in searches:
+                    if isinstance(s, Unreranked) and touched:
+                        self.metrics.unreranked(s.reason)
+                if not any(isinstance(s, (SearchRequest, _Refused)) for s in searches):
+                    return ("unreranked" if said else "passed_through"), await self._forward(
+                        request, _strip_msearch_ext(raw), extra_headers=said)
                 answer = await asyncio.wait_for(self._msearch(request, searches, raw, auth), self.request_timeout)
-            return "reranked", self._json(request, answer)
+                return "reranked", self._json(request, answer, headers=said)
+            return "reranked", self._json(request, answer, headers={"X-Esbridge-Reranked": "true"})
         except json.JSONDecodeError as err:
             refused = _Refused(400, f"the search body is not valid JSON: {err}", "parsing_exception")
         except RecursionError:  # not expected within MAX_BODY_DEPTH: answered as a body nested too deep
@@ -309,7 +417,8 @@ class Server:
         return "reranked", self._json(request, error_body(refused.status, refused.reason, refused.error_type),
                                       refused.status)
 
-    def _json(self, request: web.Request, body: Any, status: int = 200) -> web.Response:
+    def _json(self, request: web.Request, body: Any, status: int = 200,
+              headers: Mapping[str, str] | None = None) -> web.Response:
         """esbridge's answer to ``request`` as the engine would give it: ``filter_path`` applied to a
         success (the engine leaves errors whole), indented with ``pretty``."""
         from aiohttp import web
@@ -317,7 +426,13 @@ class Server:
         if status == 200 and "filter_path" in request.query and isinstance(body, Mapping):
             body = filter_path(body, request.query["filter_path"])
         return web.Response(text=render(body, request.query), status=status, content_type="application/json",
-                            headers=self._product_headers())
+                            headers={**self._product_headers(), **(headers or {})})
+
+    async def _unreranked(self, request: web.Request, why: Unreranked, body: bytes | None) -> web.StreamResponse:
+        """The engine's answer to a search of a reranked index that is not reranked (its order is the
+        user's, it has no text to score by, ...), with the headers saying so; counted by reason."""
+        self.metrics.unreranked(why.reason)
+        return await self._forward(request, body, extra_headers=why.headers)
 
     def _product_headers(self) -> dict[str, str]:
         """What the cluster's clients check a response by (the Elasticsearch clients 7.14+ refuse
@@ -327,12 +442,15 @@ class Server:
         return {}
 
     async def _search(self, req: SearchRequest, auth: Mapping[str, str]) -> dict[str, Any]:
-
-
+        """A search answered reranked: by esbridge's own first stage (``search`` mode, or the hybrid
+        pipeline), or by the rule (``rescore`` mode): the engine's answer to the request's own search,
+        its top ``window`` hits reranked."""
         start = time.perf_counter()
-        fields = _fields_of(req.source)
         wanted = req.from_ + req.size
         with forwarded_headers(auth):
+            if req.config.mode != "search":
+                return engine_shaped(await self._rescored(req), req, time.perf_counter() - start)
+            fields = _fields_of(req.source)
             if req.config.pipeline is not None:
                 assert req.text is not None
                 query = req.text
@@ -347,26 +465,58 @@ class Server:
                     response = await asyncio.to_thread(hybrid)
                 return engine_shaped(response, req, time.perf_counter() - start)
             reranker = await self._reranker(req.index, req.config)
-            if req.config.mode == "search":
-                assert req.text is not None
-                with first_stage_params(req.params):
-                    response = await reranker.search(req.text, size=wanted, filter=req.filter or None,
-                                                     fields=fields, explain=req.explain,
-                                                     window=max(req.window, wanted))
-            else:
-                body = dict(req.body)
-                body["size"] = max(req.window, wanted)
-                body["from"] = 0
-                first = await reranker.engine.search(req.index, body, params=req.params or None)
-                text = req.text
-                if text is None:  # nothing to rerank by: the engine's own order
-                    response = first
-                else:
-                    response = await reranker.rescore(first, text, window_size=max(req.window, wanted),
-                                                      explain=req.explain)
+            assert req.text is not None
+            with first_stage_params(req.params):
+                response = await reranker.search(req.text, size=wanted, filter=req.filter or None,
+                                                 fields=fields, explain=req.explain,
+                                                 window=max(req.window, wanted))
         return engine_shaped(response, req, time.perf_counter() - start)
 
-    async def _msearch(self, request: web.Request, searches: list[SearchRequest | None | _Refused],
+    async def _rescored(self, req: SearchRequest) -> dict[str, Any]:
+        """The rule: the engine runs the request's own search (its query, filters, aggregations,
+        highlighting, ...) for the top ``window`` hits (``from + size`` where that is more, within the
+        index's ``max_result_window``), and esbridge reranks the top ``window``; the hits beyond keep
+        the engine's order."""
+        names = sorted(set(req.owners.values())) if req.owners else [req.index]
+        # one configured name: its configuration as the request set it (ext.esbridge); several: each its own
+        configs = req.configs if req.configs and len(names) > 1 else {names[0]: req.config}
+        rerankers = {name: await self._reranker(name, configs[name]) for name in names}
+        wanted = req.from_ + req.size
+        body = dict(req.body)
+        body.pop("sort", None)  # by _score only (any other sort is answered unreranked)
+        fetch = max(req.window, wanted)
+        if fetch > wanted:
+            limits = [await r.max_result_window() for r in rerankers.values()]
+            fetch = max(wanted, min(fetch, *limits))
+        body["size"] = fetch if wanted else 0
+        body["from"] = 0
+        engine = await self._engine_for_request()
+        first = await engine.search(req.index, body, params=req.params or None)
+        if req.text is None or not first.get("hits", {}).get("hits"):
+            return first
+        window = min(req.window, fetch)
+        explain = req.explain or req.engine_explain
+        if len(names) == 1:
+            return await rerankers[names[0]].rescore(first, req.text, window_size=window, explain=explain)
+        # several indices: each one's hits in the window scored by its own reranker, merged by score
+        assert req.owners is not None
+        hits = first["hits"]["hits"]
+        head: list[tuple[float, int, dict[str, Any]]] = []
+        for name, reranker in rerankers.items():
+            mine = [(i, h) for i, h in enumerate(hits[:window]) if req.owners.get(h.get("_index", "")) == name]
+            if not mine:
+                continue
+            got = await reranker.rescore({**first, "hits": {**first["hits"], "hits": [h for _, h in mine]}},
+                                         req.text, window_size=len(mine), explain=explain)
+            rank = {(h.get("_index"), h["_id"]): i for i, h in mine}
+            head += [(float(h["_score"]), rank[(h.get("_index"), h["_id"])], h) for h in got["hits"]["hits"]]
+        head.sort(key=lambda item: (-item[0], item[1]))
+        out = dict(first)
+        out["hits"] = {**first["hits"], "hits": [h for _, _, h in head] + hits[window:]}
+        out["hits"]["max_score"] = head[0][0] if head else first["hits"].get("max_score")
+        return out
+
+    async def _msearch(self, request: web.Request, searches: list[SearchRequest | Unreranked | None | _Refused],
                        raw: bytes, auth: Mapping[str, str]) -> dict[str, Any]:
         """Each search of an ``_msearch`` answered as ``_search`` would be, concurrently; those that
         ask not to be reranked go to the engine in one ``_msearch`` of their own."""
@@ -387,7 +537,7 @@ class Server:
                 return {**body, "status": status} if isinstance(body, Mapping) else error_body(status, str(err),
                                                                                               "esbridge_exception")
 
-        plain = [i for i, s in enumerate(searches) if s is None]
+        plain = [i for i, s in enumerate(searches) if s is None or isinstance(s, Unreranked)]
         answers: list[Any] = [None] * len(searches)
         tasks = {i: asyncio.ensure_future(one(s)) for i, s in enumerate(searches) if isinstance(s, SearchRequest)}
         for i, s in enumerate(searches):
@@ -398,8 +548,10 @@ class Server:
                 body = b"".join(lines[2 * i] + b"\n" + _strip_ext_line(lines[2 * i + 1]) + b"\n" for i in plain)
                 with forwarded_headers(auth):
                     engine = await self._engine_for_request()
-                    where = path_segment(unquote(_index_of(request)), patterns=True)
-                    resp = await engine.request("POST", f"/{where}/_msearch", body=body.decode(), ndjson=True,
+                    path = request.raw_path.split("?", 1)[0].rstrip("/")
+                    where = path.removesuffix("/_msearch").strip("/")
+                    where = f"/{path_segment(unquote(where), patterns=True)}" if where else ""
+                    resp = await engine.request("POST", f"{where}/_msearch", body=body.decode(), ndjson=True,
                                                 params={k: v for k, v in request.query.items() if k == "typed_keys"},
                                                 context="passing on an _msearch")
                 for i, r in zip(plain, resp["responses"]):
@@ -412,7 +564,8 @@ class Server:
             await asyncio.gather(*tasks.values(), return_exceptions=True)
         return {"took": int(round((time.perf_counter() - start) * 1000)), "responses": answers}
 
-    async def _forward(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
+    async def _forward(self, request: web.Request, body: bytes | None = None,
+                       extra_headers: Mapping[str, str] | None = None) -> web.StreamResponse:
         """The cluster's answer to ``request`` (with ``body`` in place of its own, if given),
         streamed both ways.  A node that cannot be reached passes the request on to the next, its
         streamed body too where no connection was made (nothing of the body read yet)."""
@@ -449,6 +602,8 @@ class Server:
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
                     response.headers.add(key, value)
+            for key, value in (extra_headers or {}).items():
+                response.headers[key] = value
             has_body = request.method != "HEAD" and upstream.status >= 200 and upstream.status not in (204, 304)
             if has_body and upstream.content_length != 0 and "content-encoding" not in upstream.headers \
                     and _accepts_gzip(request):
@@ -493,8 +648,13 @@ def _gzip() -> ContentCoding:
     return ContentCoding.gzip
 
 
-def _index_of(request: web.Request) -> str:
-    return request.raw_path.split("?", 1)[0].strip("/").split("/")[0]
+def _msearch_headers(searches: list[Any]) -> dict[str, str]:
+    """The headers of an ``_msearch`` answer: for each search in turn, whether it was reranked
+    (``X-Esbridge-Reranked``) and, where it was not, why (``X-Esbridge-Reason``, ``-`` for one reranked)."""
+    return {"X-Esbridge-Reranked": ",".join("false" if isinstance(s, Unreranked) or s is None else "true"
+                                            for s in searches),
+            "X-Esbridge-Reason": ",".join(s.reason if isinstance(s, Unreranked) else "rerank_false" if s is None
+                                          else "-" for s in searches)}
 
 
 def _dumps(value: Any) -> str:

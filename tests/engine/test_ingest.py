@@ -205,3 +205,30 @@ def test_the_progress_bar_of_an_input_file_has_its_lines_as_total(engine: Engine
     assert code == 4 and out.startswith("6 of 7 documents indexed"), err
     bar, = (b for b in bars if b.desc == f"indexing {index_name}")
     assert bar.total == 9 and bar.n == 9  # 9 lines: 6 documents, one that cannot be read, two blank
+
+
+def test_fields_esbridge_does_not_score_filter_and_aggregate(engine: Engine, index_name: str) -> None:
+    docs = [{"_id": f"d{i}", "title": f"Pump {i}", "text": "an insulin pump for diabetes", "category": cat,
+             "price": price, "date": f"2024-0{i % 9 + 1}-01", "tags": ["a", "b"]}
+            for i, (cat, price) in enumerate([("device", 120.5), ("device", 80), ("drug", 15), ("book", 30)])]
+    report = ingest(engine, index_name, docs, progress=False)
+    assert report.indexed == 4
+    engine.refresh(index_name)
+    got = engine.search(index_name, {
+        "size": 10, "query": {"bool": {"must": {"match": {"text": "insulin"}},
+                                       "filter": [{"range": {"price": {"gte": 20}}}]}},
+        "aggs": {"cats": {"terms": {"field": "category.keyword"}},
+                 "by_month": {"date_histogram": {"field": "date", "calendar_interval": "month"}}},
+        "sort": [{"price": "desc"}]})
+    assert [h["_id"] for h in got["hits"]["hits"]] == ["d0", "d1", "d3"]
+    assert {b["key"]: b["doc_count"] for b in got["aggregations"]["cats"]["buckets"]} == {"device": 2, "book": 1}
+    assert len(got["aggregations"]["by_month"]["buckets"]) >= 2
+    assert got["hits"]["hits"][0]["_source"] == {k: v for k, v in docs[0].items() if k != "_id"}
+    props = engine.request("GET", f"/{index_name}/_mapping")[index_name]["mappings"]["properties"]
+    assert props["price"]["type"] == "float" and props["date"]["type"] == "date"
+    # the text fields are esbridge's own, and an esbridge reranker reads the index as before
+    from esbridge.rerank import Reranker
+
+    reranked = Reranker(engine, index_name, window=10).search("insulin pump", size=4,
+                                                              filter={"term": {"category.keyword": "device"}})
+    assert {h["_id"] for h in reranked["hits"]["hits"]} == {"d0", "d1"}

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -124,6 +125,24 @@ def http(engine: Engine, method: str, url: str, body: Any = None,
         return status, raw.decode()
 
 
+def http_headers(engine: Engine, method: str, url: str, body: Any = None,
+                 params: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+    """Status, headers (lower-cased names) and parsed JSON body of one request with the engine's
+    credentials."""
+    data = None if body is None else json.dumps(body).encode()
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"content-type": "application/json", **auth_of(engine)})
+    context = ssl.create_default_context(cafile=engine.options.ca_certs) if url.startswith("https:") else None
+    try:
+        with urllib.request.urlopen(req, timeout=60, context=context) as resp:
+            status, headers, raw = resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        status, headers, raw = err.code, dict(err.headers), err.read()
+    return status, {k.lower(): v for k, v in headers.items()}, json.loads(raw)
+
+
 def ranking(response: dict[str, Any]) -> list[tuple[str, float]]:
     return [(h["_id"], round(h["_score"], 9)) for h in response["hits"]["hits"]]
 
@@ -132,7 +151,7 @@ def test_opensearch_py_gets_the_python_api_ranking(engine: Engine, collection: t
     index, queries = collection
     reranker = Reranker(engine, index, scorer="evolved", window=WINDOW)
     differs = 0
-    with running(engine, {index: {"scorer": "evolved", "window": WINDOW}}) as url:
+    with running(engine, {index: {"scorer": "evolved", "window": WINDOW, "mode": "search"}}) as url:
         client = client_of(engine, url)
         for q in queries:
             got = client.search(index=index, body={"query": {"match": {"text": q}}, "size": 10})
@@ -170,7 +189,7 @@ def test_filters_of_a_bool_query_restrict_the_candidates(engine: Engine, collect
     q = queries[2]
     keep = {"terms": {"_id": [h["_id"] for h in engine.search(index, {"size": 40})["hits"]["hits"]]}}
     want = Reranker(engine, index, window=WINDOW).search(q, size=10, filter=[keep])
-    with running(engine, {index: {"window": WINDOW}}) as url:
+    with running(engine, {index: {"window": WINDOW, "mode": "search"}}) as url:
         got = client_of(engine, url).search(index=index, body={
             "query": {"bool": {"must": [{"match": {"text": q}}], "filter": [keep]}}, "size": 10})
     assert ranking(got) == ranking(want)
@@ -255,10 +274,12 @@ def test_engine_errors_come_back_unchanged(engine: Engine, collection: tuple[str
                               {"query": {"match": {"text": "x"}}})
         assert status == 404 and answer["error"]["type"] == "index_not_found_exception"
         assert answer["status"] == 404
-        # what esbridge cannot rerank: 400 in the engine's error shape, naming the clause
-        status, answer = http(engine, "POST", f"{url}/{index}/_search", {"query": {"term": {"text": "x"}}})
-        assert status == 400 and answer["error"]["type"] == "illegal_argument_exception"
-        assert "[term]" in answer["error"]["reason"] and answer["error"]["root_cause"][0]["reason"]
+        # a query with no text to rerank by: the engine's answer, saying it is not reranked
+        status, headers, answer = http_headers(engine, "POST", f"{url}/{index}/_search",
+                                               {"query": {"term": {"text": "x"}}})
+        assert status == 200 and headers["x-esbridge-reranked"] == "false"
+        assert headers["x-esbridge-reason"] == "no_query_text"
+        assert answer["hits"] == engine.search(index, {"query": {"term": {"text": "x"}}})["hits"]
         status, answer = http(engine, "POST", f"{url}/{index}/_search", {"query": {"match": {"text": "x"}},
                                                                   "ext": {"esbridge": {"windwo": 5}}})
         assert status == 400 and "ext.esbridge.windwo" in answer["error"]["reason"]
@@ -281,11 +302,11 @@ def test_an_index_not_configured_passes_through(engine: Engine, collection: tupl
 
 def test_timeouts_and_metrics(engine: Engine, collection: tuple[str, list[str]]) -> None:
     index, queries = collection
-    with running(engine, {index: {"window": WINDOW}}, request_timeout=0.000001) as url:
+    with running(engine, {index: {"window": WINDOW, "mode": "search"}}, request_timeout=0.000001) as url:
         status, answer = http(engine, "POST", f"{url}/{index}/_search", {"query": {"match": {"text": queries[0]}}})
         assert status == 504 and answer["error"]["type"] == "timeout_exception"
         assert "--request-timeout" in answer["error"]["reason"]
-    with running(engine, {index: {"window": WINDOW}}, max_concurrency=2) as url:
+    with running(engine, {index: {"window": WINDOW, "mode": "search"}}, max_concurrency=2) as url:
         client = client_of(engine, url, pool_maxsize=8)
         want = [ranking(Reranker(engine, index, window=WINDOW).search(q, size=5)) for q in queries]
         results: dict[int, Any] = {}
@@ -339,7 +360,7 @@ def test_each_callers_credentials_reach_the_cluster(engine: Engine, collection: 
     search = {"query": {"match": {"text": queries[0]}}, "size": 5}
     token = base64.b64encode(f"{engine.options.username}:wrong".encode()).decode()
     wrong: dict[str, str | None] = {"Authorization": f"Basic {token}"}
-    with running(engine, {index: {"window": WINDOW}}) as url:
+    with running(engine, {index: {"window": WINDOW, "mode": "search"}}) as url:
         for headers in ({"Authorization": None}, wrong):
             for body in (search, {**search, "ext": {"esbridge": {"rerank": False}}}):
                 status, answer = http(engine, "POST", f"{url}/{index}/_search", body, headers=headers)
@@ -380,7 +401,7 @@ const [url, index, ...queries] = process.argv.slice(2);
 """)
     want = [[h["_id"] for h in Reranker(engine, index, window=WINDOW).search(q, size=10)["hits"]["hits"]]
             for q in queries]
-    with running(engine, {index: {"window": WINDOW}}) as url:
+    with running(engine, {index: {"window": WINDOW, "mode": "search"}}) as url:
         done = subprocess.run([shutil.which("node") or "node", str(script), url, index, *queries],
                               cwd=opensearch_js, capture_output=True, text=True, timeout=120,
                               env={**os.environ, "ESBRIDGE_TEST_HEADERS": json.dumps(auth_of(engine))})
@@ -392,7 +413,7 @@ def test_the_command_serves_and_stops_on_sigterm(engine: Engine, collection: tup
                                                  tmp_path: Path) -> None:
     index, queries = collection
     config = tmp_path / "serve.json"
-    config.write_text(json.dumps({"indices": {index: {"window": WINDOW}}}))
+    config.write_text(json.dumps({"indices": {index: {"window": WINDOW, "mode": "search"}}}))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "esbridge.cli", "serve", "--url", engine.options.url, "--port",
                              "0", "--config", str(config)], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
@@ -425,3 +446,256 @@ def test_the_command_serves_and_stops_on_sigterm(engine: Engine, collection: tup
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---- the rule: the engine's answer to the same request, its top hits reranked ----------------
+
+def same_but_hits(got: dict[str, Any], own: dict[str, Any]) -> None:
+    """``got`` is ``own`` but for its hits' order and scores (and ``took``)."""
+    for key in set(got) | set(own):
+        if key not in ("took", "hits"):
+            assert got.get(key) == own.get(key), key
+    assert got["hits"]["total"] == own["hits"]["total"]
+
+
+def test_the_users_query_finds_the_candidates(engine: Engine, collection: tuple[str, list[str]]) -> None:
+    index, queries = collection
+    window = 20
+    reranker = Reranker(engine, index, window=window)
+    searches = [
+        {"query": {"match": {"title": queries[0]}}},
+        {"query": {"multi_match": {"query": queries[1], "fields": ["title^2"]}}},
+        {"query": {"match": {"text": {"query": queries[2], "operator": "and"}}}},
+        {"query": {"match": {"text": {"query": "vitamin bone", "operator": "and"}}}},
+        {"query": {"bool": {"must": [{"match": {"text": queries[3]}}, {"match": {"title": queries[3]}}],
+                            "should": [{"term": {"text": "cell"}}], "minimum_should_match": 0}}},
+        {"query": {"bool": {"should": [{"match": {"text": queries[4]}}, {"match": {"title": queries[4]}}],
+                            "minimum_should_match": 1, "filter": [{"exists": {"field": "title"}}]}}},
+    ]
+    with running(engine, {index: {"window": window}}) as url:
+        client = client_of(engine, url)
+        for search in searches:
+            own_window = engine.search(index, {**search, "size": window})
+            got = client.search(index=index, body={**search, "size": 10})
+            same_but_hits(got, engine.search(index, {**search, "size": 10}))
+            text = " ".join(dict.fromkeys(
+                c.get("query") if isinstance(c, dict) else c
+                for c in _text_clauses(search["query"])))
+            want = reranker.rescore(own_window, text, window_size=window) if own_window["hits"]["hits"] else own_window
+            assert ranking(got) == ranking(want)[:10], search
+            # the candidates are the engine's top hits for the user's query
+            assert {h["_id"] for h in got["hits"]["hits"]} <= {h["_id"] for h in own_window["hits"]["hits"]}
+        # operator and: the engine's hits and total, none where it has none
+        none = client.search(index=index, body={"query": {"match": {"text": {
+            "query": "zzzunknownword vitamin", "operator": "and"}}}})
+        assert none["hits"]["total"]["value"] == 0 and none["hits"]["hits"] == []
+
+
+def _text_clauses(query: dict[str, Any]) -> list[Any]:
+    (kind, clause), = query.items()
+    if kind == "match":
+        return list(clause.values())
+    if kind == "multi_match":
+        return [clause]
+    if kind == "bool":
+        return [c for key in ("must", "should") for q in clause.get(key, []) for c in _text_clauses(q)]
+    return []
+
+
+def test_the_engines_parts_of_the_answer_are_kept(engine: Engine, collection: tuple[str, list[str]]) -> None:
+    index, queries = collection
+    window = 20
+    q = queries[1]
+    search = {"query": {"match": {"text": q}}, "size": 5, "from": 3,
+              "aggs": {"ids": {"terms": {"field": "esbridge_id", "size": 3}}, "n": {"filter": {"match": {"title": q}}}},
+              "highlight": {"fields": {"text": {}}}, "post_filter": {"exists": {"field": "title"}},
+              "track_total_hits": True, "min_score": 0.5, "docvalue_fields": ["esbridge_id"],
+              "_source": {"includes": ["title"]}, "suggest": {"s": {"text": "vitamn", "term": {"field": "text"}}},
+              "stored_fields": ["_source"], "version": True}
+    reranker = Reranker(engine, index, window=window)
+    with running(engine, {index: {"window": window}}) as url:
+        status, headers, got = http_headers(engine, "POST", f"{url}/{index}/_search", search)
+        assert status == 200 and headers["x-esbridge-reranked"] == "true", got
+        own = engine.search(index, search)
+        same_but_hits(got, own)
+        assert got["aggregations"] == own["aggregations"] and got["suggest"] == own["suggest"]
+        own_window = engine.search(index, {**search, "size": window, "from": 0})
+        want = reranker.rescore(own_window, q, window_size=window)
+        assert ranking(got) == ranking(want)[3:8]
+        for hit in got["hits"]["hits"]:
+            assert set(hit["_source"]) == {"title"} and hit["highlight"]["text"]
+            assert hit["fields"]["esbridge_id"] == [hit["_id"]] and "_version" in hit
+        # profile: the engine's
+        got = client_of(engine, url).search(index=index, body={"query": {"match": {"text": q}}, "profile": True})
+        assert got["profile"]["shards"]
+        # paging past the window: the engine's order beyond it
+        pages = [client_of(engine, url).search(index=index, body={"query": {"match": {"text": q}}, "size": 10,
+                                                                 "from": f})["hits"]["hits"] for f in (0, 10, 20, 30)]
+        own_all = engine.search(index, {"query": {"match": {"text": q}}, "size": 40})["hits"]["hits"]
+        flat = [h["_id"] for page in pages for h in page]
+        assert set(flat[:window]) == {h["_id"] for h in own_all[:window]}
+        assert flat[window:] == [h["_id"] for h in own_all[window:40]]
+        # a URI search: the engine's query from q
+        status, headers, got = http_headers(engine, "GET", f"{url}/{index}/_search", params={"q": "text:vitamin"})
+        own = engine.search(index, {"query": {"query_string": {"query": "text:vitamin"}}})
+        assert headers["x-esbridge-reranked"] == "true" and got["hits"]["total"] == own["hits"]["total"]
+
+
+def test_a_fixed_order_is_the_engines(engine: Engine, collection: tuple[str, list[str]]) -> None:
+    index, queries = collection
+    match = {"match": {"text": queries[0]}}
+    cases = [
+        ("sort", {"query": match, "sort": [{"esbridge_id": "asc"}]}, {}),
+        ("sort", {"query": match}, {"sort": "esbridge_id:desc"}),
+        ("search_after", {"query": match, "sort": [{"esbridge_id": "asc"}], "search_after": ["1"]}, {}),
+        ("collapse", {"query": match, "collapse": {"field": "esbridge_id"}}, {}),
+        ("rescore", {"query": match, "rescore": {"window_size": 5, "query": {
+            "rescore_query": {"match": {"title": queries[0]}}}}}, {}),
+        ("no_query_text", {"query": {"term": {"text": "vitamin"}}}, {}),
+        ("no_query_text", {"query": {"match_all": {}}, "aggs": {"n": {"value_count": {"field": "esbridge_id"}}}}, {}),
+        ("no_query_text", {"query": {"bool": {"filter": [match]}}}, {}),
+    ]
+    with running(engine, {index: {"window": WINDOW}}) as url:
+        for reason, body, params in cases:
+            status, headers, got = http_headers(engine, "POST", f"{url}/{index}/_search", body, params)
+            own = engine.search(index, body, params=params or None)
+            assert status == 200 and headers["x-esbridge-reranked"] == "false", got
+            assert headers["x-esbridge-reason"] == reason
+            same_but_hits(got, own)
+            assert got["hits"] == own["hits"]
+        # a scroll: the engine's, its next page too
+        status, headers, got = http_headers(engine, "POST", f"{url}/{index}/_search", {"query": match, "size": 3},
+                                            {"scroll": "1m"})
+        assert headers["x-esbridge-reason"] == "scroll" and got["_scroll_id"]
+        more = client_of(engine, url).scroll(body={"scroll_id": got["_scroll_id"], "scroll": "1m"})
+        assert len(more["hits"]["hits"]) == 3
+        # a sort by score is reranked
+        got = client_of(engine, url).search(index=index, body={"query": match, "sort": ["_score"], "size": 3})
+        assert [h["sort"] for h in got["hits"]["hits"]] == [[h["_score"]] for h in got["hits"]["hits"]]
+        with urllib.request.urlopen(f"{url}/_esbridge/metrics", timeout=30) as resp:
+            metrics = resp.read().decode()
+    assert 'esbridge_serve_unreranked_total{reason="no_query_text"} 3' in metrics
+    assert 'esbridge_serve_unreranked_total{reason="sort"} 2' in metrics
+    assert 'esbridge_serve_requests_total{handling="unreranked",status="200"} 9' in metrics
+
+
+def test_a_faceted_search_page_is_the_engines_in_esbridges_order(engine: Engine, index_name: str) -> None:
+    """A shop's search page through opensearch-py: a match on one field with operator and, a filter, a
+    terms facet on a keyword field, highlighting and paging get the engine's answer, its top hits in
+    esbridge's order."""
+    from esbridge.ingest import ingest
+
+    sample = sample_collection(2, 300)
+    docs = [{"_id": d["_id"], "title": d["title"], "text": d["text"], "category": ("a", "b", "c")[i % 3],
+             "price": 10 + i % 50} for i, d in enumerate(sample.docs)]
+    assert ingest(engine, index_name, docs, progress=False).indexed == len(docs)
+    engine.refresh(index_name)
+    window = 20
+    body = {"query": {"bool": {"must": {"match": {"text": {"query": "cell study", "operator": "and"}}},
+                               "filter": [{"range": {"price": {"lte": 50}}}]}},
+            "aggs": {"category": {"terms": {"field": "category.keyword"}}},
+            "highlight": {"fields": {"text": {}}}, "from": 5, "size": 5}
+    own = engine.search(index_name, body)
+    own_window = engine.search(index_name, {**body, "from": 0, "size": window})
+    assert own["hits"]["total"]["value"] > window  # more matches than the window
+    want = Reranker(engine, index_name, window=window).rescore(own_window, "cell study", window_size=window)
+    with running(engine, {index_name: {"window": window}}) as url:
+        got = client_of(engine, url).search(index=index_name, body=body)
+    assert got["hits"]["total"] == own["hits"]["total"]
+    assert got["aggregations"] == own["aggregations"] and got["_shards"] == own["_shards"]
+    assert ranking(got) == ranking(want)[5:10]
+    assert ranking(got) != ranking(own)
+    assert {h["_id"] for h in got["hits"]["hits"]} <= {h["_id"] for h in own_window["hits"]["hits"]}
+    for hit in got["hits"]["hits"]:
+        assert hit["highlight"]["text"] and all("<em>" in f for f in hit["highlight"]["text"])
+        assert hit["_source"]["price"] <= 50 and "category" in hit["_source"]
+
+
+def test_several_indices_wildcards_and_aliases(engine: Engine, collection: tuple[str, list[str]],
+                                               index_name: str) -> None:
+    index, queries = collection
+    sample = sample_collection(6, 150)
+    other = create_small_index(engine, index_name, {d["_id"]: {"title": d["title"], "text": d["text"]}
+                                                    for d in sample.docs[:60]})
+    alias = f"{index}-alias"
+    engine.request("POST", "/_aliases", body={"actions": [{"add": {"index": index, "alias": alias}}]})
+    q = queries[0]
+    body = {"query": {"match": {"text": q}}, "size": 10, "aggs": {"n": {"value_count": {"field": "esbridge_id"}}}}
+    window = 20
+    try:
+        with running(engine, {index: {"window": window}, other: {"window": window}}) as url:
+            # an alias of a configured index, a wildcard and a list naming configured indices only: reranked
+            for expr in (alias, f"{index[:-3]}*,{other}", f"{index},{other}"):
+                status, headers, got = http_headers(engine, "POST", f"{url}/{expr}/_search", body)
+                own = engine.search(expr, body)
+                assert status == 200 and headers["x-esbridge-reranked"] == "true", (expr, got)
+                same_but_hits(got, own)
+                own_window = engine.search(expr, {**body, "size": window})
+                assert {(h["_index"], h["_id"]) for h in got["hits"]["hits"]} <= \
+                    {(h["_index"], h["_id"]) for h in own_window["hits"]["hits"]}
+                scores = [h["_score"] for h in got["hits"]["hits"]]
+                assert scores == sorted(scores, reverse=True)
+            status, _, got = http_headers(engine, "POST", f"{url}/{alias}/_search", body)
+            want = Reranker(engine, index, window=window).rescore(engine.search(index, {**body, "size": window}), q,
+                                                                 window_size=window)
+            assert ranking(got) == ranking(want)[:10]
+            # one index not configured among them: the engine's answer, saying why
+        with running(engine, {index: {"window": window}}) as url:
+            for path in (f"/{index},{other}/_search", f"/{index[:-3]}*,{other}/_search", "/_search"):
+                status, headers, got = http_headers(engine, "POST", url + path, body)
+                assert status == 200 and headers["x-esbridge-reranked"] == "false", path
+                assert headers["x-esbridge-reason"] == "target_not_configured"
+            # an index no configured name covers: passed through as before, without the header
+            status, headers, got = http_headers(engine, "POST", f"{url}/{other}/_search", body)
+            assert status == 200 and "x-esbridge-reranked" not in headers
+            # a point in time
+            status, pit = http(engine, "POST", f"{url}/{index}/_search/point_in_time?keep_alive=1m")
+            status, headers, got = http_headers(engine, "POST", f"{url}/_search",
+                                                {"pit": {"id": pit["pit_id"]}, "query": {"match": {"text": q}}})
+            assert status == 200 and headers["x-esbridge-reason"] == "pit" and got["hits"]["hits"]
+            http(engine, "DELETE", f"{url}/_search/point_in_time", {"pit_id": [pit["pit_id"]]})
+    finally:
+        engine.request("POST", "/_aliases", body={"actions": [{"remove": {"index": index, "alias": alias}}]})
+
+
+def test_explain_explains_esbridges_score(engine: Engine, collection: tuple[str, list[str]]) -> None:
+    index, queries = collection
+    with running(engine, {index: {"window": 10}}) as url:
+        got = client_of(engine, url).search(index=index, body={"query": {"match": {"text": queries[2]}},
+                                                               "explain": True, "size": 15})
+    hits = got["hits"]["hits"]
+    for hit in hits[:10]:
+        assert hit["_explanation"]["value"] == hit["_score"] and "esbridge" in hit["_explanation"]["description"]
+        assert hit["_explanation"]["details"] and "_esbridge" not in hit
+    for hit in hits[10:]:  # beyond the window: the engine's explanation of its own score
+        assert hit["_explanation"]["value"] == pytest.approx(hit["_score"]) and "esbridge" not in json.dumps(
+            hit["_explanation"])
+
+
+def test_msearch_headers_naming_the_index_follow_the_rule(engine: Engine, collection: tuple[str, list[str]],
+                                                          index_name: str) -> None:
+    index, queries = collection
+    other = create_small_index(engine, index_name)
+    search = {"query": {"match": {"text": queries[1]}}, "size": 5}
+    with running(engine, {index: {"window": WINDOW}}) as url:
+        client = client_of(engine, url)
+        single = client.search(index=index, body=search)
+        body = [{"index": index}, search, {"index": other}, search, {"index": index, "preference": "x"}, search,
+                {"index": index}, {**search, "sort": [{"esbridge_id": "asc"}]}]
+        status, headers, got = http_headers(engine, "POST", f"{url}/_msearch", None)  # (an empty body: refused)
+        assert status == 400
+        req = urllib.request.Request(f"{url}/_msearch", method="POST", data="".join(
+            json.dumps(line) + "\n" for line in body).encode(),
+            headers={"content-type": "application/x-ndjson", **auth_of(engine)})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            headers = {k.lower(): v for k, v in resp.headers.items()}
+            got = json.loads(resp.read())
+        # the same path with the index in it: its searches too
+        via_path = client.msearch(index=index, body=[{}, search, {"index": other}, search])
+    responses = got["responses"]
+    assert ranking(responses[0]) == ranking(single) == ranking(responses[2]) == ranking(via_path["responses"][0])
+    own = engine.search(other, search)
+    assert ranking(responses[1]) == ranking(own) == ranking(via_path["responses"][1])
+    assert responses[3]["hits"] == engine.search(index, {**search, "sort": [{"esbridge_id": "asc"}]})["hits"]
+    assert headers["x-esbridge-reranked"] == "true,false,true,false"
+    assert headers["x-esbridge-reason"] == "-,target_not_configured,-,sort"

@@ -106,7 +106,7 @@ def test_compressed_requests_and_answers(engine: Engine, collection: tuple[str, 
     create_small_index(engine, index_name)
     search = {"query": {"match": {"text": queries[0]}}, "size": 5}
     want = ranking(Reranker(engine, index, window=WINDOW).search(queries[0], size=5))
-    with running(engine, {index: {"window": WINDOW}}) as url:
+    with running(engine, {index: {"window": WINDOW, "mode": "search"}}) as url:
         # the engine's Python client with http_compress: gzip bodies, gzip answers accepted
         client = client_of(engine, url, http_compress=True)
         client.index(index=index_name, id="zipped", body={"title": "Compressed", "text": "A gzip body, unpacked."},
@@ -133,10 +133,15 @@ def test_compressed_requests_and_answers(engine: Engine, collection: tuple[str, 
             status, headers, answer = compressed(f"{url}/{index_name}/_doc/{encoding}", engine, "PUT",
                                                  {"title": encoding, "text": "written compressed"}, encoding)
             assert status == 201 and answer["result"] == "created"
-            # esbridge's own errors too
+            # esbridge's own errors too, and a search the engine answers unreranked
+            status, headers, answer = compressed(f"{url}/{index}/_search", engine, "POST",
+                                                 {"query": {"match": {"text": "x"}},
+                                                  "ext": {"esbridge": {"window": 0}}}, encoding)
+            assert status == 400 and "ext.esbridge.window" in answer["error"]["reason"]
+            assert headers["content-encoding"] == "gzip"
             status, headers, answer = compressed(f"{url}/{index}/_search", engine, "POST",
                                                  {"query": {"term": {"text": "x"}}}, encoding)
-            assert status == 400 and "[term]" in answer["error"]["reason"] and headers["content-encoding"] == "gzip"
+            assert status == 200 and headers["x-esbridge-reranked"] == "false" and "hits" in answer
     assert engine.request("GET", f"/{index_name}/_doc/deflate")["_source"]["text"] == "written compressed"
     # an answer the cluster sent uncompressed (the proxy asks for none) is gzipped by the server
     with fault_proxy(engine.options.url, lambda *_: None) as (proxy, _), \
@@ -171,7 +176,7 @@ def test_the_java_clients_url_parameters_are_taken(engine: Engine, collection: t
     want = ranking(Reranker(engine, index, window=WINDOW).search(queries[1], size=5))
     rescore = {"query": {"match": {"text": queries[1]}}, "size": 5,
                "aggs": {"n": {"filter": {"exists": {"field": "title"}}}}}
-    with running(engine, {index: {"window": WINDOW}, "rescored": {}}) as url:
+    with running(engine, {index: {"window": WINDOW, "mode": "search"}, "rescored": {}}) as url:
         client = client_of(engine, url)
         # opensearch-java sends typed_keys=true with every search and _msearch
         got = client.search(index=index, body=search, params={"typed_keys": "true"})
@@ -196,8 +201,8 @@ def test_the_java_clients_url_parameters_are_taken(engine: Engine, collection: t
         assert answer == {"responses": [{"hits": {"hits": [{"_id": i} for i, _ in want]}}]}
         # an error is left whole, as the engine leaves its own
         status, answer = http(engine, "POST", f"{url}/{index}/_search?filter_path=took",
-                              {"query": {"term": {"text": "x"}}})
-        assert status == 400 and "[term]" in answer["error"]["reason"]
+                              {"query": {"match": {"text": "x"}}, "ext": {"esbridge": {"window": 0}}})
+        assert status == 400 and "ext.esbridge.window" in answer["error"]["reason"]
     # rescore mode: typed_keys goes with the request's own search, which has aggregations
     with running(engine, {index: {"window": WINDOW, "mode": "rescore"}}) as url:
         got = client_of(engine, url).search(index=index, body=rescore, params={"typed_keys": "true"})
@@ -213,7 +218,8 @@ def test_the_first_stage_takes_the_searchs_engine_parameters(engine: Engine,
     want = ranking(Reranker(engine, index, window=WINDOW).search(queries[2], size=5))
     params = {"preference": "app-session-1", "request_cache": "true", "timeout": "30s"}
     with fault_proxy(engine.options.url, lambda *_: None) as (proxy, seen), \
-            running(engine, {index: {"window": WINDOW}}, replace(engine.options, url=proxy, urls=())) as url:
+            running(engine, {index: {"window": WINDOW, "mode": "search"}},
+                    replace(engine.options, url=proxy, urls=())) as url:
         status, answer = http(engine, "POST", f"{url}/{index}/_search?{urlencode(params)}", search)
         assert status == 200 and ranking(answer) == want
     sent = [parse_qs(urlsplit(path).query) for method, path in seen.requests
@@ -258,7 +264,7 @@ def test_a_body_goes_on_to_the_next_node_when_one_is_down(engine: Engine, collec
     want = ranking(Reranker(engine, index, window=WINDOW).search(queries[3], size=5))
     bulk = "".join(json.dumps(line) + "\n" for i in range(200) for line in (
         {"index": {"_index": index_name, "_id": f"bulk-{i}"}}, {"title": f"Note {i}", "text": "Kept. " * 50}))
-    with running(engine, {index: {"window": WINDOW}}, options) as url:
+    with running(engine, {index: {"window": WINDOW, "mode": "search"}}, options) as url:
         client = client_of(engine, url, max_retries=0)  # every request reaches the server once
         # the server sends its requests to the dead node and the live one in turn: each kind twice
         for i in range(2):
@@ -282,7 +288,7 @@ def test_read_only_refuses_writes_and_administration(engine: Engine, collection:
     want = ranking(Reranker(engine, index, window=WINDOW).search(queries[0], size=5))
     some_id = engine.search(index_name, {"size": 1})["hits"]["hits"][0]["_id"]
     ndjson = {"content-type": "application/x-ndjson"}
-    with running(engine, {index: {"window": WINDOW}}, read_only=True) as url:
+    with running(engine, {index: {"window": WINDOW, "mode": "search"}}, read_only=True) as url:
         refused = [
             ("PUT", f"/{index_name}/_doc/new", {"title": "x"}, None),
             ("POST", f"/{index_name}/_doc", {"title": "x"}, None),

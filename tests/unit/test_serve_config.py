@@ -12,7 +12,7 @@ from esbridge.engine.client import ConnectionOptions
 from esbridge.errors import ConfigurationError
 from esbridge.serve import IndexConfig, load_config, parse_config
 from esbridge.serve.metrics import Metrics
-from esbridge.serve.search import _Refused, query_text, read_search
+from esbridge.serve.search import REASONS, SearchRequest, Unreranked, _Refused, query_text, read_search, scoring_text
 from esbridge.serve.server import Server
 from tests.cli import run
 
@@ -64,7 +64,7 @@ def test_the_hybrid_pipeline_is_configured(tmp_path: Path) -> None:
     ({"indices": {"docs": {"scorer": "bm99"}}}, "indices.docs.scorer: unknown scorer 'bm99'"),
     ({"indices": {"docs": {"window": 0}}}, "indices.docs.window must be a whole number >= 1"),
     ({"indices": {"docs": {"window": "100"}}}, "indices.docs.window must be a whole number >= 1"),
-    ({"indices": {"docs": {"mode": "hybrid"}}}, "indices.docs.mode must be one of search, rescore"),
+    ({"indices": {"docs": {"mode": "hybrid"}}}, "indices.docs.mode must be one of rescore, search"),
     ({"indices": {"docs": {"first_stage": "bm26"}}}, "indices.docs.first_stage"),
     ({"indices": {"docs": {"fields": [1]}}}, "indices.docs.fields must be a list of field names"),
     ({"indices": {"docs": {"field_weights": {"title": -1}}}}, "indices.docs.field_weights must map"),
@@ -121,7 +121,7 @@ def test_a_query_without_one_text_is_refused(query: Any, message: str) -> None:
 
 
 def test_a_search_request_is_read() -> None:
-    config = IndexConfig(window=30)
+    config = IndexConfig(window=30, mode="search")
     req = read_search("docs", config, {"query": {"match": {"t": "heart"}}, "size": 5, "from": 10,
                                        "ext": {"esbridge": {"explain": True, "window": 80, "scorer": "bmx"},
                                                "other": 1}}, {})
@@ -141,28 +141,70 @@ def test_a_search_request_is_read() -> None:
 
 
 @pytest.mark.parametrize("body,params,message", [
-    ({"query": {"match": {"t": "x"}}, "aggs": {}}, {}, "[aggs] is not supported (set ext.esbridge.rerank to false"),
-    ({"query": {"match": {"t": "x"}}}, {"routing": "a"}, "[routing] is not supported"),
     ({"query": {"match": {"t": "x"}}, "ext": {"esbridge": {"windw": 3}}}, {}, "ext.esbridge.windw is not an option"),
     ({"query": {"match": {"t": "x"}}, "ext": {"esbridge": {"explain": "yes"}}}, {},
      "ext.esbridge.explain must be true or false"),
     ({"query": {"match": {"t": "x"}}, "ext": {"esbridge": {"scorer": "nope"}}}, {}, "ext.esbridge.scorer: unknown"),
     ({"query": {"match": {"t": "x"}}, "size": -1}, {}, "size must be a whole number >= 0"),
-    ({}, {}, "needs a query text to rerank"),
     ([], {}, "the search body must be a JSON object"),
 ])
-def test_a_search_esbridge_cannot_rerank_is_refused(body: Any, params: dict[str, str], message: str) -> None:
+@pytest.mark.parametrize("mode", ["rescore", "search"])
+def test_what_esbridge_is_asked_wrongly_is_refused(body: Any, params: dict[str, str], message: str, mode: str) -> None:
     with pytest.raises(_Refused) as err:
-        read_search("docs", IndexConfig(), body, params)
+        read_search("docs", IndexConfig(mode=mode), body, params)
     assert err.value.status == 400 and message in err.value.reason
 
 
-def test_rescore_mode_takes_the_engines_body() -> None:
-    body = {"query": {"match": {"t": "x"}}, "aggs": {"a": {}}, "highlight": {}}
-    req = read_search("docs", IndexConfig(mode="rescore"), body, {})
-    assert req is not None and req.text == "x" and req.body == body
-    with pytest.raises(_Refused, match="sorted search"):
-        read_search("docs", IndexConfig(mode="rescore"), {**body, "sort": ["_id"]}, {})
+@pytest.mark.parametrize("query,text", [
+    ({"match": {"title": "heart risk"}}, "heart risk"),
+    ({"match": {"text": {"query": "heart risk", "operator": "and"}}}, "heart risk"),
+    ({"bool": {"must": [{"match": {"a": "heart"}}, {"match": {"b": "heart"}}], "should": [{"term": {"c": 1}}],
+               "minimum_should_match": 1, "filter": [{"match": {"d": "filtered"}}]}}, "heart"),
+    ({"bool": {"should": [{"multi_match": {"query": "heart", "fields": ["a"]}}, {"match_phrase": {"b": "attack"}}]}},
+     "heart attack"),
+    ({"dis_max": {"queries": [{"query_string": {"query": "title:(heart AND risk) OR \"blood\""}}]}},
+     "heart risk blood"),
+    ({"function_score": {"query": {"simple_query_string": {"query": "heart + -risk*"}}}}, "heart risk"),
+    ({"match": {"year": 1999}}, "1999"),
+    ({"term": {"text": "x"}}, None),
+    ({"match_all": {}}, None),
+    ({"bool": {"filter": [{"match": {"t": "x"}}], "must_not": [{"match": {"t": "y"}}]}}, None),
+])
+def test_the_text_esbridge_scores_by(query: Any, text: str | None) -> None:
+    assert scoring_text(query) == text
+
+
+@pytest.mark.parametrize("body,params,reason", [
+    ({"query": {"match": {"t": "x"}}, "sort": ["_id"]}, {}, "sort"),
+    ({"query": {"match": {"t": "x"}}, "sort": [{"price": "asc"}, "_score"]}, {}, "sort"),
+    ({"query": {"match": {"t": "x"}}, "sort": [{"_score": "asc"}]}, {}, "sort"),
+    ({"query": {"match": {"t": "x"}}}, {"sort": "price:asc"}, "sort"),
+    ({"query": {"match": {"t": "x"}}, "sort": ["price"], "search_after": [1]}, {}, "search_after"),
+    ({"query": {"match": {"t": "x"}}}, {"scroll": "1m"}, "scroll"),
+    ({"query": {"match": {"t": "x"}}, "collapse": {"field": "k"}}, {}, "collapse"),
+    ({"query": {"match": {"t": "x"}}, "rescore": {"query": {}}}, {}, "rescore"),
+    ({"query": {"match": {"t": "x"}}, "pit": {"id": "abc"}}, {}, "pit"),
+    ({"query": {"term": {"t": "x"}}}, {}, "no_query_text"),
+    ({"aggs": {"a": {"terms": {"field": "k"}}}, "size": 0}, {}, "no_query_text"),
+])
+@pytest.mark.parametrize("mode", ["rescore", "search"])
+def test_a_search_esbridge_does_not_rerank_is_the_engines(body: Any, params: dict[str, str], reason: str,
+                                                          mode: str) -> None:
+    got = read_search("docs", IndexConfig(mode=mode), body, params)
+    assert isinstance(got, Unreranked) and got.reason == reason and reason in REASONS
+    assert got.headers == {"X-Esbridge-Reranked": "false", "X-Esbridge-Reason": reason}
+
+
+def test_the_engines_body_is_reranked_by_the_rule() -> None:
+    body = {"query": {"match": {"t": "x"}}, "aggs": {"a": {}}, "highlight": {}, "sort": ["_score"], "explain": True,
+            "_source": {"includes": ["t"]}}
+    for config in (IndexConfig(), IndexConfig(mode="search")):  # search mode: what its first stage cannot take
+        req = read_search("docs", config, body, {"routing": "r"})
+        assert isinstance(req, SearchRequest) and req.text == "x" and req.body == body
+        assert req.config.mode == "rescore" and req.engine_explain and req.score_sort and req.params == {"routing": "r"}
+    # search mode takes a plain text search itself
+    req = read_search("docs", IndexConfig(mode="search"), {"query": {"match": {"t": "x"}}, "_source": ["t"]}, {})
+    assert isinstance(req, SearchRequest) and req.config.mode == "search"
 
 
 def test_metrics_in_prometheus_text_format() -> None:

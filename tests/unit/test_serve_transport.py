@@ -11,7 +11,15 @@ import pytest
 
 from esbridge.serve import IndexConfig
 from esbridge.serve.readonly import is_read
-from esbridge.serve.search import MAX_BODY_DEPTH, _read_msearch, _Refused, check_depth, nesting_depth, read_search
+from esbridge.serve.search import (
+    MAX_BODY_DEPTH,
+    SearchRequest,
+    _read_msearch,
+    _Refused,
+    check_depth,
+    nesting_depth,
+    read_search,
+)
 from esbridge.serve.shape import filter_path, render
 from tests.cli import run
 
@@ -60,15 +68,15 @@ FORM = {"filter_path": "hits.hits._id", "pretty": "", "human": "true", "error_tr
 def test_the_url_parameters_of_a_reranked_search() -> None:
     body = {"query": {"match": {"t": "heart"}}}
     # search mode: the first stage's parameters go to the engine, nothing else does
-    req = read_search("docs", IndexConfig(), body, {**JAVA_CLIENT, **ENGINE_PARAMS, **FORM, "size": "3"})
+    req = read_search("docs", IndexConfig(mode="search"), body, {**JAVA_CLIENT, **ENGINE_PARAMS, **FORM, "size": "3"})
     assert req is not None and req.params == ENGINE_PARAMS and req.size == 3
     # rescore mode: all but size, from and the answer's form go with the engine's search
     req = read_search("docs", IndexConfig(mode="rescore"), body, {**JAVA_CLIENT, **ENGINE_PARAMS, **FORM,
                                                                  "from": "2", "routing": "r"})
     assert req is not None and req.params == {**JAVA_CLIENT, **ENGINE_PARAMS, "routing": "r"} and req.from_ == 2
-    # another parameter is refused by name in search mode, as before
-    with pytest.raises(_Refused, match=r"\[routing\] is not supported \(set ext.esbridge.rerank to false"):
-        read_search("docs", IndexConfig(), body, {"routing": "r"})
+    # another parameter in search mode: the rule's (the engine runs the search with it)
+    req = read_search("docs", IndexConfig(mode="search"), body, {"routing": "r"})
+    assert isinstance(req, SearchRequest) and req.config.mode == "rescore" and req.params == {"routing": "r"}
 
 
 def test_the_url_parameters_of_a_reranked_msearch() -> None:
