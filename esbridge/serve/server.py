@@ -497,7 +497,7 @@ class Server:
         window = min(req.window, fetch)
         explain = req.explain or req.engine_explain
         if len(names) == 1:
-            return await rerankers[names[0]].rescore(first, req.text, window_size=window, explain=explain)
+            return await rerankers[names[0]].rescore(first, req.text, window=window, explain=explain)
         # several indices: each one's hits in the window scored by its own reranker, merged by score
         assert req.owners is not None
         hits = first["hits"]["hits"]
@@ -507,7 +507,7 @@ class Server:
             if not mine:
                 continue
             got = await reranker.rescore({**first, "hits": {**first["hits"], "hits": [h for _, h in mine]}},
-                                         req.text, window_size=len(mine), explain=explain)
+                                         req.text, window=len(mine), explain=explain)
             rank = {(h.get("_index"), h["_id"]): i for i, h in mine}
             head += [(float(h["_score"]), rank[(h.get("_index"), h["_id"])], h) for h in got["hits"]["hits"]]
         head.sort(key=lambda item: (-item[0], item[1]))

@@ -201,7 +201,7 @@ def test_rescore_mode_reranks_the_engines_own_query(engine: Engine, collection: 
     q = queries[3]
     query = {"bool": {"should": [{"match": {"title": q}}], "filter": [{"exists": {"field": "text"}}]}}
     reranker = Reranker(engine, index, window=20)
-    want = reranker.rescore(engine.search(index, {"query": query, "size": 20}), q, window_size=20)
+    want = reranker.rescore(engine.search(index, {"query": query, "size": 20}), q, window=20)
     with running(engine, {index: {"mode": "rescore", "window": 20}}) as url:
         got = client_of(engine, url).search(index=index, body={"query": query, "size": 10,
                                                        "aggs": {"n": {"filter": {"exists": {"field": "title"}}}}})
@@ -481,7 +481,7 @@ def test_the_users_query_finds_the_candidates(engine: Engine, collection: tuple[
             text = " ".join(dict.fromkeys(
                 c.get("query") if isinstance(c, dict) else c
                 for c in _text_clauses(search["query"])))
-            want = reranker.rescore(own_window, text, window_size=window) if own_window["hits"]["hits"] else own_window
+            want = reranker.rescore(own_window, text, window=window) if own_window["hits"]["hits"] else own_window
             assert ranking(got) == ranking(want)[:10], search
             # the candidates are the engine's top hits for the user's query
             assert {h["_id"] for h in got["hits"]["hits"]} <= {h["_id"] for h in own_window["hits"]["hits"]}
@@ -520,7 +520,7 @@ def test_the_engines_parts_of_the_answer_are_kept(engine: Engine, collection: tu
         same_but_hits(got, own)
         assert got["aggregations"] == own["aggregations"] and got["suggest"] == own["suggest"]
         own_window = engine.search(index, {**search, "size": window, "from": 0})
-        want = reranker.rescore(own_window, q, window_size=window)
+        want = reranker.rescore(own_window, q, window=window)
         assert ranking(got) == ranking(want)[3:8]
         for hit in got["hits"]["hits"]:
             assert set(hit["_source"]) == {"title"} and hit["highlight"]["text"]
@@ -598,7 +598,7 @@ def test_a_faceted_search_page_is_the_engines_in_esbridges_order(engine: Engine,
     own = engine.search(index_name, body)
     own_window = engine.search(index_name, {**body, "from": 0, "size": window})
     assert own["hits"]["total"]["value"] > window  # more matches than the window
-    want = Reranker(engine, index_name, window=window).rescore(own_window, "cell study", window_size=window)
+    want = Reranker(engine, index_name, window=window).rescore(own_window, "cell study", window=window)
     with running(engine, {index_name: {"window": window}}) as url:
         got = client_of(engine, url).search(index=index_name, body=body)
     assert got["hits"]["total"] == own["hits"]["total"]
@@ -637,7 +637,7 @@ def test_several_indices_wildcards_and_aliases(engine: Engine, collection: tuple
                 assert scores == sorted(scores, reverse=True)
             status, _, got = http_headers(engine, "POST", f"{url}/{alias}/_search", body)
             want = Reranker(engine, index, window=window).rescore(engine.search(index, {**body, "size": window}), q,
-                                                                 window_size=window)
+                                                                 window=window)
             assert ranking(got) == ranking(want)[:10]
             # one index not configured among them: the engine's answer, saying why
         with running(engine, {index: {"window": window}}) as url:
