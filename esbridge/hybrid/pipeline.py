@@ -118,6 +118,13 @@ class PipelineParams:
         calibration: how the calibration is measured.
         w_semantic, w_lexical, w_keyword: the strategies' weights in the fusion
             (0 leaves a strategy out).
+        w_document: a fourth list, an exact kNN over one vector per whole document (its first
+            512 word pieces; :class:`~esbridge.semantic.vectors.VectorIndex` without windows) from
+            the same query vector, joins the last fusion with this multiple of the semantic
+            strategy's weight (0, the default: not run).  Passages and whole documents make
+            different mistakes: at 2 it gained on every shared collection over the engines' own
+            hybrid search, leave-one-collection-out (``benchmarks/results/engine-hybrid-levers.md``);
+            it embeds every document once more.
         rrf_k: the rank offset of reciprocal rank fusion.
         model: the semantic strategy's sentence-embedding model
             (:data:`esbridge.semantic.models.MODELS`).
@@ -139,6 +146,7 @@ class PipelineParams:
     w_semantic: float = 3.0
     w_lexical: float = 1.0
     w_keyword: float = 0.5
+    w_document: float = 0.0
     rrf_k: float = 60.0
     model: str = DEFAULT_MODEL
     scorer_params: Mapping[str, Any] = field(default_factory=dict, hash=False)  # compared, not hashed
@@ -165,7 +173,7 @@ class PipelineParams:
                 or self.semantic_feedback < 0:
             raise ConfigurationError(f"pipeline parameter semantic_feedback must be an integer >= 0, "
                                      f"got {self.semantic_feedback!r}")
-        for name in ("w_semantic", "w_lexical", "w_keyword", "rrf_k", "semantic_beta"):
+        for name in ("w_semantic", "w_lexical", "w_keyword", "w_document", "rrf_k", "semantic_beta"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
                 raise ConfigurationError(f"pipeline parameter {name} must be a finite number >= 0, got {value!r}")
@@ -305,6 +313,7 @@ class HybridSearcher:
 
     def __init__(self, engine: Engine, index: str, params: PipelineParams | None = None, *,
                  vectors: VectorIndex | EngineVectors | None = None, reranker: Reranker | None = None,
+                 document_vectors: VectorIndex | None = None,
                  progress: bool = False, fields: str | Sequence[str] | None = None) -> None:
         self.engine = engine
         self.index = index
@@ -319,6 +328,7 @@ class HybridSearcher:
         assert layout is not None
         self.layout = layout
         self._vectors = vectors
+        self._document_vectors = document_vectors
         self._progress = progress
         self._calibration: Calibration | None = None
         self._calibration_checked = -float("inf")
@@ -337,6 +347,17 @@ class HybridSearcher:
             self._vectors = open_vectors(self.engine, self.index, load_encoder(self.params.model),
                                          fields=self.layout.fields, progress=self._progress)
         return self._vectors
+
+    @property
+    def document_vectors(self) -> VectorIndex:
+        """One vector per whole document, for ``w_document`` (opened, and built if needed, on first use)."""
+        if self._document_vectors is None:
+            from esbridge.semantic.vectors import VectorIndex
+
+            self._document_vectors = VectorIndex.open(self.engine, self.index, self.vectors.encoder,
+                                                      fields=self.layout.fields, progress=self._progress,
+                                                      windows=False)
+        return self._document_vectors
 
     def close(self) -> None:
         """Release the reranker's threads and the semantic strategy's."""
@@ -374,6 +395,18 @@ class HybridSearcher:
         vi.refresh()
         vec = vi.embed_query(query) if isinstance(query, str) else query
         hits = vi.search(vec, depth or self.params.semantic_depth)
+        if filter is None or not hits.ids:
+            return RankedList(hits.ids, hits.scores)
+        keep = self._matching(hits.ids, filter)
+        mask = np.array([d in keep for d in hits.ids], dtype=bool)
+        return RankedList([d for d, ok in zip(hits.ids, mask) if ok], hits.scores[mask])
+
+    def document(self, query_vector: np.ndarray, *, filter: Any = None, depth: int | None = None) -> RankedList:
+        """The whole-document kNN list for a query vector (with a filter, only the top documents that
+        match it)."""
+        dv = self.document_vectors
+        dv.refresh()
+        hits = dv.search(query_vector, depth or self.params.semantic_depth)
         if filter is None or not hits.ids:
             return RankedList(hits.ids, hits.scores)
         keep = self._matching(hits.ids, filter)
@@ -547,11 +580,13 @@ class HybridSearcher:
         times the factors measured on the index with ``weighting="calibrated"``."""
         p = params or self.params
         weights = p.weights
-        if p.weighting != "calibrated":
-            return weights
-        cal = self.calibration()
-        factors = weights_from(cal.effectiveness, p.calibration.sharpness)
-        return {s: w * factors.get(s, 1.0) for s, w in weights.items()}
+        if p.weighting == "calibrated":
+            cal = self.calibration()
+            factors = weights_from(cal.effectiveness, p.calibration.sharpness)
+            weights = {s: w * factors.get(s, 1.0) for s, w in weights.items()}
+        if p.w_document > 0 and "semantic" in weights:
+            weights["document"] = p.w_document * weights["semantic"]
+        return weights
 
     # ---- the pipeline ----------------------------------------------------------------
 
@@ -613,8 +648,12 @@ class HybridSearcher:
             expansion = self.keyword_terms(prepared, fb_list, fb_versions, narrative=narrative)
             lists["keyword"] = self.keyword(expansion, filter=filter)
             seconds["keyword"] = time.perf_counter() - t1
+        if p.w_document > 0 and qvec is not None:
+            t2 = time.perf_counter()
+            lists["document"] = self.document(qvec, filter=filter)
+            seconds["document"] = time.perf_counter() - t2
         t3 = time.perf_counter()
-        ordered = {k: lists[k] for k in STRATEGIES if k in lists and k in wanted}
+        ordered = {k: lists[k] for k in (*STRATEGIES, "document") if k in lists and (k in wanted or k == "document")}
         result = self.aggregate(ordered, qvec, filter=filter)
         if p.result_depth is not None:
             result.ids, result.scores = result.ids[:p.result_depth], result.scores[:p.result_depth]
@@ -634,7 +673,9 @@ class HybridSearcher:
         produced ``lists``); used to measure settings without running the strategies again.
         """
         p = params or self.params
-        weights = self.fusion_weights(p)
+        final = self.fusion_weights(p)
+        # the whole-document list joins the last fusion only: the semantic feedback reads the first
+        weights = {k: w for k, w in final.items() if k != "document"}
         out = dict(lists)
         fused = {k: v for k, v in lists.items() if k in weights}
         ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
@@ -650,6 +691,9 @@ class HybridSearcher:
                 fused["semantic"] = out["semantic_feedback"]
                 ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
             seconds["semantic_feedback"] = time.perf_counter() - t0
+        if "document" in final and "document" in lists:
+            fused["document"] = lists["document"]
+            ids, scores, parts = fuse(fused, final, p.fusion, rrf_k=p.rrf_k)
         return PipelineResult(lists=out, ids=ids, scores=scores, parts=parts, seconds=seconds)
 
     def describe(self) -> dict[str, Any]:

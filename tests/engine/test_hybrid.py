@@ -173,6 +173,40 @@ def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_pa
                 assert h["_esbridge"]["strategies"], h
 
 
+def test_whole_document_list_joins_the_last_fusion(engine: Engine, hybrid_index: str, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                   encoder, cache) -> None:
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
+    dvi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                           progress=False, windows=False)
+    docs = _docs()
+    whole = encoder.encode([document_text(docs[i], ("title", "text")) for i in dvi.ids])
+    params = PipelineParams(model=MODEL, window=50, semantic_depth=50, w_document=2.0)
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi, document_vectors=dvi) as hs:
+        weights = hs.fusion_weights()
+        assert weights["document"] == pytest.approx(2.0 * weights["semantic"])
+        for q in [q["text"] for q in judged_queries(limit=2)]:
+            res = hs.run(q)
+            # one vector per whole document, searched exactly with the query's vector
+            cos = whole @ vi.embed_query(q)
+            want = [dvi.ids[i] for i in np.lexsort((np.arange(len(cos)), -cos))[:50]]
+            assert list(res.lists["document"].ids) == want
+            # the semantic feedback reads the first fusion (without the document list); the last fusion has all four
+            first, first_scores, _ = fuse({k: res.lists[k] for k in ("semantic", "lexical", "keyword")},
+                                          {k: w for k, w in weights.items() if k != "document"}, params.fusion)
+            moved = vi.embed_query(q) + params.semantic_beta * feedback_centroid(
+                vi.vectors_of(first[:params.semantic_feedback]), first_scores, params.semantic_feedback_weighting)
+            again = vi.search((moved / np.linalg.norm(moved)).astype(np.float32), params.semantic_depth)
+            assert again.ids == list(res.lists["semantic_feedback"].ids)
+            ids, scores, _ = fuse({"semantic": res.lists["semantic_feedback"], "lexical": res.lists["lexical"],
+                                   "keyword": res.lists["keyword"], "document": res.lists["document"]},
+                                  weights, params.fusion)
+            assert ids == res.ids
+            np.testing.assert_allclose(scores, res.scores)
+            assert set(hs.search(q, size=3, explain=True)["hits"]["hits"][0]["_esbridge"]["parts"]) == {
+                "semantic", "lexical", "keyword", "document"}
+
+
 @pytest.mark.parametrize("source", ["lexical", "fusion"])
 def test_keyword_feedback_documents_come_from_the_chosen_source(engine: Engine, hybrid_index: str,  # type: ignore[no-untyped-def]
                                                                 tmp_path: Path, encoder, cache, source: str) -> None:
