@@ -502,3 +502,20 @@ def test_the_extension_is_refused_beyond_its_limits(engine: Engine, sample_indic
         resp = engine.search(index, {"size": 1, "query": {"match": {base: "bone"}}, "ext": {"esbridge_features": ext}})
         assert "_esbridge_features" in resp["hits"]["hits"][0]["fields"]
 
+
+def test_a_query_beyond_the_plugins_limits_is_a_clear_error(engine: Engine, sample_indices: dict[int, str],
+                                                           plugin_expected: bool) -> None:
+    """A query so long that its terms go beyond the plugin's ``esbridge.features.max_terms`` is an
+    error naming the limit and what to do: a shorter query, the setting, or ``_mtermvectors``."""
+    if not plugin_expected:
+        return  # no plugin on this engine
+    rng = np.random.default_rng(7)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = {"".join(rng.choice(letters, 9)) for _ in range(30_000)}
+    rr = Reranker(engine, sample_indices[1], scorer="evolved", window=10)
+    with pytest.raises(EngineError) as caught:
+        rr.search(" ".join(sorted(words)), size=1)
+    message = str(caught.value)
+    assert caught.value.status == 400, message
+    for part in ("esbridge.features.max_terms", "Shorten the query", "features='termvectors'"):
+        assert part in message, message

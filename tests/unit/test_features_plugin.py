@@ -167,3 +167,31 @@ def test_tokens_at_one_position_are_ordered_by_term_as_term_vectors_order_them()
 def test_an_analysis_of_another_shape_is_an_error_naming_the_index(tokens: list[object], stats: list[object]) -> None:
     with pytest.raises(EngineError, match="'idx'.*esbridge plugin build"):
         analysis_from("idx", LAYOUT, ["base"], [_analysed_hit(tokens, stats)])  # type: ignore[arg-type]
+
+
+def test_a_refusal_for_a_limit_of_the_plugin_says_what_to_do() -> None:
+    """The plugin's 400 for a request beyond one of its limits (at parsing, or from a shard) becomes
+    an error naming the limit, the value and what to do; other errors are left as they are."""
+    from esbridge.engine.calls import engine_error
+    from esbridge.features.plugin import limit_error
+
+    reason = ("[esbridge_features] asks for 120000 terms (groups and stats together), more than the limit "
+              "[esbridge.features.max_terms] of 100000")
+    parsing = engine_error(400, {"error": {"type": "illegal_argument_exception", "reason": reason,
+                                           "root_cause": [{"type": "illegal_argument_exception", "reason": reason}]},
+                                 "status": 400})
+    from_shard = engine_error(400, {"error": {"type": "search_phase_execution_exception", "reason": "all shards failed",
+                                              "root_cause": [{"type": "illegal_argument_exception", "reason": reason}]},
+                                    "status": 400})
+    for err in (parsing, from_shard):
+        clear = limit_error(err, "docs")
+        assert clear is not None and clear.status == 400 and clear.reason == reason
+        message = str(clear)
+        assert message.startswith("searching 'docs': the esbridge-features plugin refused")
+        for part in (reason, "Shorten the query", "raise the node setting esbridge.features.max_terms",
+                     "features='termvectors'", "ESBRIDGE_FEATURES_PLUGIN=off"):
+            assert part in message
+    other = engine_error(400, {"error": {"type": "illegal_argument_exception", "reason": "[esbridge_features] tag "
+                                         "must be a string"}, "status": 400})
+    assert limit_error(other, "docs") is None
+    assert limit_error(engine_error(500, {"error": {"type": "x", "reason": reason}}), "docs") is None
