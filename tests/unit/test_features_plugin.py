@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from esbridge.engine import features_plugin
-from esbridge.errors import EngineError
+from esbridge.engine import artifacts, features_plugin
+from esbridge.engine.java import find_java
+from esbridge.errors import EngineError, ProvisioningError
 from esbridge.features.plugin import (
     EXTENSION,
     analysing_ext,
@@ -167,6 +168,38 @@ def test_tokens_at_one_position_are_ordered_by_term_as_term_vectors_order_them()
 def test_an_analysis_of_another_shape_is_an_error_naming_the_index(tokens: list[object], stats: list[object]) -> None:
     with pytest.raises(EngineError, match="'idx'.*esbridge plugin build"):
         analysis_from("idx", LAYOUT, ["base"], [_analysed_hit(tokens, stats)])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("family", "distribution"), features_plugin.CHECKED)
+def test_the_plugin_compiles_and_passes_its_java_unit_tests(family: str, distribution: str) -> None:
+    """The plugin's sources compiled against the engine's installed jars with the Java unit tests of
+    ``tests/java/esbridge-features`` (parsing, limits, packing, norms), which then pass; no node starts.
+    Skipped where the jars or a JDK are missing: `.ci/run` runs the same check before the suite
+    (``python -m esbridge.engine.features_plugin --check``), failing there instead."""
+    lib = artifacts.installed_lib(distribution)
+    if lib is None:
+        pytest.skip(f"the jars of {distribution} are not installed (esbridge engine install --distribution "
+                    f"{distribution})")
+    try:
+        java = find_java(features_plugin.JAVA_RELEASE)
+    except ProvisioningError as err:
+        pytest.skip(str(err))
+    if features_plugin._javac(java) is None:
+        pytest.skip(f"{java} has no javac: a JDK {features_plugin.JAVA_RELEASE}+ compiles the plugin")
+    version = artifacts.runner_spec(distribution).version
+    output = features_plugin.check(family, version, lib, java, features_plugin.default_tests())
+    assert output.endswith("tests passed"), output
+    assert "FAILED" not in output
+
+
+def test_the_plugin_check_names_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Asked for where nothing is installed, the check fails naming how to install each engine's jars."""
+    monkeypatch.setenv("ESBRIDGE_HOME", str(tmp_path))
+    assert features_plugin.main(["--check"]) == 1
+    err = capsys.readouterr().err
+    assert "esbridge engine install --distribution opensearch" in err
+    assert "esbridge engine install --distribution elasticsearch8" in err
 
 
 def test_a_refusal_for_a_limit_of_the_plugin_says_what_to_do() -> None:
