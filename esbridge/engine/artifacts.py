@@ -264,6 +264,23 @@ def distribution_root(spec: RunnerSpec, account: es_distribution.ServiceAccount 
     return es_distribution.runtime_root(account, cache_dir()) / "engines" / f"{spec.distribution}-{spec.version}"
 
 
+def installed_lib(distribution: str) -> Path | None:
+    """The directory of the engine jars :func:`install` put in place for ``distribution`` (a
+    runner's jars, or the unpacked distribution's ``lib/``); ``None`` where they are not all there.
+    Nothing is downloaded or created."""
+    spec = runner_spec(distribution)
+    if spec.kind == "distribution":
+        root = es_distribution.existing_root(cache_dir())
+        if root is None:
+            return None
+        root = root / "engines" / f"{spec.distribution}-{spec.version}"
+        lib = root / f"elasticsearch-{spec.version}" / "lib"
+        return lib if (root / ".unpacked").exists() and lib.is_dir() else None
+    lib = lib_dir(spec)
+    marker = lib / ".complete"
+    return lib if marker.exists() and marker.read_text() == spec.lockfile + str(len(read_lockfile(spec))) else None
+
+
 def _install_distribution(spec: RunnerSpec) -> Path:
     (art,) = read_lockfile(spec)
     downloads = cache_dir() / "engines" / f"{spec.distribution}-{spec.version}"

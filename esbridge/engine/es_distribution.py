@@ -114,13 +114,29 @@ def runtime_root(account: ServiceAccount | None, cache: Path) -> Path:
     directory in the service account's home, one per ``$ESBRIDGE_HOME``."""
     if account is None:
         return cache
-    key = hashlib.sha1(str(cache.resolve()).encode()).hexdigest()[:12]
-    root = account.home / "esbridge" / key
+    root = account_root(account.home, cache)
     root.mkdir(parents=True, exist_ok=True)
     for d in (account.home / "esbridge", root):
         os.chown(d, account.uid, account.gid)
         d.chmod(0o750)
     return root
+
+
+def account_root(home: Path, cache: Path) -> Path:
+    """:func:`runtime_root` in the service account's ``home`` (nothing created)."""
+    return home / "esbridge" / hashlib.sha1(str(cache.resolve()).encode()).hexdigest()[:12]
+
+
+def existing_root(cache: Path) -> Path | None:
+    """:func:`runtime_root` as it is, without creating the account or any directory: ``None`` where
+    esbridge runs as root and the service account does not exist (nothing was installed for it)."""
+    if os.geteuid() != 0:
+        return cache
+    try:
+        entry = pwd.getpwnam(os.environ.get("ESBRIDGE_ES_USER", SERVICE_USER))
+    except KeyError:
+        return None
+    return account_root(Path(entry.pw_dir), cache)
 
 
 def chown_tree(path: Path, account: ServiceAccount | None) -> None:

@@ -24,9 +24,10 @@ import hashlib
 import logging
 import os
 import subprocess
+import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -35,8 +36,8 @@ from esbridge.engine.plan import Call, Plan
 from esbridge.errors import EngineError, ProvisioningError
 from esbridge.home import cache_dir
 
-__all__ = ["CLASSNAME", "FAMILIES", "PLUGIN_NAME", "compile_jar", "on_every_node_plan", "pack_zip", "runner_plugin",
-           "similarity_on_every_node_plan"]
+__all__ = ["CLASSNAME", "FAMILIES", "PLUGIN_NAME", "check", "compile_jar", "main", "on_every_node_plan", "pack_zip",
+           "runner_plugin", "similarity_on_every_node_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -140,25 +141,129 @@ def compile_jar(family: str, version: str, lib: Path, java: str) -> Path:
         )
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"{PLUGIN_NAME}-build-") as tmp_name:
-        tmp = Path(tmp_name)
-        src, classes = tmp / "src", tmp / "classes"
-        src.mkdir()
-        classes.mkdir()
-        paths = []
-        for name, data in files:
-            if name.endswith(".java"):
-                (src / name).write_bytes(data)
-                paths.append(str(src / name))
-        cmd = [str(javac), "--release", str(JAVA_RELEASE), "-encoding", "UTF-8", "-proc:none", "-nowarn",
-               "-cp", str(lib / "*"), "-d", str(classes), *paths]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise ProvisioningError(f"compiling the {PLUGIN_NAME} plugin against {family} {version} failed:\n"
-                                    f"{(done.stderr or done.stdout)[-3000:]}")
+        classes = _compile(javac, family, version, lib, files, Path(tmp_name))
         part = out.with_name(out.name + ".part")
         write_jar(part, classes)
         os.replace(part, out)
     return out
+
+
+def _compile(javac: Path, family: str, version: str, lib: Path, files: list[tuple[str, bytes]], tmp: Path,
+             extra: Sequence[Path] = ()) -> Path:
+    """The class files of the ``.java`` files among ``files`` (and of the sources ``extra``),
+    compiled against the jars in ``lib`` into a directory under ``tmp``."""
+    src, classes = tmp / "src", tmp / "classes"
+    src.mkdir()
+    classes.mkdir()
+    paths = []
+    for name, data in files:
+        if name.endswith(".java"):
+            (src / name).write_bytes(data)
+            paths.append(str(src / name))
+    cmd = [str(javac), "--release", str(JAVA_RELEASE), "-encoding", "UTF-8", "-proc:none", "-nowarn",
+           "-cp", str(lib / "*"), "-d", str(classes), *paths, *map(str, extra)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ProvisioningError(f"compiling the {PLUGIN_NAME} plugin against {family} {version} failed:\n"
+                                f"{(done.stderr or done.stdout)[-3000:]}")
+    return classes
+
+
+#: The class of the plugin's unit tests (``tests/java/esbridge-features/`` in the source tree).
+TEST_CLASS = "org.esbridge.features.FeaturesPluginTest"
+#: The engines :func:`main` checks the plugin against: (family, distribution esbridge installs).
+CHECKED = (("opensearch", "opensearch"), ("elasticsearch", "elasticsearch8"))
+
+
+def check(family: str, version: str, lib: Path, java: str, tests: Path) -> str:
+    """Compiles the plugin's sources for ``family`` ``version`` with the unit tests in ``tests``
+    (``*.java``) against the jars in ``lib``, runs the tests (:data:`TEST_CLASS`, a plain ``main``)
+    and returns what they printed; no engine node is started.
+
+    Raises:
+        ProvisioningError: ``java`` has no ``javac``, the sources or the tests do not compile, or a
+            test fails (the message holds the output).
+    """
+    javac = _javac(java)
+    if javac is None:
+        raise ProvisioningError(f"checking the {PLUGIN_NAME} plugin needs a JDK {JAVA_RELEASE}+ with javac; "
+                                f"{java} has none")
+    extra = sorted(tests.glob("*.java"))
+    if not extra:
+        raise ProvisioningError(f"no unit tests of the {PLUGIN_NAME} plugin (*.java) in {tests}")
+    with tempfile.TemporaryDirectory(prefix=f"{PLUGIN_NAME}-check-") as tmp_name:
+        classes = _compile(javac, family, version, lib, _sources(family), Path(tmp_name), extra)
+        cmd = [str(javac.parent / "java"), "-cp", os.pathsep.join([str(classes), str(lib / "*")]), TEST_CLASS]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    output = (done.stdout + done.stderr).strip()
+    if done.returncode != 0:
+        raise ProvisioningError(f"the {PLUGIN_NAME} plugin's unit tests failed on {family} {version}:\n"
+                                f"{output[-3000:]}")
+    return output
+
+
+def default_tests() -> Path:
+    """Where the plugin's unit tests are in esbridge's source tree."""
+    return Path(__file__).resolve().parents[2] / "tests" / "java" / _FOLDER
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m esbridge.engine.features_plugin --check``: the plugin compiled and unit-tested
+    against the jars of each engine it is built for (:data:`CHECKED`) that ``esbridge engine
+    install`` put in place, before any node starts.  Exit code 1 when the sources or the tests fail,
+    or something needed is missing (named, with how to get it)."""
+    import argparse
+    import time
+
+    from esbridge.engine import artifacts
+    from esbridge.engine.java import find_java
+
+    parser = argparse.ArgumentParser(prog="python -m esbridge.engine.features_plugin",
+                                     description=f"Compile the {PLUGIN_NAME} engine plugin and run its unit tests "
+                                                 "against the engines' installed jars.")
+    parser.add_argument("--check", action="store_true", required=True, help="compile and run the unit tests")
+    parser.add_argument("--tests", type=Path, default=default_tests(),
+                        help="the folder of the Java unit tests (default: %(default)s)")
+    args = parser.parse_args(argv)
+    problems: list[str] = []
+    java = ""
+    try:
+        java = find_java(JAVA_RELEASE)
+    except ProvisioningError as err:
+        problems.append(str(err))
+    if java and _javac(java) is None:
+        problems.append(f"{java} is a Java runtime without javac: install a JDK {JAVA_RELEASE}+ (e.g. Eclipse "
+                        "Temurin) and point ESBRIDGE_JAVA or JAVA_HOME at its bin/java")
+    if not args.tests.is_dir():
+        problems.append(f"no folder of unit tests at {args.tests}: give --tests DIR (they are in esbridge's "
+                        f"source tree, tests/java/{_FOLDER})")
+    checked = []
+    for family, distribution in CHECKED:
+        lib = artifacts.installed_lib(distribution)
+        version = artifacts.runner_spec(distribution).version
+        if lib is None:
+            problems.append(f"the jars of {distribution} {version} are not installed: run "
+                            f"`esbridge engine install --distribution {distribution}`")
+        else:
+            checked.append((family, version, lib))
+    if problems:
+        for p in problems:
+            sys.stderr.write(f"{PLUGIN_NAME}: cannot check: {p}\n")
+        return 1
+    for family, version, lib in checked:
+        t0 = time.perf_counter()
+        try:
+            output = check(family, version, lib, java, args.tests)
+        except ProvisioningError as err:
+            sys.stderr.write(f"{PLUGIN_NAME}: {err}\n")
+            return 1
+        last = output.splitlines()[-1] if output else "no output"
+        sys.stdout.write(f"{PLUGIN_NAME} on {family} {version}: compiled, {last} ({time.perf_counter() - t0:.1f} s)\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
 
 
 def write_jar(jar: Path, classes: Path) -> None:

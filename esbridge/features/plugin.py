@@ -34,7 +34,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -53,9 +53,9 @@ from esbridge.features.termvectors import (
 )
 from esbridge.index.definitions import IndexLayout
 
-__all__ = ["EXTENSION", "FEATURE_SOURCES", "Carried", "PluginAnalysis", "analysing_ext", "analysis_from",
-           "candidates_from", "carried_features", "check_feature_source", "features_ext", "features_plugin_plan",
-           "features_tag", "fetch_with_plugin_plan"]
+__all__ = ["EXTENSION", "FEATURE_SOURCES", "LIMIT_SETTINGS", "Carried", "PluginAnalysis", "analysing_ext",
+           "analysis_from", "candidates_from", "carried_features", "check_feature_source", "features_ext",
+           "features_plugin_plan", "features_tag", "fetch_with_plugin_plan", "limit_error", "within_limits_plan"]
 
 #: The search extension the plugin answers.
 EXTENSION = "esbridge_features"
@@ -64,6 +64,12 @@ _STATS = "_esbridge_stats"
 _QUERY = "_esbridge_query"
 #: Candidates per search through the plugin (the searches of one fetch are sent together).
 BATCH_SIZE = 500
+#: The node settings that bound the plugin's extension per request (terms, fields, characters
+#: analysed), which its refusal of a request beyond one names.
+LIMIT_SETTINGS = ("esbridge.features.max_terms", "esbridge.features.max_fields",
+                  "esbridge.features.max_analyze_chars")
+
+T = TypeVar("T")
 
 
 #: How candidates' features are read: ``"auto"`` (through the plugin where every node runs it),
@@ -99,6 +105,37 @@ def features_plugin_plan(engine: EngineBase, source: str = "auto") -> Plan[bool]
             f"of the cluster runs {PLUGIN_NAME} (GET _nodes/plugins); install it (esbridge plugin build) "
             "or read them with _mtermvectors (features='auto' or 'termvectors')")
     return cached
+
+
+def limit_error(err: EngineError, index: str) -> EngineError | None:
+    """What to tell a caller whose search the plugin refused for going beyond one of its limits
+    (:data:`LIMIT_SETTINGS`: a very long query, many augmentation variants or fields), or ``None``
+    where ``err`` is not such a refusal."""
+    reasons = [str(r.get("reason") or "") for r in err.root_cause if isinstance(r, Mapping)]
+    reasons += [err.reason or "", str(err)]
+    found = next(((r, s) for r in reasons for s in LIMIT_SETTINGS if s in r), None)
+    if err.status != 400 or found is None:
+        return None
+    reason, setting = found
+    return EngineError(
+        f"searching {index!r}: the esbridge-features plugin refused to read this query's features: {reason}. "
+        "Shorten the query (fewer distinct terms, augmentation variants or fields), raise the node setting "
+        f"{setting} on every node of the cluster, or read the features with _mtermvectors (features='termvectors', "
+        "--features termvectors, or ESBRIDGE_FEATURES_PLUGIN=off)",
+        status=err.status, error_type=err.error_type, reason=reason, root_cause=err.root_cause, index=index,
+        body=err.body)
+
+
+def within_limits_plan(plan: Plan[T], index: str) -> Plan[T]:
+    """``plan``, a search of ``index`` that carries the plugin's extension, its refusal for one of
+    the plugin's limits made the error :func:`limit_error` says."""
+    try:
+        return (yield from plan)
+    except EngineError as err:
+        clear = limit_error(err, index)
+        if clear is None:
+            raise
+        raise clear from err
 
 
 def _groups(layout: IndexLayout, query: Mapping[str, QueryChannel],
@@ -373,7 +410,7 @@ def fetch_with_plugin_plan(
         body = {"size": len(chunk), "query": {"bool": query_clause}, "_source": False, "track_total_hits": False,
                 "ext": features_ext(layout, query, fields, ext_stats if with_stats else ())}
         params = {"search_type": "dfs_query_then_fetch"} if with_stats and dfs else None
-        return (yield from ids_search_plan(index, body, layout.id_values, params=params))
+        return (yield from within_limits_plan(ids_search_plan(index, body, layout.id_values, params=params), index))
 
     answers = yield gather(*(one(chunk, n == 0 and bool(ext_stats)) for n, chunk in enumerate(chunks)))
     shard_stats: list[list[Any]] = []

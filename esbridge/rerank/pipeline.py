@@ -52,6 +52,8 @@ from esbridge.features.plugin import (
     features_ext,
     features_plugin_plan,
     features_tag,
+    limit_error,
+    within_limits_plan,
 )
 from esbridge.features.termvectors import QueryChannel, analyze_query_plan, build_input
 from esbridge.index.definitions import IndexLayout, index_meta_plan
@@ -380,11 +382,14 @@ class RerankerCore:
                 "version": True}
         # index state and missing statistics depend only on the query: fetch them meanwhile
         scored_query = {ch: prepared.query[ch] for ch in self.channels}
-        if (yield from self._carries_features_plan()):
+        carries = yield from self._carries_features_plan()
+        if carries:
             # the engine plugin adds each hit's features to it (taken out again by _rank_plan)
             body["ext"] = features_ext(self._layout, scored_query, self._fields())
-        _, response = yield gather(self.store.prefetch_stats_plan(scored_query, fields=self._fields()),
-                                   self._first_stage_search_plan(body))
+        search = self._first_stage_search_plan(body)
+        if carries:  # a query beyond the plugin's limits: an error saying what to do
+            search = within_limits_plan(search, self.index)
+        _, response = yield gather(self.store.prefetch_stats_plan(scored_query, fields=self._fields()), search)
         result: dict[str, Any] = response
         return result
 
@@ -423,6 +428,8 @@ class RerankerCore:
             response = yield from ids_search_plan(self.index, body, layout.id_values,
                                                   params=current_first_stage_params() or None)
         except EngineError as err:
+            if (clear := limit_error(err, self.index)) is not None:
+                raise clear from err
             if err.status != 400 or "has no parameter [analyze" not in str(err):
                 raise
             self._older_plugin = True

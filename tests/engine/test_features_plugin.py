@@ -443,3 +443,79 @@ def test_a_plugin_that_predates_analyze_is_used_the_two_request_way(engine: Engi
     assert len(warnings) == 1 and "esbridge plugin build" in warnings[0].getMessage()
     searches = [p for p in rec.paths if p.endswith("/_search")]
     assert len(searches) == len(queries) + 1  # the one refused, then one a query
+
+
+def _refused(engine: Engine, index: str, ext: Any) -> EngineError:
+    """The engine's refusal of a search carrying ``ext`` as its ``esbridge_features``."""
+    with pytest.raises(EngineError) as caught:
+        engine.search(index, {"size": 1, "query": {"match_all": {}}, "ext": {"esbridge_features": ext}})
+    assert caught.value.status == 400, caught.value
+    return caught.value
+
+
+def test_the_extension_must_be_an_object(engine: Engine, sample_indices: dict[int, str],
+                                         plugin_expected: bool) -> None:
+    """``null``, a list or any other value than an object is refused with a 400 naming the shape
+    expected (before, null and a list were taken for a request of nothing)."""
+    if not plugin_expected:
+        return  # no plugin on this engine
+    for ext, got in [(None, "got null"), ([], "got a list"), ([{"groups": []}], "got a list"),
+                     ("groups", "got a string"), (1, "got a number"), (True, "got a boolean")]:
+        err = _refused(engine, sample_indices[1], ext)
+        assert "[esbridge_features] must be an object" in str(err) and '"groups"' in str(err), err
+        assert got in str(err), (ext, err)
+
+
+def test_the_extension_is_refused_beyond_its_limits(engine: Engine, sample_indices: dict[int, str],
+                                                    plugin_expected: bool) -> None:
+    """Terms, fields and characters to analyse beyond the plugin's limits (node settings
+    ``esbridge.features.*``, defaults 100,000 terms, 1,000 fields, 100,000 characters) are each
+    refused with a 400 naming the limit and the value given, before any shard works on them (a
+    million terms took 5 to 43 s before); at the limits the request is answered."""
+    if not plugin_expected:
+        return  # no plugin on this engine
+    index = sample_indices[1]
+    layout = read_layout(engine, index)
+    base = layout.subfield(layout.combined, "base")
+    terms = [f"t{i}" for i in range(100_001)]
+    over = [
+        ({"groups": [{"fields": [base], "terms": terms}]},
+         ["[esbridge.features.max_terms] of 100000", "asks for 100001 terms"]),
+        ({"groups": [{"fields": [base], "terms": terms[:60_000]}], "stats": [{"field": base, "terms": terms[:40_001]}]},
+         ["[esbridge.features.max_terms] of 100000", "asks for 100001 terms"]),
+        ({"stats": [{"field": base, "terms": ["bone"]}] * 1_001},
+         ["[esbridge.features.max_fields] of 1000", "names 1001 fields"]),
+        ({"analyze": {"text": "bone " * 20_001, "fields": [base]}},
+         ["[esbridge.features.max_analyze_chars] of 100000", "100005 characters"]),
+        ({"analyze": {"text": "bone " * 8_000, "fields": [base] * 3}},  # the text's length times its fields
+         ["[esbridge.features.max_analyze_chars]", "120000 characters", "a text of 40000 characters in 3 field(s)"]),
+    ]
+    for ext, parts in over:
+        err = _refused(engine, index, ext)
+        for part in parts:
+            assert part in str(err), (part, err)
+    at = [{"groups": [{"fields": [base], "terms": terms[:50_000]}],
+           "stats": [{"field": base, "terms": terms[:50_000]}]},
+          {"stats": [{"field": base, "terms": ["bone"]}] * 1_000},
+          {"analyze": {"text": "bone " * 20_000, "fields": [base]}}]
+    for ext in at:
+        resp = engine.search(index, {"size": 1, "query": {"match": {base: "bone"}}, "ext": {"esbridge_features": ext}})
+        assert "_esbridge_features" in resp["hits"]["hits"][0]["fields"]
+
+
+def test_a_query_beyond_the_plugins_limits_is_a_clear_error(engine: Engine, sample_indices: dict[int, str],
+                                                           plugin_expected: bool) -> None:
+    """A query so long that its terms go beyond the plugin's ``esbridge.features.max_terms`` is an
+    error naming the limit and what to do: a shorter query, the setting, or ``_mtermvectors``."""
+    if not plugin_expected:
+        return  # no plugin on this engine
+    rng = np.random.default_rng(7)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = {"".join(rng.choice(letters, 9)) for _ in range(30_000)}
+    rr = Reranker(engine, sample_indices[1], scorer="evolved", window=10)
+    with pytest.raises(EngineError) as caught:
+        rr.search(" ".join(sorted(words)), size=1)
+    message = str(caught.value)
+    assert caught.value.status == 400, message
+    for part in ("esbridge.features.max_terms", "Shorten the query", "features='termvectors'"):
+        assert part in message, message

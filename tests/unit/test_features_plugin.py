@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from esbridge.engine import features_plugin
-from esbridge.errors import EngineError
+from esbridge.engine import artifacts, features_plugin
+from esbridge.engine.java import find_java
+from esbridge.errors import EngineError, ProvisioningError
 from esbridge.features.plugin import (
     EXTENSION,
     analysing_ext,
@@ -167,3 +168,63 @@ def test_tokens_at_one_position_are_ordered_by_term_as_term_vectors_order_them()
 def test_an_analysis_of_another_shape_is_an_error_naming_the_index(tokens: list[object], stats: list[object]) -> None:
     with pytest.raises(EngineError, match="'idx'.*esbridge plugin build"):
         analysis_from("idx", LAYOUT, ["base"], [_analysed_hit(tokens, stats)])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("family", "distribution"), features_plugin.CHECKED)
+def test_the_plugin_compiles_and_passes_its_java_unit_tests(family: str, distribution: str) -> None:
+    """The plugin's sources compiled against the engine's installed jars with the Java unit tests of
+    ``tests/java/esbridge-features`` (parsing, limits, packing, norms), which then pass; no node starts.
+    Skipped where the jars or a JDK are missing: `.ci/run` runs the same check before the suite
+    (``python -m esbridge.engine.features_plugin --check``), failing there instead."""
+    lib = artifacts.installed_lib(distribution)
+    if lib is None:
+        pytest.skip(f"the jars of {distribution} are not installed (esbridge engine install --distribution "
+                    f"{distribution})")
+    try:
+        java = find_java(features_plugin.JAVA_RELEASE)
+    except ProvisioningError as err:
+        pytest.skip(str(err))
+    if features_plugin._javac(java) is None:
+        pytest.skip(f"{java} has no javac: a JDK {features_plugin.JAVA_RELEASE}+ compiles the plugin")
+    version = artifacts.runner_spec(distribution).version
+    output = features_plugin.check(family, version, lib, java, features_plugin.default_tests())
+    assert output.endswith("tests passed"), output
+    assert "FAILED" not in output
+
+
+def test_the_plugin_check_names_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Asked for where nothing is installed, the check fails naming how to install each engine's jars."""
+    monkeypatch.setenv("ESBRIDGE_HOME", str(tmp_path))
+    assert features_plugin.main(["--check"]) == 1
+    err = capsys.readouterr().err
+    assert "esbridge engine install --distribution opensearch" in err
+    assert "esbridge engine install --distribution elasticsearch8" in err
+
+
+def test_a_refusal_for_a_limit_of_the_plugin_says_what_to_do() -> None:
+    """The plugin's 400 for a request beyond one of its limits (at parsing, or from a shard) becomes
+    an error naming the limit, the value and what to do; other errors are left as they are."""
+    from esbridge.engine.calls import engine_error
+    from esbridge.features.plugin import limit_error
+
+    reason = ("[esbridge_features] asks for 120000 terms (groups and stats together), more than the limit "
+              "[esbridge.features.max_terms] of 100000")
+    parsing = engine_error(400, {"error": {"type": "illegal_argument_exception", "reason": reason,
+                                           "root_cause": [{"type": "illegal_argument_exception", "reason": reason}]},
+                                 "status": 400})
+    from_shard = engine_error(400, {"error": {"type": "search_phase_execution_exception", "reason": "all shards failed",
+                                              "root_cause": [{"type": "illegal_argument_exception", "reason": reason}]},
+                                    "status": 400})
+    for err in (parsing, from_shard):
+        clear = limit_error(err, "docs")
+        assert clear is not None and clear.status == 400 and clear.reason == reason
+        message = str(clear)
+        assert message.startswith("searching 'docs': the esbridge-features plugin refused")
+        for part in (reason, "Shorten the query", "raise the node setting esbridge.features.max_terms",
+                     "features='termvectors'", "ESBRIDGE_FEATURES_PLUGIN=off"):
+            assert part in message
+    other = engine_error(400, {"error": {"type": "illegal_argument_exception", "reason": "[esbridge_features] tag "
+                                         "must be a string"}, "status": 400})
+    assert limit_error(other, "docs") is None
+    assert limit_error(engine_error(500, {"error": {"type": "x", "reason": reason}}), "docs") is None

@@ -154,8 +154,33 @@ public final class FeaturesExt extends SearchExtBuilder {
         return builder.endObject();
     }
 
-    public static FeaturesExt parse(XContentParser parser) throws IOException {
-        Map<String, Object> body = parser.map();
+    /** The extension as a request gives it, within {@code limits}; {@code esbridge_features} must be
+     * an object (null, a list, a string... refused, naming the shape expected). */
+    public static FeaturesExt parse(XContentParser parser, FeaturesLimits limits) throws IOException {
+        Object given = switch (parser.currentToken()) {
+            case START_OBJECT -> parser.map();
+            case START_ARRAY -> parser.list();
+            case VALUE_NULL -> null;
+            default -> parser.objectText();  // a string, number or boolean
+        };
+        return of(given, limits);
+    }
+
+    /** The shape the extension takes, for the messages that refuse another. */
+    static final String SHAPE = "an object {\"groups\": [{\"fields\": [F], \"terms\": [T, ...]}, ...], "
+        + "\"stats\": [{\"field\": F, \"terms\": [T, ...]}, ...], \"tag\": S} or {\"analyze\": "
+        + "{\"text\": S, \"fields\": [F, ...], \"count\": [F, ...]}, \"tag\": S}";
+
+    /** The extension of {@code value}, the value of {@code esbridge_features} as Java objects (a map
+     * for a JSON object), within {@code limits}.
+     *
+     * @throws IllegalArgumentException what is wrong with it, or the limit it goes beyond */
+    static FeaturesExt of(Object value, FeaturesLimits limits) {
+        if (!(value instanceof Map<?, ?> asMap)) {
+            throw new IllegalArgumentException("[" + NAME + "] must be " + SHAPE + ", got " + describe(value));
+        }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> body = (Map<String, Object>) asMap;
         for (String key : body.keySet()) {
             if (!key.equals("groups") && !key.equals("stats") && !key.equals("tag") && !key.equals("analyze")) {
                 throw new IllegalArgumentException("[" + NAME + "] has no parameter [" + key
@@ -214,7 +239,24 @@ public final class FeaturesExt extends SearchExtBuilder {
             }
             analyze = new Analyze(text, fields, count);
         }
+        limits.check(groups, stats, analyze);
         return new FeaturesExt(groups, stats, t, analyze);
+    }
+
+    /** What a JSON value is, in words. */
+    static String describe(Object value) {
+        if (value == null) {
+            return "null";
+        } else if (value instanceof List<?>) {
+            return "a list";
+        } else if (value instanceof String) {
+            return "a string";
+        } else if (value instanceof Number) {
+            return "a number";
+        } else if (value instanceof Boolean) {
+            return "a boolean";
+        }
+        return "a value of type " + value.getClass().getSimpleName();
     }
 
     @SuppressWarnings("unchecked")

@@ -115,6 +115,12 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
         });
     }
 
+    private final FeaturesLimits limits;
+
+    FeaturesFetchSubPhase(FeaturesLimits limits) {
+        this.limits = limits;
+    }
+
     /** One token of an analysed text: its position and its term. */
     private record Token(int position, BytesRef term) {
     }
@@ -124,6 +130,8 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
         if (!(context.getSearchExt(FeaturesExt.NAME) instanceof FeaturesExt ext)) {
             return null;
         }
+        // checked when the request was parsed; again here for an extension that came otherwise
+        limits.check(ext.groups(), ext.stats(), ext.analyze());
         final IndexSearcher searcher = context.searcher();
         final List<FeaturesExt.Group> groups;
         final List<FeaturesExt.Stats> statsAsked;
@@ -138,6 +146,7 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
             statsAsked = new ArrayList<>();
             analysed = new ArrayList<>();
             Map<String, List<String>> termsOf = new HashMap<>();
+            long asked = 0;  // the terms the analysis gives: each field's distinct terms, then each counted field's
             for (String field : analyze.fields()) {
                 List<Token> tokens = analyse(context, field, analyze.text());
                 List<Integer> positions = new ArrayList<>(tokens.size());
@@ -150,13 +159,17 @@ final class FeaturesFetchSubPhase implements FetchSubPhase {
                     distinct.add(term);
                 }
                 List<String> terms = List.copyOf(distinct);
+                asked += terms.size();
+                limits.checkTerms(asked, "analyze gives");
                 statsAsked.add(new FeaturesExt.Stats(field, terms));
                 termsOf.put(field, terms);
                 analysed.add(List.of(positions, texts));
             }
             for (String field : analyze.count()) {  // the groups in the order count names them
                 groups.add(new FeaturesExt.Group(List.of(field), termsOf.get(field)));
+                asked += termsOf.get(field).size();
             }
+            limits.checkTerms(asked, "analyze gives");
         }
         // the statistics asked for, each term's looked up once in every segment; where a group
         // counts such a term, its postings are then opened from that lookup's state

@@ -6,6 +6,8 @@ import org.apache.lucene.search.similarities.BM25Similarity; //@opensearch
 import org.opensearch.common.settings.Settings; //@opensearch
 import org.elasticsearch.lucene.similarity.LegacyBM25Similarity; //@elasticsearch
 import org.elasticsearch.common.settings.Settings; //@elasticsearch
+import org.opensearch.common.settings.Setting; //@opensearch
+import org.elasticsearch.common.settings.Setting; //@elasticsearch
 import org.apache.lucene.search.similarities.Similarity;
 import org.opensearch.plugins.Plugin; //@opensearch
 import org.elasticsearch.plugins.Plugin; //@elasticsearch
@@ -17,7 +19,8 @@ import org.elasticsearch.search.fetch.FetchSubPhase; //@elasticsearch
 import java.util.List;
 
 /**
- * Registers the {@code esbridge_features} search extension and the fetch sub-phase that answers it.
+ * Registers the {@code esbridge_features} search extension and the fetch sub-phase that answers it,
+ * each request within the limits of the node's settings {@code esbridge.features.*} ({@link FeaturesLimits}).
  *
  * The extension names groups of fields with the terms to read in them; the sub-phase adds to each
  * hit, per group, the group's length, its number of distinct terms and each term's frequency, read
@@ -30,9 +33,29 @@ import java.util.List;
  * index whose text fields use it needs no stored term vectors.
  */
 public class FeaturesPlugin extends Plugin implements SearchPlugin {
+    /** The node settings that bound one request's extension ({@link FeaturesLimits}). */
+    static final Setting<Integer> MAX_TERMS = Setting.intSetting(FeaturesLimits.MAX_TERMS,
+        FeaturesLimits.DEFAULTS.maxTerms(), 1, Setting.Property.NodeScope);
+    static final Setting<Integer> MAX_FIELDS = Setting.intSetting(FeaturesLimits.MAX_FIELDS,
+        FeaturesLimits.DEFAULTS.maxFields(), 1, Setting.Property.NodeScope);
+    static final Setting<Integer> MAX_ANALYZE_CHARS = Setting.intSetting(FeaturesLimits.MAX_ANALYZE_CHARS,
+        FeaturesLimits.DEFAULTS.maxAnalyzeChars(), 1, Setting.Property.NodeScope);
+
+    private final FeaturesLimits limits;
+
+    public FeaturesPlugin(Settings settings) {
+        limits = new FeaturesLimits(MAX_TERMS.get(settings), MAX_FIELDS.get(settings), MAX_ANALYZE_CHARS.get(settings));
+    }
+
+    @Override
+    public List<Setting<?>> getSettings() {
+        return List.of(MAX_TERMS, MAX_FIELDS, MAX_ANALYZE_CHARS);
+    }
+
     @Override
     public List<SearchExtSpec<?>> getSearchExts() {
-        return List.of(new SearchExtSpec<>(FeaturesExt.NAME, FeaturesExt::new, FeaturesExt::parse));
+        return List.of(new SearchExtSpec<>(FeaturesExt.NAME, FeaturesExt::new,
+            parser -> FeaturesExt.parse(parser, limits)));
     }
 
     @Override
@@ -58,6 +81,6 @@ public class FeaturesPlugin extends Plugin implements SearchPlugin {
 
     @Override
     public List<FetchSubPhase> getFetchSubPhases(FetchPhaseConstructionContext context) {
-        return List.of(new FeaturesFetchSubPhase());
+        return List.of(new FeaturesFetchSubPhase(limits));
     }
 }
