@@ -24,3 +24,7 @@ for ds in scifact nfcorpus cranfield cisi med; do
     --url "$ES_URL" --out "benchmarks/results/elasticsearch/$ds" --runs none --quiet
 done
 python benchmarks/summarize.py > benchmarks/results/summary.md
+# the levers against the engines' own hybrid rows (reuses the evaluation indices and vectors built above)
+python benchmarks/engine_hybrid_levers.py --data "$DATA" --url "$URL"
+# the README's and the docs' results tables, from the results.json files just written
+python benchmarks/doc_tables.py --write
