@@ -66,7 +66,7 @@ from esbridge.semantic.models import DEFAULT_MODEL, spec_for
 
 if TYPE_CHECKING:
     from esbridge.semantic.engine_vectors import EngineVectors
-    from esbridge.semantic.vectors import VectorIndex
+    from esbridge.semantic.vectors import SemanticHits, VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -394,19 +394,17 @@ class HybridSearcher:
         vi = self.vectors
         vi.refresh()
         vec = vi.embed_query(query) if isinstance(query, str) else query
-        hits = vi.search(vec, depth or self.params.semantic_depth)
-        if filter is None or not hits.ids:
-            return RankedList(hits.ids, hits.scores)
-        keep = self._matching(hits.ids, filter)
-        mask = np.array([d in keep for d in hits.ids], dtype=bool)
-        return RankedList([d for d, ok in zip(hits.ids, mask) if ok], hits.scores[mask])
+        return self._filtered(vi.search(vec, depth or self.params.semantic_depth), filter)
 
     def document(self, query_vector: np.ndarray, *, filter: Any = None, depth: int | None = None) -> RankedList:
         """The whole-document kNN list for a query vector (with a filter, only the top documents that
         match it)."""
         dv = self.document_vectors
         dv.refresh()
-        hits = dv.search(query_vector, depth or self.params.semantic_depth)
+        return self._filtered(dv.search(query_vector, depth or self.params.semantic_depth), filter)
+
+    def _filtered(self, hits: SemanticHits, filter: Any) -> RankedList:
+        """A vector search's hits as a list; with a filter, only those that match it."""
         if filter is None or not hits.ids:
             return RankedList(hits.ids, hits.scores)
         keep = self._matching(hits.ids, filter)
