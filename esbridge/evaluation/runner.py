@@ -414,14 +414,12 @@ class SystemSet:
     def _engine_hybrid_systems(self, searcher: HybridSearcher, baseline: str | None,
                                baseline_params: Mapping[str, Any] | None, default_index: str | None) -> None:
         """The engines' own hybrid rows: their BM25 list is the default-similarity baseline's (else the
-        first stage's), their kNN list an exact search over one vector per document (built here)."""
-        from esbridge.semantic.vectors import VectorIndex
-
-        config, engine = self.config, self.engine
+        first stage's), their kNN list an exact search over the pipeline's whole-document vectors."""
+        config = self.config
         k = config.engine_hybrid_depth
         encoder = searcher.vectors.encoder
-        self.document_vectors = VectorIndex.open(engine, self.index, encoder, fields=searcher.layout.fields,
-                                                 progress=config.progress, windows=False)
+        # the pipeline's own whole-document vectors (its w_document list reads the same ones)
+        self.document_vectors = searcher.document_vectors
         if default_index is not None:
             k1, b = ENGINE_DEFAULT_BM25
             bm25: dict[str, Any] = {"system": BASELINE_DEFAULT, "index": default_index,

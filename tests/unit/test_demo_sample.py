@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
-import importlib.util
 import json
 import random
 import re
@@ -19,6 +18,7 @@ import pytest
 from esbridge import demo
 from esbridge.evaluation.datasets import BeirDataset
 from tests.data import write_beir
+from tests.scripts import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "esbridge" / "resources" / "demo" / "scifact-sample"
@@ -58,12 +58,7 @@ def test_sample_is_packaged_small_and_licensed() -> None:
 
 
 def _builder() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_demo_sample", ROOT / "benchmarks" / "make_demo_sample.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["make_demo_sample"] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("make_demo_sample")
 
 
 def _source(folder: Path) -> Path:

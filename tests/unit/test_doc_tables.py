@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from tests.scripts import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 
 
 def _doc_tables() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("doc_tables", ROOT / "benchmarks" / "doc_tables.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["doc_tables"] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("doc_tables")
 
 
 def test_every_results_table_is_the_committed_results() -> None:
