@@ -34,6 +34,7 @@ from esbridge.cli.options import (
 )
 from esbridge.engine.connection import split_urls
 from esbridge.errors import ConfigurationError
+from esbridge.semantic.spec import VECTOR_PLACES
 
 DEFAULT_SCORERS = "bm25,bmx,evolved"
 
@@ -176,6 +177,7 @@ def _eval_config(args: argparse.Namespace, split: Any) -> Any:
         augmentation=augmentation_spec(args),
         fields=fields_option(getattr(args, "fields", None)),
         engine_hybrid_depth=args.engine_hybrid_depth,
+        vectors=args.vectors,
     )
 
 
@@ -190,7 +192,8 @@ def _check_eval_mode(args: argparse.Namespace) -> None:
             raise ConfigurationError(f"--index needs {' and '.join(missing)}: the topics to run and the judgments "
                                      "to measure them with")
         wrong = [opt for opt, value in (("--split", args.split), ("--index-prefix", args.index_prefix),
-                                        ("--reindex", args.reindex)) if value]
+                                        ("--reindex", args.reindex),
+                                        ("--vectors", args.vectors != "auto")) if value]
         if wrong:
             raise ConfigurationError(f"{', '.join(wrong)} belong to --dataset; with --index the index is used as it is "
                                      "and --qrels holds the judgments")
@@ -466,6 +469,10 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                         "default 100; 0 leaves them out)")
     pipeline_arg(p)
     model_args(p, when="for the hybrid pipeline's semantic strategy: ")
+    p.add_argument("--vectors", choices=VECTOR_PLACES, default="auto",
+                   help="with --dataset and the pipeline: where the evaluation index keeps its passage vectors: auto "
+                        "(the default) in the engine wherever it can search them (approximate kNN), else on disk "
+                        "(exact search); engine; disk")
     p.add_argument("--json", help="also write the JSON summary here")
     p.add_argument("--output", "--out", dest="out", metavar="DIR",
                    help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>, "

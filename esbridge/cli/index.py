@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from esbridge.cli.options import DISTRIBUTIONS, model_args, model_option
 from esbridge.errors import ConfigurationError, EsbridgeError, IngestError
+from esbridge.semantic.spec import VECTOR_PLACES
 
 if TYPE_CHECKING:
     from esbridge.ingest import IngestReport
@@ -149,28 +150,17 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
         from esbridge.semantic.encoder import available
 
         if available():
-            from esbridge.index.definitions import VectorField
+            from esbridge.semantic.engine_vectors import new_vector_field, vector_field_of
             from esbridge.semantic.models import load_encoder
 
             encoder = load_encoder(model_option(args))
             kind = engine.vector_search()
-            lengths = tuple(getattr(encoder, "passage_lengths", ()))
-            if args.vectors == "engine" and kind is None:
-                raise ConfigurationError(f"--vectors engine: {engine.info.label} has no vector search esbridge can "
-                                         "use (OpenSearch's k-NN plugin, Elasticsearch 8.12+); use --vectors disk")
-            if args.vectors == "engine" and len(lengths) != 1:
-                raise ConfigurationError(f"--vectors engine: the model {encoder.name} embeds passages of several "
-                                         "lengths, which the engine's vector field cannot hold; use --vectors disk")
             fresh = args.recreate or not engine.index_exists(index)
-            if args.vectors == "engine" and not fresh:
-                from esbridge.semantic.engine_vectors import vector_field_of
-
-                if vector_field_of(engine, index) is None:
-                    raise ConfigurationError(f"--vectors engine: index {index!r} exists without a vector field, "
-                                             "which cannot be added to it; give --recreate as well")
-            if args.vectors == "engine" and kind is not None and fresh:
-                # the engine keeps and searches the vectors itself, one per passage
-                vector = VectorField(dim=encoder.dim, model=encoder.name, passages=lengths[0], type=kind)
+            if fresh:
+                vector = new_vector_field(engine, encoder, args.vectors)
+            elif args.vectors == "engine" and vector_field_of(engine, index) is None:
+                raise ConfigurationError(f"--vectors engine: index {index!r} exists without a vector field, "
+                                         "which cannot be added to it; give --recreate as well")
     try:
         report = ingest(engine, index, docs, layout=layout, replace=args.recreate, shards=args.shards,
                         replicas=args.replicas, progress=not args.quiet, vector=vector,
@@ -195,9 +185,8 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
                     where = "kept and searched by the engine (kNN" + (
                         f" over passages of {vi.passages} word pieces)" if vi.passages else ")")
                 else:
-                    where = "kept by esbridge on disk (exact search; " + (
-                        "the engine has no vector search)" if kind is None
-                        else "--vectors engine keeps them in the engine)")
+                    where = "kept by esbridge on disk (exact search; each client machine embeds every document " \
+                        "itself" + ("; the engine has no vector search)" if kind is None else ")")
                 print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}, {where}")
             else:
                 print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
@@ -323,11 +312,12 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="do not embed the documents for semantic search (the hybrid pipeline embeds them "
                         "on its first query instead)")
     model_args(p, when="unless --no-semantic: ")
-    p.add_argument("--vectors", choices=("engine", "disk"), default="disk",
-                   help="where a new index's passage vectors live: on disk under $ESBRIDGE_HOME, searched exactly "
-                        "by esbridge (the default; every client machine keeps its own copy), or in the engine, a "
-                        "nested vector field its kNN query searches (OpenSearch with k-NN, Elasticsearch 8.12+; "
-                        "slower today: docs/hybrid.md)")
+    p.add_argument("--vectors", choices=VECTOR_PLACES, default="auto",
+                   help="where a new index's passage vectors live: auto (the default) in the engine wherever it "
+                        "can search vectors (OpenSearch with k-NN, Elasticsearch 8.12+: a nested vector field its "
+                        "kNN query searches; clients keep nothing), else on disk with a warning; engine: there or "
+                        "an error; disk: under $ESBRIDGE_HOME, searched exactly by esbridge (every client machine "
+                        "embeds every document itself)")
     p.add_argument("--term-vectors", choices=("auto", "yes", "no"), default="auto",
                    help="whether a new index stores term vectors: auto (the default) stores none where every node "
                         "runs esbridge's esbridge-features plugin, which then reads lengths from the norms of its "

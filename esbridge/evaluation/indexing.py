@@ -19,7 +19,7 @@ from typing import Any
 from esbridge.engine.client import Engine
 from esbridge.errors import IngestError
 from esbridge.evaluation.datasets import BeirDataset
-from esbridge.index.definitions import IndexLayout, build_index_body, create_index, index_meta
+from esbridge.index.definitions import IndexLayout, VectorField, build_index_body, create_index, index_meta
 from esbridge.ingest import ingest, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,10 @@ def index_name(prefix: str, dataset: BeirDataset, bm25: tuple[float, float] | No
     return f"{base}-k1-{bm25[0]:g}-b-{bm25[1]:g}".replace(".", "_")
 
 
-def mapping_fingerprint(layout: IndexLayout, bm25: tuple[float, float] | None) -> str:
-    """SHA-256 of esbridge's index body for ``layout`` and ``bm25`` (``_meta`` left out)."""
-    body = build_index_body(layout, bm25=bm25)
+def mapping_fingerprint(layout: IndexLayout, bm25: tuple[float, float] | None,
+                        vector: VectorField | None = None) -> str:
+    """SHA-256 of esbridge's index body for ``layout``, ``bm25`` and ``vector`` (``_meta`` left out)."""
+    body = build_index_body(layout, bm25=bm25, vector=vector)
     body["mappings"].pop("_meta", None)
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -66,8 +67,11 @@ def mapping_fingerprint(layout: IndexLayout, bm25: tuple[float, float] | None) -
 def ensure_index(engine: Engine, dataset: BeirDataset, name: str, *,
                  bm25: tuple[float, float], layout: IndexLayout | None = None,
                  reindex: bool = False, progress: bool = False,
-                 corpus_sha256: str | None = None) -> str:
+                 corpus_sha256: str | None = None, vector: VectorField | None = None) -> str:
     """``name`` holding ``dataset``'s corpus under BM25 ``(k1, b)``; built only when needed.
+
+    ``vector``: the index also has this engine vector field (its vectors are filled by whoever
+    opens the index's semantic search, :func:`~esbridge.semantic.engine_vectors.open_vectors`).
 
     Returns:
         ``name``.
@@ -78,7 +82,7 @@ def ensure_index(engine: Engine, dataset: BeirDataset, name: str, *,
     layout = layout or IndexLayout()
     spec = IndexSpec(
         corpus_sha256=corpus_sha256 or dataset.fingerprint(),
-        mapping_sha256=mapping_fingerprint(layout, bm25),
+        mapping_sha256=mapping_fingerprint(layout, bm25, vector),
         docs=dataset.corpus_size(),
         bm25=bm25,
     )
@@ -88,7 +92,7 @@ def ensure_index(engine: Engine, dataset: BeirDataset, name: str, *,
             return name
         log.info("index %r does not hold this collection's current content; rebuilding it", name)
     engine.delete_index(name)
-    create_index(engine, name, layout, shards=1, bm25=bm25, meta=spec.meta())
+    create_index(engine, name, layout, shards=1, bm25=bm25, meta=spec.meta(), vector=vector)
     try:
         ingest(engine, name, read_jsonl(dataset.corpus_path), layout=layout, create=False,
                progress=progress, strict=True)

@@ -47,6 +47,7 @@ from esbridge.index.facts import index_similarity, index_uuids
 from esbridge.jsoninput import parse_json
 from esbridge.rerank import FirstStage, Ranking, Reranker, SharedAnalysis
 from esbridge.scoring import get_scorer
+from esbridge.semantic.spec import VECTOR_PLACES
 
 __all__ = [
     "BASELINE_DEFAULT",
@@ -109,6 +110,9 @@ class EvalConfig:
         engine_hybrid_depth: with the pipeline and a baseline, also measure the engines' own hybrid
             search (:mod:`esbridge.hybrid.engine_style`), each list cut to this many documents;
             ``0``: not measured.
+        vectors: with the pipeline and a collection, where the evaluation index keeps its passage
+            vectors (:func:`~esbridge.semantic.engine_vectors.new_vector_field`): ``auto`` in the
+            engine wherever it can search them, ``engine`` or ``disk``.
     """
 
     scorers: tuple[str, ...]
@@ -125,8 +129,11 @@ class EvalConfig:
     augmentation: AugmentationSpec | None = None
     fields: tuple[str, ...] | None = None
     engine_hybrid_depth: int = engine_style.DEPTH
+    vectors: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.vectors not in VECTOR_PLACES:
+            raise ConfigurationError(f"vectors must be one of {', '.join(VECTOR_PLACES)}, got {self.vectors!r}")
         if isinstance(self.engine_hybrid_depth, bool) or not isinstance(self.engine_hybrid_depth, int) \
                 or self.engine_hybrid_depth < 0:
             raise ConfigurationError(f"the engine-style hybrid's depth must be an integer >= 0 (0: not measured), "
@@ -390,11 +397,14 @@ class SystemSet:
             self.searcher = searcher
             _ = searcher.vectors  # build or check the semantic index before the queries
             encoder = searcher.vectors.encoder.name
-            params = {"pipeline": jsonable(pp), "encoder": encoder}
+            kept = getattr(searcher.vectors, "type", None)  # the engine's vector field type, or on disk
+            params = {"pipeline": jsonable(pp), "encoder": encoder,
+                      "vectors": f"in the engine ({kept}, HNSW)" if kept else "on disk (exact search)"}
             if config.pipeline_strategies:
+                how = f"the engine's kNN search ({kept}, HNSW)" if kept else "exact cosine over every document"
                 self.systems["semantic"] = SystemRun(
-                    "semantic", f"esbridge semantic strategy: {encoder} cosine over every document, top "
-                                f"{pp.semantic_depth}", "semantic", params=params)
+                    "semantic", f"esbridge semantic strategy: {encoder}, {how}, top {pp.semantic_depth}",
+                    "semantic", params=params)
                 kw = (f"the narrative's TopicRank keyphrases (none without one), {pp.scorer} over the top "
                       f"{pp.keyword.depth}" if pp.keyword.extractor == "topicrank" else
                       f"pseudo-relevance feedback from the top {pp.keyword.fb_docs} of {pp.scorer}, engine BM25")
@@ -644,9 +654,15 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig, *,
     queries: list[Query] = dataset.queries(config.split)
     qrels = dataset.qrels(config.split)
     corpus_sha = dataset.fingerprint()
+    vector = None
+    if config.pipeline is not None and config.vectors != "disk":
+        from esbridge.semantic.engine_vectors import new_vector_field
+        from esbridge.semantic.models import load_encoder
+
+        vector = new_vector_field(engine, load_encoder(config.pipeline.model), config.vectors)
     index = ensure_index(engine, dataset, index_name(config.index_prefix, dataset, PYSERINI_BM25),
                          bm25=PYSERINI_BM25, reindex=config.reindex, progress=config.progress,
-                         corpus_sha256=corpus_sha)
+                         corpus_sha256=corpus_sha, vector=vector)
     default_index = None
     if config.baselines:
         default_index = ensure_index(engine, dataset,

@@ -25,6 +25,7 @@ returns the cosine itself, like the on-disk :class:`~esbridge.semantic.vectors.V
 from __future__ import annotations
 
 import base64
+import logging
 import sys
 import threading
 import time
@@ -37,13 +38,16 @@ from esbridge.engine.calls import ids_search_plan, ndjson_lines, path_segment, r
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
 from esbridge.errors import ConfigurationError, EsbridgeError
-from esbridge.index.definitions import ID_VALUES, PASSAGE_VECTOR, index_meta, layout_from_meta
+from esbridge.index.definitions import ID_VALUES, PASSAGE_VECTOR, VectorField, index_meta, layout_from_meta
 from esbridge.index.facts import index_state
 from esbridge.semantic.cache import EmbeddingCache, Encoder, WindowEncoder
+from esbridge.semantic.spec import VECTOR_PLACES
 from esbridge.semantic.text import document_text
 from esbridge.semantic.vectors import SemanticHits, SemanticIndex, VectorIndex
 
-__all__ = ["EngineVectors", "open_vectors", "vector_field_of"]
+__all__ = ["VECTOR_PLACES", "EngineVectors", "new_vector_field", "open_vectors", "vector_field_of"]
+
+log = logging.getLogger(__name__)
 
 #: Documents read, embedded and written per round while filling.
 FILL_BATCH = 256
@@ -57,6 +61,39 @@ MAX_KNN_DEPTH = 10_000
 
 #: Documents whose vectors one search reads back from their doc values.
 VALUES_BATCH = 500
+
+
+def new_vector_field(engine: Engine, encoder: Encoder, where: str = "auto") -> VectorField | None:
+    """The engine vector field a new index gets for ``encoder``'s passages, or ``None`` where esbridge
+    keeps the vectors on disk.
+
+    ``where``: ``auto`` (the default) puts them in the engine wherever it can search vectors
+    (:meth:`~esbridge.engine.client.Engine.vector_search`) and the model embeds passages of one
+    length, else on disk with a warning naming the cost; ``engine`` raises where that cannot be;
+    ``disk`` always keeps them on disk.
+
+    Raises:
+        ConfigurationError: ``where`` is unknown, or ``engine`` where the engine or model cannot.
+    """
+    if where not in VECTOR_PLACES:
+        raise ConfigurationError(f"vectors must be one of {', '.join(VECTOR_PLACES)}, got {where!r}")
+    if where == "disk":
+        return None
+    kind = engine.vector_search()
+    lengths = tuple(getattr(encoder, "passage_lengths", ()))
+    if kind is None:
+        why = (f"{engine.info.label} has no vector search esbridge can use (OpenSearch's k-NN plugin, "
+               "Elasticsearch 8.12+)")
+    elif len(lengths) > 1:
+        why = (f"the model {encoder.name} embeds passages of several lengths ({', '.join(map(str, lengths))}), "
+               "which one vector field cannot hold")
+    else:
+        return VectorField(dim=encoder.dim, model=encoder.name, passages=lengths[0] if lengths else None, type=kind)
+    if where == "engine":
+        raise ConfigurationError(f"vectors in the engine: {why}; keep them on disk (--vectors disk)")
+    log.warning("%s: esbridge keeps the document vectors on disk, and every client machine embeds every document "
+                "of the index itself before its first hybrid query (about 60 passages a second on two cores)", why)
+    return None
 
 
 def vector_field_of(engine: Engine, index: str) -> dict[str, Any] | None:

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_PASSAGE_TOKENS", "ModelSpec"]
+__all__ = ["DEFAULT_PASSAGE_TOKENS", "VECTOR_PLACES", "ModelSpec"]
+
+#: Where a new index's document vectors may live: ``auto`` (in the engine wherever it can search
+#: them, else on disk), ``engine`` or ``disk`` (:func:`esbridge.semantic.engine_vectors.new_vector_field`).
+VECTOR_PLACES = ("auto", "engine", "disk")
 
 #: Word pieces of one window ("passage") of a long text, ``[CLS]`` and ``[SEP]`` included.  Short
 #: passages let a document score by the few sentences that answer a query: with all-MiniLM-L6-v2,
