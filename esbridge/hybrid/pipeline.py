@@ -263,6 +263,8 @@ class PipelineResult:
         parts: strategy → each fused id's weighted contribution.
         expansion: the keyword strategy's terms and weights (empty when it did not run).
         seconds: time per step.
+        notes: what the reader must know about this answer, as ``code: text`` lines (e.g.
+            ``vectors_pending``: documents without a vector were not searched semantically).
     """
 
     lists: dict[str, RankedList]
@@ -271,6 +273,7 @@ class PipelineResult:
     parts: dict[str, np.ndarray]
     expansion: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def feedback_centroid(vectors: np.ndarray, fused_scores: np.ndarray, weighting: str) -> np.ndarray:
@@ -307,6 +310,13 @@ class HybridSearcher:
             index-wide tables) are built; off by default.
         fields: without ``reranker``, the text fields its reranker reads (see
             :class:`~esbridge.rerank.Reranker`).
+        build: embed the documents that have no vector when the semantic index is opened and
+            whenever the index changed (the default: a script or an evaluation waits for it).
+            ``False`` (what a server wants): a search never embeds a document; documents without a
+            vector are left out of the semantic strategy, the result says how many
+            (:attr:`PipelineResult.notes`), a semantic index with no vector at all answers with the
+            other strategies, and the strategies' weights are not measured until the vectors are
+            complete.  :meth:`build_vectors` fills them, as ``esbridge index`` does.
 
     Use as a context manager, or call :meth:`close`.
     """
@@ -314,7 +324,7 @@ class HybridSearcher:
     def __init__(self, engine: Engine, index: str, params: PipelineParams | None = None, *,
                  vectors: VectorIndex | EngineVectors | None = None, reranker: Reranker | None = None,
                  document_vectors: VectorIndex | None = None,
-                 progress: bool = False, fields: str | Sequence[str] | None = None) -> None:
+                 progress: bool = False, fields: str | Sequence[str] | None = None, build: bool = True) -> None:
         self.engine = engine
         self.index = index
         self.params = params or PipelineParams()
@@ -330,6 +340,8 @@ class HybridSearcher:
         self._vectors = vectors
         self._document_vectors = document_vectors
         self._progress = progress
+        #: whether searches embed the documents that lack a vector (see the class's ``build``)
+        self.build = build
         self._calibration: Calibration | None = None
         self._calibration_checked = -float("inf")
         #: seconds between two checks of the index's document count for a stale calibration
@@ -339,13 +351,13 @@ class HybridSearcher:
 
     @property
     def vectors(self) -> VectorIndex | EngineVectors:
-        """The semantic index (opened, and built if needed, on first use)."""
+        """The semantic index (opened on first use; built then too, with :attr:`build`)."""
         if self._vectors is None:
             from esbridge.semantic.engine_vectors import open_vectors
             from esbridge.semantic.models import load_encoder
 
             self._vectors = open_vectors(self.engine, self.index, load_encoder(self.params.model),
-                                         fields=self.layout.fields, progress=self._progress)
+                                         fields=self.layout.fields, progress=self._progress, build=self.build)
         return self._vectors
 
     @property
@@ -356,8 +368,43 @@ class HybridSearcher:
 
             self._document_vectors = VectorIndex.open(self.engine, self.index, self.vectors.encoder,
                                                       fields=self.layout.fields, progress=self._progress,
-                                                      windows=False)
+                                                      windows=False, build=self.build)
         return self._document_vectors
+
+    def build_vectors(self) -> int:
+        """Embed every document that has no vector yet (the semantic index's, and the whole-document
+        one's with ``w_document``), with progress bars where the searcher shows them; the documents
+        still without one (0 unless the index changed meanwhile).  Safe beside searches, which go on
+        from the vectors there are."""
+        self.vectors.refresh(force=True, build=True)
+        pending = self.vectors.pending
+        if self.params.w_document > 0:
+            self.document_vectors.refresh(force=True, build=True)
+            pending = max(pending, self.document_vectors.pending)
+        return pending
+
+    def prepare(self) -> int:
+        """What a search needs, made ahead of it: :meth:`build_vectors`, then the strategies' weights
+        measured (:meth:`calibration`) when they are calibrated and not measured yet.  Returns the
+        documents still without a vector.  A server runs it in the background for a searcher that
+        does not :attr:`build`."""
+        pending = self.build_vectors()
+        if self.params.weighting == "calibrated":
+            self.calibration(may_measure=True)
+        return pending
+
+    def prepared(self) -> bool:
+        """Whether a search finds everything ready: every document's vector, and the weights measured
+        (where they are calibrated), as of the last check."""
+        return self.vectors_pending() == 0 and len(self.vectors) > 0 and (
+            self.params.weighting != "calibrated" or self.calibration(may_measure=False) is not None)
+
+    def vectors_pending(self) -> int:
+        """Documents without a vector as of the last check (0: the semantic search covers the index)."""
+        pending = self.vectors.pending
+        if self.params.w_document > 0 and self._document_vectors is not None:
+            pending = max(pending, self._document_vectors.pending)
+        return pending
 
     def close(self) -> None:
         """Release the reranker's threads and the semantic strategy's."""
@@ -392,7 +439,7 @@ class HybridSearcher:
         """The semantic strategy's list for a query text or vector (with a filter, only the top
         documents that match it)."""
         vi = self.vectors
-        vi.refresh()
+        vi.refresh(build=self.build)
         vec = vi.embed_query(query) if isinstance(query, str) else query
         return self._filtered(vi.search(vec, depth or self.params.semantic_depth), filter)
 
@@ -400,7 +447,7 @@ class HybridSearcher:
         """The whole-document kNN list for a query vector (with a filter, only the top documents that
         match it)."""
         dv = self.document_vectors
-        dv.refresh()
+        dv.refresh(build=self.build)
         return self._filtered(dv.search(query_vector, depth or self.params.semantic_depth), filter)
 
     def _filtered(self, hits: SemanticHits, filter: Any) -> RankedList:
@@ -519,10 +566,15 @@ class HybridSearcher:
 
     # ---- the weights ------------------------------------------------------------------
 
-    def calibration(self, *, force: bool = False) -> Calibration:
+    def calibration(self, *, force: bool = False, may_measure: bool | None = None) -> Calibration | None:
         """The strategies measured on this index (:mod:`esbridge.hybrid.calibration`): read from the
         index's mapping, or measured (and recorded there) when there is none for this model, scorer
-        and setting or the index has changed too much since. ``force``: measure again now."""
+        and setting or the index has changed too much since. ``force``: measure again now.
+
+        ``may_measure`` (default :attr:`build`): whether this call may measure.  A searcher that does
+        not build measures only in :meth:`prepare`, never in a search, and never while documents
+        lack their vectors (the semantic strategy would look worse than it is, and that would be
+        recorded): until then the last measurement is used, or ``None`` (the ``w_*`` alone)."""
         p = self.params
         now = time.monotonic()
         if not force and self._calibration is not None and now - self._calibration_checked < \
@@ -530,6 +582,7 @@ class HybridSearcher:
             return self._calibration
         documents = self.engine.count(self.index)
         self._calibration_checked = now
+        stored = None
         if not force:
             if self._calibration is not None and not self._calibration.stale(documents):
                 return self._calibration
@@ -537,6 +590,9 @@ class HybridSearcher:
             if stored is not None and not stored.stale(documents):
                 self._calibration = stored
                 return stored
+        if not (self.build if may_measure is None else may_measure) or (not self.build and self._semantic_incomplete()):
+            self._calibration = self._calibration or stored
+            return self._calibration
         log.info("measuring the hybrid pipeline's strategies on %r (%d pseudo-queries)", self.index,
                  p.calibration.queries)
         bar = None
@@ -555,6 +611,14 @@ class HybridSearcher:
         store_calibration(self.engine, self.index, cal)
         self._calibration = cal
         return cal
+
+    def _semantic_incomplete(self) -> bool:
+        """Whether a vector strategy runs and documents lack their vectors."""
+        p = self.params
+        if p.w_semantic <= 0 and p.w_document <= 0:
+            return False
+        self.vectors.refresh(build=False)
+        return self.vectors.pending > 0 or len(self.vectors) == 0
 
     def _known_item_rankings(self, text: str) -> dict[str, list[str]]:
         """Each strategy of weight > 0 alone for a calibration pseudo-query, its top ``depth``
@@ -580,7 +644,7 @@ class HybridSearcher:
         weights = p.weights
         if p.weighting == "calibrated":
             cal = self.calibration()
-            factors = weights_from(cal.effectiveness, p.calibration.sharpness)
+            factors = weights_from(cal.effectiveness, p.calibration.sharpness) if cal is not None else {}
             weights = {s: w * factors.get(s, 1.0) for s, w in weights.items()}
         if p.w_document > 0 and "semantic" in weights:
             weights["document"] = p.w_document * weights["semantic"]
@@ -615,12 +679,20 @@ class HybridSearcher:
         t0 = time.perf_counter()
         prepared: AnalyzedQuery | None = None
         versions: list[DocVersion | None] = []
+        notes: list[str] = []
         semantic: Future[tuple[np.ndarray, RankedList, float]] | None = None
         if "semantic" in wanted or ("keyword" in wanted and p.keyword_source == "fusion"):
             # the query's embedding and the vector search (mostly outside the interpreter lock:
             # onnxruntime, numpy, the engine) run in a thread while the lexical strategy waits on the engine
             vectors = self.vectors
-            semantic = self._semantic_pool().submit(self._semantic_run, vectors, text, filter)
+            vectors.refresh(build=self.build)
+            if self.build or len(vectors):
+                semantic = self._semantic_pool().submit(self._semantic_run, vectors, text, filter)
+            if vectors.pending:
+                notes.append(f"vectors_pending: {vectors.pending} documents of [{self.index}] have no vector yet"
+                             + (" and were not searched semantically" if len(vectors) else
+                                "; the answer fuses the other strategies only")
+                             + " (`esbridge index` or HybridSearcher.build_vectors() embeds them)")
         if "lexical" in wanted or "keyword" in wanted:
             prepared, lists["lexical"], versions = self._lexical(text, filter=filter)
             seconds["lexical"] = time.perf_counter() - t0
@@ -659,6 +731,7 @@ class HybridSearcher:
         seconds["fusion"] = time.perf_counter() - t3
         result.expansion = expansion
         result.seconds = {**seconds, **result.seconds}
+        result.notes = notes
         return result
 
     def aggregate(self, lists: Mapping[str, RankedList], query_vector: np.ndarray | None, *,
@@ -671,7 +744,8 @@ class HybridSearcher:
         produced ``lists``); used to measure settings without running the strategies again.
         """
         p = params or self.params
-        final = self.fusion_weights(p)
+        # a strategy without a list (the semantic one of an index without vectors yet) is left out
+        final = {k: w for k, w in self.fusion_weights(p).items() if k in lists}
         # the whole-document list joins the last fusion only: the semantic feedback reads the first
         weights = {k: w for k, w in final.items() if k != "document"}
         out = dict(lists)
@@ -734,6 +808,6 @@ class HybridSearcher:
             "timed_out": False,
             "hits": {"total": {"value": len(res.ids), "relation": "eq"},
                      "max_score": hits[0]["_score"] if hits else None, "hits": hits},
-            "_esbridge": {"pipeline": self.describe(),
-                          "expansion": res.expansion, "seconds": res.seconds},
+            "_esbridge": {"pipeline": self.describe(), "expansion": res.expansion, "seconds": res.seconds,
+                          **({"notes": res.notes} if res.notes else {})},
         }

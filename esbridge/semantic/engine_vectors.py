@@ -90,7 +90,7 @@ def new_vector_field(engine: Engine, encoder: Encoder, where: str = "auto") -> V
     else:
         return VectorField(dim=encoder.dim, model=encoder.name, passages=lengths[0] if lengths else None, type=kind)
     if where == "engine":
-        raise ConfigurationError(f"vectors in the engine: {why}; keep them on disk (--vectors disk)")
+        raise ConfigurationError(f"--vectors engine: {why}; keep the vectors on disk (--vectors disk)")
     log.warning("%s: esbridge keeps the document vectors on disk, and every client machine embeds every document "
                 "of the index itself before its first hybrid query (about 60 passages a second on two cores)", why)
     return None
@@ -149,17 +149,20 @@ class EngineVectors(SemanticIndex):
         self.cache = cache or EmbeddingCache.for_encoder(encoder)
         self.check_interval = check_interval
         self.progress = progress
-        self._state: tuple[int, ...] | None = None
+        self._state: tuple[int, ...] | None = None  # the index's state when last counted
+        self._filled: tuple[int, ...] | None = None  # ... and when last filled
+        self._textless = 0  # documents the last fill found without text
         self._checked = 0.0
         self._count = 0
         self._lock = threading.RLock()
 
     @classmethod
-    def open(cls, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
+    def open(cls, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str], build: bool = True,
              **kwargs: Any) -> EngineVectors:
-        """The engine-kept vectors of ``index``, with missing ones filled in."""
+        """The engine-kept vectors of ``index``, with missing ones filled in (``build``); without, as
+        they are (:attr:`pending` counts the documents that lack one)."""
         ev = cls(engine, index, encoder, fields=fields, **kwargs)
-        ev.refresh(force=True)
+        ev.refresh(force=True, build=build)
         return ev
 
     def __len__(self) -> int:
@@ -174,25 +177,37 @@ class EngineVectors(SemanticIndex):
     def _missing_query(self) -> dict[str, Any]:
         return {"bool": {"must_not": [self._has_vector_query()]}}
 
-    def refresh(self, *, force: bool = False) -> bool:
-        """Fill the vectors of documents that have none, if the index changed; ``True`` if any
-        were written."""
+    def refresh(self, *, force: bool = False, build: bool = True) -> bool:
+        """Fill the vectors of documents that have none, if the index changed since the last fill
+        (``build``), and count those that still lack one (:attr:`pending`); ``True`` if any were
+        written.  A check without ``build`` never waits for a fill running in another thread."""
         now = time.monotonic()
         if not force and now - self._checked < self.check_interval:
             return False
-        with self._lock:
+        if not self._lock.acquire(blocking=build):
+            return False  # a fill is under way: it counts when it is done
+        try:
             self._checked = now
             state = index_state(self.engine, self.index)
-            if state == self._state:
-                return False
-            wrote = self._fill()
-            self.engine.refresh(self.index)
-            self._state = index_state(self.engine, self.index)
-            self._count = self.engine.count(self.index, self._has_vector_query())
+            wrote = 0
+            if build and state != self._filled:
+                wrote = self._fill()
+                if wrote:
+                    self.engine.refresh(self.index)
+                    state = index_state(self.engine, self.index)
+                self._filled = state
+            if state != self._state:
+                self._count = self.engine.count(self.index, self._has_vector_query())
+                # documents without text never get one (cosine has no neutral vector): not pending
+                self.pending = max(0, self.engine.count(self.index, self._missing_query()) - self._textless)
+                self._state = state
             return wrote > 0
+        finally:
+            self._lock.release()
 
     def _fill(self) -> int:
         missing = self.engine.count(self.index, self._missing_query())
+        self._textless = 0
         if missing == 0:
             return 0
         bar = None
@@ -223,6 +238,7 @@ class EngineVectors(SemanticIndex):
         # semantic hit, as in the on-disk index.
         texts = [document_text(h.get("_source") or {}, self.fields) for h in hits]
         keep = [i for i, t in enumerate(texts) if t]
+        self._textless += len(hits) - len(keep)
         if progress is not None:
             progress(len(hits) - len(keep))
         if not keep:
@@ -364,10 +380,11 @@ class EngineVectors(SemanticIndex):
 
 
 def open_vectors(engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
-                 progress: bool = False) -> EngineVectors | VectorIndex:
+                 progress: bool = False, build: bool = True) -> EngineVectors | VectorIndex:
     """The semantic index of ``index``: the engine's own vector field where the index has one
     (:class:`EngineVectors`), else esbridge's on-disk exact index (:class:`VectorIndex`).
-    Either is brought up to date first (missing vectors embedded, with progress)."""
+    With ``build`` (the default) it is brought up to date first (missing vectors embedded, with
+    progress); without, it is opened as it is, at once."""
     if vector_field_of(engine, index) is not None:
-        return EngineVectors.open(engine, index, encoder, fields=fields, progress=progress)
-    return VectorIndex.open(engine, index, encoder, fields=fields, progress=progress)
+        return EngineVectors.open(engine, index, encoder, fields=fields, progress=progress, build=build)
+    return VectorIndex.open(engine, index, encoder, fields=fields, progress=progress, build=build)

@@ -107,9 +107,20 @@ class SemanticHits:
 
 
 class SemanticIndex:
-    """What every semantic index shares: the encoder that embeds its queries, and the depth check."""
+    """What every semantic index shares: the encoder that embeds its queries, the depth check, and
+    how far its vectors lag the index (:attr:`pending`)."""
 
     encoder: Encoder
+    #: documents of the index without a vector here, as of the last :meth:`refresh` (0: every
+    #: document with text has one; for the on-disk index, documents added since it was built)
+    pending: int = 0
+
+    def refresh(self, *, force: bool = False, build: bool = True) -> bool:
+        """Check the index (at most every ``check_interval`` seconds unless ``force``) and, with
+        ``build``, embed what it holds that has no vector yet; ``True`` if vectors were written.
+        Without ``build`` nothing is embedded, only :attr:`pending` is brought up to date: the
+        search answers from the vectors there are, at once."""
+        raise NotImplementedError
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's unit vector (queries are embedded as they are, not cached on disk)."""
@@ -158,15 +169,17 @@ class VectorIndex(SemanticIndex):
         self._row: dict[str, int] = {}
         self._state: tuple[int, ...] | None = None
         self._checked = 0.0
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards the arrays' swap
+        self._building = threading.Lock()  # one build at a time, searches unblocked meanwhile
 
     @classmethod
-    def open(cls, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
+    def open(cls, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str], build: bool = True,
              **kwargs: Any) -> VectorIndex:
-        """The vectors of ``index``, loaded from disk, built or brought up to date as needed."""
+        """The vectors of ``index``, loaded from disk, and (with ``build``) built or brought up to date
+        as needed; without, what is on disk as it is (:attr:`pending` says what it lacks)."""
         vi = cls(engine, index, encoder, fields=fields, **kwargs)
         vi._load()
-        vi.refresh(force=True)
+        vi.refresh(force=True, build=build)
         return vi
 
     def _load(self) -> None:
@@ -188,17 +201,26 @@ class VectorIndex(SemanticIndex):
         self.ids, self.vectors, self.starts, self._state = ids, vecs, starts, tuple(meta["state"])
         self._row = {d: i for i, d in enumerate(ids)}
 
-    def refresh(self, *, force: bool = False) -> bool:
-        """Bring the vectors up to date with the index if it changed; ``True`` if it did."""
+    def refresh(self, *, force: bool = False, build: bool = True) -> bool:
+        """Bring the vectors up to date with the index if it changed (``build``), or only count the
+        documents they lack; ``True`` if they were rebuilt.  Searches go on from the vectors there
+        are while a build embeds."""
         now = time.monotonic()
         if not force and now - self._checked < self.check_interval:
             return False
-        with self._lock:
-            self._checked = now
-            state = index_state(self.engine, self.index)
-            if state == self._state:
+        self._checked = now
+        state = index_state(self.engine, self.index)
+        if state == self._state:
+            self.pending = 0
+            return False
+        if not build:
+            self.pending = max(1, self.engine.count(self.index) - len(self.ids))
+            return False
+        with self._building:
+            if state == self._state:  # built by another thread meanwhile
                 return False
             self._rebuild(state)
+            self.pending = 0
             return True
 
     def _rebuild(self, state: tuple[int, ...]) -> None:
@@ -245,8 +267,9 @@ class VectorIndex(SemanticIndex):
         for name in ("vectors.npy", "starts.npy", "ids.json", "meta.json"):  # meta last: it marks a whole set
             os.replace(tmp / name, self.path / name)
         tmp.rmdir()
-        self.ids, self.vectors, self.starts, self._state = ids, vecs, starts, state
-        self._row = {d: i for i, d in enumerate(ids)}
+        with self._lock:
+            self.ids, self.vectors, self.starts, self._state = ids, vecs, starts, state
+            self._row = {d: i for i, d in enumerate(ids)}
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -452,7 +452,10 @@ def engine_shaped(response: dict[str, Any], req: SearchRequest, took: float) -> 
     hits["hits"] = page
     out["hits"] = hits
     if not req.explain:
-        out.pop("_esbridge", None)
+        # what the reader must know (e.g. documents not searched semantically) stays, alone
+        notes = (out.pop("_esbridge", None) or {}).get("notes")
+        if notes:
+            out["_esbridge"] = {"notes": notes}
     return out
 
 

@@ -4,6 +4,7 @@ of the configured indices reranked (:class:`Server`, :func:`build_app`, :func:`s
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
 import itertools
 import json
@@ -14,6 +15,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -124,6 +126,10 @@ class Server:
         self._sync_engine: Engine | None = None
         self._searchers: dict[tuple[str, IndexConfig], tuple[HybridSearcher, threading.Lock]] = {}
         self._sync_lock = threading.Lock()
+        #: a search never embeds documents or measures weights: one background thread prepares the
+        #: searchers (their missing vectors, then their weights), one index after another
+        self._preparer: ThreadPoolExecutor | None = None
+        self._preparing: dict[tuple[str, IndexConfig], Future[None]] = {}
 
     # -- lifecycle
 
@@ -158,6 +164,8 @@ class Server:
             await self._session.close()
         if self._engine is not None:
             await self._engine.close()
+        if self._preparer is not None:
+            self._preparer.shutdown(wait=False, cancel_futures=True)
         for searcher, _ in self._searchers.values():
             searcher.close()
         if self._sync_engine is not None:
@@ -190,8 +198,40 @@ class Server:
             if key not in self._searchers:
                 assert config.pipeline is not None
                 self._searchers[key] = (HybridSearcher(self._sync_engine, index, config.pipeline,
-                                                       fields=config.fields), threading.Lock())
+                                                       fields=config.fields, build=False), threading.Lock())
             return self._searchers[key]
+
+    def _prepare_later(self, key: tuple[str, IndexConfig], searcher: HybridSearcher, lock: threading.Lock) -> None:
+        """Have the background thread prepare ``searcher`` (embed the documents without a vector, then
+        measure its weights) if it needs it and is not being prepared; with the calling request's
+        credentials.  Called on the worker thread of a search, after it answered."""
+        if searcher.prepared():
+            return
+        with self._sync_lock:
+            running = self._preparing.get(key)
+            if running is not None and not running.done():
+                return
+            if self._preparer is None:
+                self._preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="esbridge-prepare")
+            context = contextvars.copy_context()  # the request's forwarded credentials
+            self._preparing[key] = self._preparer.submit(context.run, self._prepare, key[0], searcher, lock)
+
+    @staticmethod
+    def _prepare(index: str, searcher: HybridSearcher, lock: threading.Lock) -> None:
+        started = time.perf_counter()
+        pending = searcher.vectors_pending()
+        log.info("preparing the hybrid search of [%s] in the background: %s", index,
+                 f"embedding {pending} documents without a vector" if pending else "measuring its strategies")
+        try:
+            left = searcher.build_vectors()
+            with lock:  # measured on the index as the searches see it, between two of them
+                if searcher.params.weighting == "calibrated":
+                    searcher.calibration(may_measure=True)
+        except Exception as err:  # logged; the next search of the index tries again
+            log.warning("could not prepare the hybrid search of [%s]: %s", index, err)
+            return
+        log.info("the hybrid search of [%s] is prepared (%.0f s)%s", index, time.perf_counter() - started,
+                 f"; {left} documents arrived meanwhile" if left else "")
 
     async def _reranker(self, index: str, config: IndexConfig) -> AsyncReranker:
         from esbridge.aio import AsyncReranker
@@ -248,9 +288,10 @@ class Server:
     async def _health(self) -> web.StreamResponse:
         from aiohttp import web
 
+        preparing = sorted({key[0] for key, job in list(self._preparing.items()) if not job.done()})
         return web.json_response({"status": "ok", "reranked_indices": sorted(self.config.indices),
                                   "in_flight": self.metrics.in_flight, "max_concurrency": self.max_concurrency,
-                                  "read_only": self.read_only})
+                                  "read_only": self.read_only, "preparing": preparing})
 
     def _metrics(self) -> web.StreamResponse:
         from aiohttp import web
@@ -385,6 +426,11 @@ class Server:
                 if isinstance(req, Unreranked):
                     return "unreranked", await self._unreranked(request, req, _strip_ext(body) or raw)
                 answer: Any = await asyncio.wait_for(self._search(req, auth), self.request_timeout)
+                notes = (answer.get("_esbridge") or {}).get("notes") if isinstance(answer, Mapping) else None
+                if notes:  # e.g. a cold index answered without its vectors
+                    return "reranked", self._json(request, answer, headers={
+                        "X-Esbridge-Reranked": "true",
+                        "X-Esbridge-Notes": ",".join(sorted({str(n).split(":", 1)[0] for n in notes}))})
             else:
                 targets, touched = await self._msearch_targets(expr, config, raw, auth)
                 searches = _read_msearch(expr, config, raw, request.query, targets)
@@ -456,10 +502,13 @@ class Server:
                 query = req.text
 
                 def hybrid() -> dict[str, Any]:
-                    searcher, lock = self._searcher(req.index, replace(req.config, window=1))
+                    config = replace(req.config, window=1)
+                    searcher, lock = self._searcher(req.index, config)
                     with lock:
-                        return searcher.search(query, size=wanted, filter=req.filter or None, fields=fields,
-                                               explain=req.explain)
+                        answer = searcher.search(query, size=wanted, filter=req.filter or None, fields=fields,
+                                                 explain=req.explain)
+                    self._prepare_later((req.index, config), searcher, lock)
+                    return answer
 
                 with first_stage_params(req.params):
                     response = await asyncio.to_thread(hybrid)

@@ -184,6 +184,12 @@ def test_cli_index_refuses_vectors_in_an_engine_without_vector_search(engine: En
         err = capsys.readouterr().err
         assert "--vectors engine:" in err and "has no vector search" in err and err.count("\n") == 1, err
         assert not engine.index_exists(index_name)  # refused before anything was written
+        # by default the vectors go on disk here, with one warning naming the cost
+        assert main(argv[:argv.index("--vectors")] + argv[argv.index("--vectors") + 2:]) == 0
+        err = capsys.readouterr().err
+        assert err.count("has no vector search") == 1 and "every client machine embeds every document" in err, err
+        assert "esbridge_vector" not in engine.request("GET", f"/{index_name}/_mapping")[index_name]["mappings"].get(
+            "properties", {})
     else:  # Elasticsearch 8: the passages go into a nested dense_vector field
         assert main(argv) == 0, capsys.readouterr().err
         props = engine.request("GET", f"/{index_name}/_mapping")[index_name]["mappings"]["properties"]
@@ -243,16 +249,20 @@ def test_cli_index_puts_the_vectors_in_the_engine(knn_engine: Engine, tmp_path, 
         assert mapping["properties"]["esbridge_vector"]["properties"]["vector"]["type"] == "knn_vector"
         has = {"nested": {"path": "esbridge_vector", "query": {"exists": {"field": "esbridge_vector.vector"}}}}
         assert knn_engine.count(name, has) == 20
-        # by default (--vectors disk): a new index without the field, its vectors on disk
-        assert main(["index", "--url", knn_engine.options.url, "--input", str(src), "--index", f"{name}-disk",
+        # by default (--vectors auto) the same; with --vectors disk a new index without the field
+        assert main(["index", "--url", knn_engine.options.url, "--input", str(src), "--index", f"{name}-auto",
                      "--no-store", "--quiet"]) == 0
-        assert "kept by esbridge on disk (exact search; --vectors engine keeps them in the engine)" \
+        assert "kept and searched by the engine" in capsys.readouterr().out
+        assert main(["index", "--url", knn_engine.options.url, "--input", str(src), "--index", f"{name}-disk",
+                     "--no-store", "--quiet", "--vectors", "disk"]) == 0
+        assert "kept by esbridge on disk (exact search; each client machine embeds every document itself)" \
             in capsys.readouterr().out
         props = knn_engine.request("GET", f"/{name}-disk/_mapping")[f"{name}-disk"]["mappings"]["properties"]
         assert "esbridge_vector" not in props
     finally:
         knn_engine.delete_index(name)
         knn_engine.delete_index(f"{name}-disk")
+        knn_engine.delete_index(f"{name}-auto")
 
 
 def test_a_client_keeps_no_state_that_matters(knn_engine: Engine, knn_index: str, encoder,  # type: ignore[no-untyped-def]
