@@ -9,7 +9,9 @@ A table is marked in a Markdown file by two comments around it::
 
 ``systems`` names the rows (``results.json`` system names, in order) and ``bold`` the row shown in
 bold. Each cell is ``nDCG@10 / R@100`` of ``benchmarks/results/<collection>/results.json``, the last
-column the mean nDCG@10 over the collections.
+column the mean nDCG@10 over the collections. A system written ``name@DIR`` is read from
+``benchmarks/results/DIR/<collection>/results.json`` instead (``@.``: the usual results), and its row
+says which (:data:`RUNS`).
 
 Usage (from the project root)::
 
@@ -23,7 +25,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +41,11 @@ LABELS = {
     "semantic": "semantic strategy",
     "keyword": "keyword strategy",
 }
+#: What the rows of a ``name@DIR`` system add to its label.
+RUNS = {
+    ".": "vectors on disk, exact search (OpenSearch 3.8)",
+    "opensearch-knn": "vectors in the engine, HNSW (OpenSearch 3.5 with k-NN)",
+}
 BLOCK = re.compile(r"(<!-- results-table (?P<opts>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results-table -->)", re.S)
 
 
@@ -47,32 +54,41 @@ def load(results: Path) -> dict[str, Mapping[str, Mapping[str, float]]]:
     return {c: json.loads((results / c / "results.json").read_text())["results"] for c, _ in COLLECTIONS}
 
 
-def table(data: Mapping[str, Mapping[str, Mapping[str, float]]], systems: list[str], bold: set[str]) -> str:
-    """The Markdown table of ``systems``."""
+Results = Mapping[str, Mapping[str, Mapping[str, float]]]
+
+
+def table(data: Mapping[str, Mapping[str, Mapping[str, float]]], systems: list[str], bold: set[str],
+          runs: Callable[[str], Results] | None = None) -> str:
+    """The Markdown table of ``systems`` (``name@DIR`` ones from ``runs(DIR)``)."""
     lines = ["| system | " + " | ".join(name for _, name in COLLECTIONS) + " | mean nDCG@10 |",
              "|---|" + "---|" * (len(COLLECTIONS) + 1)]
-    for system in systems:
+    for entry in systems:
+        system, _, run = entry.partition("@")
+        if run and (runs is None or run not in RUNS):
+            raise SystemExit(f"results-table row {entry!r}: no results directory {run!r} ({', '.join(RUNS)})")
+        data = runs(run) if run and runs is not None else data
         missing = [c for c, _ in COLLECTIONS if system not in data[c]]
         if missing:
             raise SystemExit(f"system {system!r} is not in the results of {', '.join(missing)}")
         cells = [f"{data[c][system]['ndcg@10']:.4f} / {data[c][system]['recall@100']:.4f}" for c, _ in COLLECTIONS]
         mean = f"{sum(data[c][system]['ndcg@10'] for c, _ in COLLECTIONS) / len(COLLECTIONS):.4f}"
-        label = LABELS.get(system, system)
-        if system in bold:
+        label = LABELS.get(system, system) + (f", {RUNS[run]}" if run else "")
+        if entry in bold:
             label, cells, mean = f"**{label}**", [f"**{x}**" for x in cells], f"**{mean}**"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {mean} |")
     return "\n".join(lines) + "\n"
 
 
-def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
-    """``text`` with every marked table made again from ``data``."""
+def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
+           runs: Callable[[str], Results] | None = None) -> str:
+    """``text`` with every marked table made again from ``data`` (and ``runs(DIR)`` for ``name@DIR``)."""
     def one(m: re.Match[str]) -> str:
         opts = dict(kv.split("=", 1) for kv in m.group("opts").split())
         systems = [s for s in opts.get("systems", "").split(",") if s]
         if not systems:
             raise SystemExit(f"a results-table names no systems: {m.group(1).strip()}")
         bold = {s for s in opts.get("bold", "").split(",") if s}
-        return m.group(1) + table(data, systems, bold) + m.group(4)
+        return m.group(1) + table(data, systems, bold, runs) + m.group(4)
 
     return BLOCK.sub(one, text)
 
@@ -85,10 +101,17 @@ def documents(root: Path) -> list[Path]:
 def check(root: Path, results: Path, *, write: bool = False) -> list[Path]:
     """The files whose tables differ from the results (rewritten with ``write``)."""
     data = load(results)
+    loaded: dict[str, Results] = {}
+
+    def runs(run: str) -> Results:
+        if run not in loaded:
+            loaded[run] = data if run == "." else load(results / run)
+        return loaded[run]
+
     stale = []
     for path in documents(root):
         text = path.read_text(encoding="utf-8")
-        made = render(text, data)
+        made = render(text, data, runs)
         if made != text:
             stale.append(path)
             if write:

@@ -30,6 +30,8 @@ from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError, IngestError
 from esbridge.evaluation.datasets import BeirDataset, SplitSpec, load_dataset
 from esbridge.home import cache_dir
+from esbridge.index.definitions import VectorField
+from esbridge.semantic.models import DEFAULT_MODEL as PIPELINE_MODEL
 
 __all__ = [
     "SAMPLE_NAME",
@@ -177,9 +179,11 @@ def _counted(docs: Iterable[Any], bar: Any) -> Iterator[Any]:
         bar.update(1)
 
 
-def ensure_demo_index(engine: Engine, dataset: BeirDataset, name: str, *, progress: bool = False) -> tuple[str, bool]:
-    """``name`` holding ``dataset``'s corpus with the engine's default BM25, indexed only when its
-    recorded content fingerprint (the ``eval`` command's) does not match.
+def ensure_demo_index(engine: Engine, dataset: BeirDataset, name: str, *, progress: bool = False,
+                      vector: VectorField | None = None) -> tuple[str, bool]:
+    """``name`` holding ``dataset``'s corpus with the engine's default BM25 (and the engine vector
+    field ``vector``, if given), indexed only when its recorded content fingerprint (the ``eval``
+    command's) does not match.
 
     Returns:
         ``(name, built)``.
@@ -192,13 +196,13 @@ def ensure_demo_index(engine: Engine, dataset: BeirDataset, name: str, *, progre
 
     layout = IndexLayout()
     total = dataset.corpus_size()
-    spec = IndexSpec(corpus_sha256=dataset.fingerprint(), mapping_sha256=mapping_fingerprint(layout, DEMO_BM25),
-                     docs=total, bm25=DEMO_BM25)
+    spec = IndexSpec(corpus_sha256=dataset.fingerprint(),
+                     mapping_sha256=mapping_fingerprint(layout, DEMO_BM25, vector), docs=total, bm25=DEMO_BM25)
     if engine.index_exists(name):
         if index_meta(engine, name).get("eval") == spec.meta()["eval"] and engine.count(name) == total:
             return name, False
         engine.delete_index(name)
-    create_index(engine, name, layout, shards=1, bm25=DEMO_BM25, meta=spec.meta())
+    create_index(engine, name, layout, shards=1, bm25=DEMO_BM25, meta=spec.meta(), vector=vector)
     bar = tqdm(total=total, desc=f"indexing {name}", unit="doc", disable=not progress, file=sys.stderr)
     try:
         with bar:
@@ -320,7 +324,15 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
     if not queries:
         raise ConfigurationError(f"collection {dataset.name!r} has no judged queries in split {split!r}")
     name = index or index_name("esbridge-demo", dataset, None)
-    name, built = ensure_demo_index(engine, dataset, name, progress=progress)
+    encoder = vector = None
+    if hybrid:
+        from esbridge.semantic.engine_vectors import new_vector_field
+        from esbridge.semantic.models import load_encoder
+
+        with working("loading the sentence-embedding model", enabled=progress):
+            encoder = load_encoder(model or PIPELINE_MODEL)
+        vector = new_vector_field(engine, encoder)  # in the engine where it searches vectors
+    name, built = ensure_demo_index(engine, dataset, name, progress=progress, vector=vector)
     if not built:
         notes.append(f"index {name!r} already held this collection and was reused")
     rr = Reranker(engine, name, scorer="evolved", window=window)
@@ -328,14 +340,11 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
     if window > limit:
         raise ConfigurationError(f"window {window} is above index.max_result_window ({limit}) of {name!r}")
     searcher = None
-    if hybrid:
+    if encoder is not None:
         from esbridge.hybrid import HybridSearcher, PipelineParams
         from esbridge.semantic.engine_vectors import open_vectors
-        from esbridge.semantic.models import load_encoder
 
-        params = PipelineParams(window=window) if model is None else PipelineParams(window=window, model=model)
-        with working("loading the sentence-embedding model", enabled=progress):
-            encoder = load_encoder(params.model)
+        params = PipelineParams(window=window, model=encoder.name)
         assert rr.layout is not None
         vectors = open_vectors(engine, name, encoder, fields=rr.layout.fields, progress=progress)
         searcher = HybridSearcher(engine, name, params, vectors=vectors, reranker=rr, progress=progress)
@@ -491,7 +500,7 @@ def connect_with_progress(args: Any, connect: Callable[[Any], Engine], *, progre
         return connect(args)
     from esbridge.engine import artifacts
 
-    distribution = args.distribution or "opensearch"
+    distribution = args.distribution or artifacts.DEFAULT_DISTRIBUTION
     artifacts.install(distribution, progress=progress)  # its own bar when jars are downloaded
     with working(f"starting esbridge's local {distribution} node (about a minute)", enabled=progress):
         return connect(args)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from esbridge.cli.options import DISTRIBUTIONS, model_args, model_option
+from esbridge.cli.options import DEFAULT_DISTRIBUTION, DISTRIBUTIONS, model_args, model_option
 from esbridge.errors import ConfigurationError, EsbridgeError, IngestError
 from esbridge.semantic.spec import VECTOR_PLACES
 
@@ -256,11 +256,12 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
     )
     p.add_argument("action", choices=["install", "start", "stop", "status"],
                    help="install, start, stop or status (see below)")
-    p.add_argument("--distribution", choices=DISTRIBUTIONS, default="opensearch",
-                   help="engine of the node: opensearch (OpenSearch 3.8), opensearch-knn (OpenSearch 3.5 with "
-                        "the k-NN plugin: the engine keeps and searches document vectors), elasticsearch "
-                        "(Elasticsearch 7.10) or elasticsearch8 (Elasticsearch 8.19, secured: HTTPS, a "
-                        "superuser and an API key, recorded under $ESBRIDGE_HOME/nodes/NAME/); default opensearch")
+    p.add_argument("--distribution", choices=DISTRIBUTIONS, default=DEFAULT_DISTRIBUTION,
+                   help="engine of the node: opensearch-knn (the default: OpenSearch 3.5 with the k-NN plugin, "
+                        "which keeps and searches document vectors), opensearch (OpenSearch 3.8, no vector search: "
+                        "each client keeps the vectors on disk), elasticsearch (Elasticsearch 7.10) or "
+                        "elasticsearch8 (Elasticsearch 8.19, secured: HTTPS, a superuser and an API key, recorded "
+                        "under $ESBRIDGE_HOME/nodes/NAME/)")
     p.add_argument("--name", help="node (or cluster) name, a directory under $ESBRIDGE_HOME/nodes (default: the "
                                   "running node of --distribution, else the distribution's name; for a cluster "
                                   "DISTRIBUTION-cluster, its nodes NAME-1, NAME-2, ...)")

@@ -30,6 +30,8 @@ from esbridge.jsoninput import parse_json
 
 #: The local node distributions (``esbridge.engine.artifacts.RUNNERS``).
 DISTRIBUTIONS = ["opensearch", "opensearch-knn", "elasticsearch", "elasticsearch8"]
+#: The one started where none is named (``esbridge.engine.artifacts.DEFAULT_DISTRIBUTION``): it searches vectors.
+DEFAULT_DISTRIBUTION = "opensearch-knn"
 
 
 def connection_args(p: argparse.ArgumentParser) -> None:
@@ -44,7 +46,8 @@ def connection_args(p: argparse.ArgumentParser) -> None:
                         "(default: $ESBRIDGE_SNIFF)")
     g.add_argument("--distribution", choices=DISTRIBUTIONS, default=None,
                    help="without --url: use esbridge's running local node of this distribution, or start "
-                        "one if none runs (default: any running esbridge node, else a new opensearch node)")
+                        "one if none runs (default: any running esbridge node, else a new opensearch-knn node: "
+                        "OpenSearch with its k-NN plugin, which keeps and searches document vectors)")
     g.add_argument("--username", help="basic-auth user (password from $ESBRIDGE_PASSWORD)")
     g.add_argument("--api-key", help="API key, id:key or base64 (default: $ESBRIDGE_API_KEY)")
     g.add_argument("--ca-certs", help="CA bundle to verify the engine's TLS certificate")

@@ -105,6 +105,12 @@ RUNNERS: dict[str, RunnerSpec] = {
 }
 
 
+#: The distribution of esbridge's local node where none is named (``esbridge engine start``, the demo,
+#: a command without ``--url`` when no node runs): one that keeps and searches document vectors itself,
+#: so that the hybrid pipeline's vectors live in the engine and a client keeps no copy of them.
+DEFAULT_DISTRIBUTION = "opensearch-knn"
+
+
 def runner_spec(distribution: str) -> RunnerSpec:
     """The runner for ``distribution``; an error lists the valid ones."""
     try:

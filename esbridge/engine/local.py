@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from esbridge.engine import es_distribution
-from esbridge.engine.artifacts import RunnerSpec, install, runner_spec
+from esbridge.engine.artifacts import DEFAULT_DISTRIBUTION, RunnerSpec, install, runner_spec
 from esbridge.engine.features_plugin import runner_plugin
 from esbridge.engine.java import find_java
 from esbridge.errors import ConfigurationError, ProvisioningError
@@ -286,7 +286,7 @@ class PortTaken(ProvisioningError):
 
 
 def start(
-    distribution: str = "opensearch",
+    distribution: str = DEFAULT_DISTRIBUTION,
     *,
     name: str | None = None,
     port: int | None = None,
@@ -303,7 +303,8 @@ def start(
     another start of the same node fails at once, naming that process.
 
     Args:
-        distribution: ``"opensearch"``, ``"opensearch-knn"`` or ``"elasticsearch"``.
+        distribution: ``"opensearch-knn"`` (the default: OpenSearch with its k-NN plugin, which keeps
+            and searches document vectors), ``"opensearch"``, ``"elasticsearch"`` or ``"elasticsearch8"``.
         name: node name (directory under the cache), default the distribution.
         port: HTTP port on 127.0.0.1 (default: a free one).
         heap: JVM heap (``-Xms``/``-Xmx``).

@@ -140,7 +140,8 @@ def _docker_api_answers() -> bool:
 
 
 def start_container(distribution: str) -> ProvisionedEngine:
-    """Start the distribution's image with testcontainers and wait until it answers."""
+    """Start the distribution's image with testcontainers and wait until it answers (``opensearch-knn``:
+    OpenSearch's image, which bundles the k-NN plugin)."""
     try:
         from testcontainers.core.container import DockerContainer
         from testcontainers.core.waiting_utils import wait_for_logs
@@ -148,6 +149,8 @@ def start_container(distribution: str) -> ProvisionedEngine:
         raise ProvisioningError(
             'testcontainers is not installed; `pip install "esbridge[test]"`'
         ) from err
+    if distribution == "opensearch-knn":
+        distribution = "opensearch"
     if distribution not in DOCKER_IMAGES:
         raise ConfigurationError(
             f"no image for distribution {distribution!r}; choose one of {', '.join(DOCKER_IMAGES)}"
@@ -172,28 +175,30 @@ def find_local_node(distribution: str | None = None) -> local.NodeInfo | None:
 
     Nodes are looked up under ``$ESBRIDGE_HOME``, so one started with any ``--name`` or
     on any port is found.  Where several run, the one named after its distribution
-    comes first, then OpenSearch before Elasticsearch, then by name.
+    comes first, then the default distribution's (:data:`~esbridge.engine.artifacts.DEFAULT_DISTRIBUTION`),
+    then OpenSearch before Elasticsearch, then by name.
     """
     if distribution is not None:
         artifacts.runner_spec(distribution)  # an unknown distribution is an error that lists the valid ones
     nodes = [n for n in local.running_nodes() if distribution is None or n.distribution == distribution]
     if not nodes:
         return None
-    order = list(artifacts.RUNNERS)
+    order = [artifacts.DEFAULT_DISTRIBUTION, *(d for d in artifacts.RUNNERS if d != artifacts.DEFAULT_DISTRIBUTION)]
     nodes.sort(key=lambda n: (n.name != n.distribution,
                               order.index(n.distribution) if n.distribution in order else len(order), n.name))
     return nodes[0]
 
 
-def provision(distribution: str | None = "opensearch", *, url: str | Sequence[str] | None = None,
+def provision(distribution: str | None = artifacts.DEFAULT_DISTRIBUTION, *, url: str | Sequence[str] | None = None,
               use_docker: bool | None = None, progress: bool = False,
               name: str | None = None) -> ProvisionedEngine:
     """An engine URL by the rules of this module (see the module docstring).
 
     ``url``: one URL, several separated by commas, or a list of them (repeated ``--url``).
-    ``distribution=None`` takes any running esbridge local node, and starts an
-    OpenSearch node when none runs.  ``name`` asks for esbridge's local node of that
-    name: it is used when running and started otherwise, whatever other node runs.
+    ``distribution`` defaults to :data:`~esbridge.engine.artifacts.DEFAULT_DISTRIBUTION` (OpenSearch
+    with its k-NN plugin); ``None`` takes any running esbridge local node, and starts one of the
+    default distribution when none runs.  ``name`` asks for esbridge's local node of that name: it
+    is used when running and started otherwise, whatever other node runs.
     """
     urls = given_urls(url)
     if urls:
@@ -204,12 +209,12 @@ def provision(distribution: str | None = "opensearch", *, url: str | Sequence[st
     if use_docker is None:
         use_docker = docker_available()
     if use_docker:
-        return start_container(distribution or "opensearch")
+        return start_container(distribution or artifacts.DEFAULT_DISTRIBUTION)
     running = find_local_node(distribution) if name is None else local.status(name)
     if running is not None and (distribution is None or running.distribution == distribution):
         return ProvisionedEngine(url=running.url, source="local", distribution=running.distribution,
                                  node=running.name, started=False, credentials=running.credentials())
-    node = local.start(distribution or "opensearch", name=name, progress=progress)
+    node = local.start(distribution or artifacts.DEFAULT_DISTRIBUTION, name=name, progress=progress)
     return ProvisionedEngine(url=node.url, source="local", distribution=node.distribution,
                              node=node.name, started=True, credentials=node.credentials())
 
@@ -223,14 +228,14 @@ def _local_node(url: str) -> local.NodeInfo | None:
         return None
 
 
-def connect(distribution: str | None = "opensearch", *, url: str | Sequence[str] | None = None,
+def connect(distribution: str | None = artifacts.DEFAULT_DISTRIBUTION, *, url: str | Sequence[str] | None = None,
             **options: Any) -> Engine:
     """Connect to the engine at ``url``/``ESBRIDGE_URL``, or to esbridge's running local node
     of ``distribution`` (a secured node is reached with the credentials in its record).
 
     **This may start a Java process.**  With no ``url``, no ``ESBRIDGE_URL`` and no local node
     of ``distribution`` running (``None``: of any distribution), a new local node (OpenSearch
-    for ``None``) is installed under ``$ESBRIDGE_HOME``, its artifacts downloaded from Maven
+    with its k-NN plugin for ``None``) is installed under ``$ESBRIDGE_HOME``, its artifacts downloaded from Maven
     Central the first time, and started in a JVM of its own (an installed Java:
     :func:`esbridge.engine.java.find_java`), which keeps running after this program exits
     (``esbridge engine stop`` stops it).  Docker is not used.

@@ -44,3 +44,12 @@ def test_engine_is_an_error_where_it_cannot_be_and_names_the_way_out() -> None:
         new_vector_field(_engine(None), _encoder(64), "engine")
     with pytest.raises(ConfigurationError, match="vectors must be one of auto, engine, disk, got 'gpu'"):
         new_vector_field(_engine(None), _encoder(64), "gpu")
+
+
+def test_the_cli_names_the_default_local_node_the_engine_does() -> None:
+    from esbridge.cli.options import DEFAULT_DISTRIBUTION, DISTRIBUTIONS
+    from esbridge.engine import artifacts
+
+    assert DEFAULT_DISTRIBUTION == artifacts.DEFAULT_DISTRIBUTION and DISTRIBUTIONS == list(artifacts.RUNNERS)
+    # the default node keeps and searches the vectors itself
+    assert "org.opensearch.knn.plugin.KNNPlugin" in artifacts.runner_spec(DEFAULT_DISTRIBUTION).plugin_types
