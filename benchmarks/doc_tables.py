@@ -94,8 +94,10 @@ def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
 
 
 def documents(root: Path) -> list[Path]:
-    """The Markdown files that may hold tables: the README, the docs and the results' README."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md")), root / "benchmarks" / "results" / "README.md"]
+    """The Markdown files that may hold tables: the README, the docs and the results' READMEs."""
+    results = root / "benchmarks" / "results"
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), results / "README.md",
+            *sorted(results.glob("*/README.md"))]
 
 
 def check(root: Path, results: Path, *, write: bool = False) -> list[Path]:
