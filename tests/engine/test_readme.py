@@ -1,8 +1,9 @@
 """The README's two commands, run as written: the README cannot drift from what works.
 
 The first command (a project-local virtual environment, then the demo) runs verbatim in a copy of
-the project, against the suite's engine (through ``ESBRIDGE_URL``, which the README documents) and
-with the suite's ``ESBRIDGE_HOME`` (so the engine jars and the model are not fetched twice).  The
+the project, against the suite's node of the default local distribution, OpenSearch with its k-NN
+plugin (through ``ESBRIDGE_URL``, which the README documents), and with the suite's
+``ESBRIDGE_HOME`` (so the engine jars and the model are not fetched twice).  The
 second command (the tests) cannot run inside the tests; it must be the one CI runs.
 """
 
@@ -20,7 +21,6 @@ import pytest
 
 from esbridge import demo
 from esbridge.engine.client import Engine
-from tests.conftest import ENGINES, _engine_url, engine_options, own_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SKIP_DIRS = {".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", "build", "dist"}
@@ -49,23 +49,21 @@ def _copy_project(dest: Path) -> Path:
 
 
 @pytest.fixture
-def demo_index_removed() -> Iterator[None]:
-    """The index the demo builds on the engine under test is deleted afterwards, unless it was there
-    before or the engine is one of the suite's own nodes."""
-    engine = Engine.connect(engine_options(ENGINES[0]))
+def demo_engine(knn_engine: Engine) -> Iterator[Engine]:
+    """The engine the demo runs on (the default local distribution's, which keeps the vectors); the
+    index the demo builds there is deleted afterwards, unless it was there before."""
     index = f"esbridge-demo-{demo.SAMPLE_NAME}"
-    keep = engine.index_exists(index) or own_engine(engine)
-    yield
+    keep = knn_engine.index_exists(index)
+    yield knn_engine
     if not keep:
-        engine.delete_index(index)
-    engine.close()
+        knn_engine.delete_index(index)
 
 
-@pytest.mark.usefixtures("demo_index_removed")
-def test_the_first_command_runs_the_demo_in_a_fresh_environment(tmp_path: Path) -> None:
+def test_the_first_command_runs_the_demo_in_a_fresh_environment(tmp_path: Path, demo_engine: Engine) -> None:
     main_job, _ = _two_commands()
     assert ".venv/bin/esbridge demo" in main_job
-    url = _engine_url(ENGINES[0])
+    assert demo_engine.vector_search() is not None
+    url = demo_engine.options.url
     project = _copy_project(tmp_path / "esbridge")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"))}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
