@@ -102,6 +102,8 @@ class PipelineParams:
             the query vector before the semantic strategy runs again (Rocchio's relevance
             feedback in the embedding space; 0: one semantic pass).
         semantic_beta: the weight of that mean vector (the query vector weighs 1).
+        semantic_feedback_depth: documents the second semantic pass returns (``None``: the
+            ``semantic_depth`` of the first).
         semantic_feedback_weighting: how the feedback documents' vectors are averaged:
             ``mean`` (equal weights) or ``score`` (each weighted by how far its fused score lies
             above the best document not taken, so a clear leader counts most).
@@ -137,6 +139,7 @@ class PipelineParams:
     keyword: KeywordParams = field(default_factory=KeywordParams)
     semantic_feedback: int = 3
     semantic_beta: float = 1.0
+    semantic_feedback_depth: int | None = None
     semantic_feedback_weighting: str = "score"
     semantic_feedback_window: str = "first"
     keyword_source: str = "fusion"
@@ -177,6 +180,11 @@ class PipelineParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
                 raise ConfigurationError(f"pipeline parameter {name} must be a finite number >= 0, got {value!r}")
+        if self.semantic_feedback_depth is not None and (
+                isinstance(self.semantic_feedback_depth, bool) or not isinstance(self.semantic_feedback_depth, int)
+                or self.semantic_feedback_depth < 1):
+            raise ConfigurationError(f"pipeline parameter semantic_feedback_depth must be an integer >= 1 or null, "
+                                     f"got {self.semantic_feedback_depth!r}")
         if self.semantic_feedback_weighting not in FEEDBACK_WEIGHTINGS:
             raise ConfigurationError(f"pipeline parameter semantic_feedback_weighting must be one of "
                                      f"{', '.join(FEEDBACK_WEIGHTINGS)}, got {self.semantic_feedback_weighting!r}")
@@ -759,7 +767,8 @@ class HybridSearcher:
             if len(fb):
                 moved = query_vector + p.semantic_beta * feedback_centroid(fb, scores, p.semantic_feedback_weighting)
                 moved /= max(float(np.linalg.norm(moved)), 1e-12)
-                out["semantic_feedback"] = self.semantic(moved.astype(np.float32), filter=filter)
+                out["semantic_feedback"] = self.semantic(moved.astype(np.float32), filter=filter,
+                                                         depth=p.semantic_feedback_depth or p.semantic_depth)
                 fused["semantic"] = out["semantic_feedback"]
                 ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
             seconds["semantic_feedback"] = time.perf_counter() - t0
