@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from esbridge.cli import demo, engine, features, index, options, plugin, search
 from esbridge.cli import eval as eval_commands
-from esbridge.cli import features, index, options, plugin, search
 from esbridge.errors import EsbridgeError
 
 
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"esbridge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for commands in (index, search, eval_commands, features, plugin):
+    for commands in (engine, index, search, demo, eval_commands, features, plugin):
         commands.add_commands(sub, options.connection_args, options.connect_engine)
     _add_serve(sub)
     return parser
