@@ -23,21 +23,17 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from esbridge.engine.calls import analyze_plan, engine_error, identify_plan, request_target, search_plan, usable_answer
-from esbridge.engine.client import RETRY_STATUSES, EngineBase, backoff_wait, log, probe_options
+from esbridge.engine.calls import analyze_plan, identify_plan, request_target, search_plan
+from esbridge.engine.client import EngineBase, Perform, ProbeTls, log, probe_options
 from esbridge.engine.connection import ConnectionOptions, EngineInfo
 from esbridge.engine.plan import run_async
 from esbridge.engine.transports import (
-    _BadAnswer,
-    _BadRequest,
     _client_url,
     _HttpError,
     _legacy_http_error,
     _tls_problem,
     _Unreachable,
     _urllib3_client_kwargs,
-    bad_answer_error,
-    bad_request_error,
     causes,
     client_installed,
     elasticsearch_client_version,
@@ -45,7 +41,6 @@ from esbridge.engine.transports import (
     refused_product_message,
     require_client,
     set_aside_connections,
-    unavailable_error,
     unreadable_answer,
     unsendable_request,
     warn_newer_client,
@@ -315,40 +310,26 @@ class AsyncEngine(EngineBase):
         """Send one request; retry what is worth retrying; raise typed errors
         (:meth:`Engine.request <esbridge.engine.client.Engine.request>`'s arguments and errors)."""
         path, headers = request_target(path, params, ndjson, self.options.preference)
-        attempts = 1 + (self.options.max_retries if retry else 0)
-        delay = self.options.backoff
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
+        steps = self._attempts(method, path, context=context, retry=retry)
+        result: Any = None
+        failure: BaseException | None = None
+        while True:
             try:
-                answer = await self._transport.perform(method, path, None, body, headers)
-                self._down = False
-                if usable_answer(path, answer, final=last or not retry, context=context):
-                    return answer
-                log.debug("shards failed; retrying %s %s", method, path)
-            except _Unreachable as err:
-                give_up = last or self._down
-                # the last attempt may probe the port with a TLS handshake: off the event loop
-                tls = (await asyncio.to_thread(_tls_problem, self.options, err, probe=True) if give_up
-                       else _tls_problem(self.options, err, probe=False))
-                if give_up or tls is not None:
-                    if not last:
-                        log.debug("not retrying %s %s: the engine did not answer the last request either",
-                                  method, path)
-                    self._down = self._down or retry
-                    raise unavailable_error(self.options, err, context, tls) from err
-            except _HttpError as err:
-                self._down = False
-                if err.status not in RETRY_STATUSES or last:
-                    raise engine_error(err.status, err.body, context=context) from err
-            except _BadAnswer as err:
-                raise bad_answer_error(method, path, err, context) from err
-            except _BadRequest as err:
-                raise bad_request_error(method, path, err, context) from err
-            wait = backoff_wait(delay)
-            log.debug("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
-            await self._sleep(wait)
-            delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+                step = steps.throw(failure) if failure is not None else steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result, failure = None, None
+            try:
+                if isinstance(step, Perform):
+                    result = await self._transport.perform(method, path, None, body, headers)
+                elif isinstance(step, ProbeTls):
+                    # a probe is a TLS handshake with the node: off the event loop
+                    result = (await asyncio.to_thread(_tls_problem, self.options, step.error, probe=True)
+                              if step.probe else _tls_problem(self.options, step.error, probe=False))
+                else:
+                    await self._sleep(step.seconds)
+            except Exception as err:  # thrown into the policy, which decides
+                failure = err
 
     async def search(self, index: str, body: Mapping[str, Any], *,
                      params: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -21,7 +21,8 @@ import inspect
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from esbridge.engine.calls import (
@@ -97,6 +98,71 @@ class EngineBase:
     @property
     def distribution(self) -> Distribution:
         return self.info.distribution
+
+    def _attempts(self, method: str, path: str, *, context: str, retry: bool) -> Generator[Step, Any, Any]:
+        """The retry policy of one request, written once for both engines: a generator of the steps
+        it takes (:class:`Perform` the request, :class:`ProbeTls` after a connection error,
+        :class:`Wait` before the next attempt), which :meth:`Engine.request` and
+        :meth:`AsyncEngine.request <esbridge.engine.async_client.AsyncEngine.request>` carry out,
+        sending each step's result back in or throwing its exception in; it returns the answer or
+        raises the typed error."""
+        attempts = 1 + (self.options.max_retries if retry else 0)
+        delay = self.options.backoff
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                answer = yield Perform()
+                self._down = False
+                if usable_answer(path, answer, final=last or not retry, context=context):
+                    return answer
+                log.debug("shards failed; retrying %s %s", method, path)
+            except _Unreachable as err:
+                give_up = last or self._down
+                tls = yield ProbeTls(err, probe=give_up)
+                if give_up or tls is not None:
+                    if not last:
+                        log.debug("not retrying %s %s: the engine did not answer the last request either",
+                                  method, path)
+                    self._down = self._down or retry
+                    raise unavailable_error(self.options, err, context, tls) from err
+            except _HttpError as err:
+                self._down = False
+                if err.status not in RETRY_STATUSES or last:
+                    raise engine_error(err.status, err.body, context=context) from err
+            except _BadAnswer as err:
+                raise bad_answer_error(method, path, err, context) from err
+            except _BadRequest as err:
+                raise bad_request_error(method, path, err, context) from err
+            wait = backoff_wait(delay)
+            log.debug("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
+            yield Wait(wait)
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class Perform:
+    """A step of :meth:`EngineBase._attempts`: send the request (its result: the parsed answer)."""
+
+
+@dataclass(frozen=True)
+class ProbeTls:
+    """A step of :meth:`EngineBase._attempts`: what TLS problem explains the connection error ``error``
+    (its result: a sentence, or ``None``); ``probe``: a TLS handshake with the node may tell."""
+
+    error: Exception
+    probe: bool
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A step of :meth:`EngineBase._attempts`: sleep this many seconds (no result)."""
+
+    seconds: float
+
+
+#: What :meth:`EngineBase._attempts` asks its engine to do.
+Step = Perform | ProbeTls | Wait
 
 
 def sync_engine(engine: EngineBase) -> Engine:
@@ -274,38 +340,24 @@ class Engine(EngineBase):
                 shards failed (``error_type`` ``"shard_failure"``, status 503).
         """
         path, headers = request_target(path, params, ndjson, self.options.preference)
-        attempts = 1 + (self.options.max_retries if retry else 0)
-        delay = self.options.backoff
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
+        steps = self._attempts(method, path, context=context, retry=retry)
+        result: Any = None
+        failure: BaseException | None = None
+        while True:
             try:
-                answer = self._transport.perform(method, path, None, body, headers)
-                self._down = False
-                if usable_answer(path, answer, final=last or not retry, context=context):
-                    return answer
-                log.debug("shards failed; retrying %s %s", method, path)
-            except _Unreachable as err:
-                give_up = last or self._down
-                tls = _tls_problem(self.options, err, probe=give_up)
-                if give_up or tls is not None:
-                    if not last:
-                        log.debug("not retrying %s %s: the engine did not answer the last request either",
-                                  method, path)
-                    self._down = self._down or retry
-                    raise unavailable_error(self.options, err, context, tls) from err
-            except _HttpError as err:
-                self._down = False
-                if err.status not in RETRY_STATUSES or last:
-                    raise engine_error(err.status, err.body, context=context) from err
-            except _BadAnswer as err:
-                raise bad_answer_error(method, path, err, context) from err
-            except _BadRequest as err:
-                raise bad_request_error(method, path, err, context) from err
-            wait = backoff_wait(delay)
-            log.debug("engine busy or unreachable; retrying %s %s in %.1fs", method, path, wait)
-            self._sleep(wait)
-            delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+                step = steps.throw(failure) if failure is not None else steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result, failure = None, None
+            try:
+                if isinstance(step, Perform):
+                    result = self._transport.perform(method, path, None, body, headers)
+                elif isinstance(step, ProbeTls):
+                    result = _tls_problem(self.options, step.error, probe=step.probe)
+                else:
+                    self._sleep(step.seconds)
+            except Exception as err:  # thrown into the policy, which decides
+                failure = err
 
     # ---- small helpers used across the package --------------------------------
 
