@@ -342,27 +342,44 @@ def build_index_body(
     """
     layout = layout or IndexLayout()
     sims = resolve_similarities(similarity)
-    if shards < 1:
-        raise ConfigurationError(f"shards must be >= 1, got {shards}")
-    if replicas < 0:
-        raise ConfigurationError(f"replicas must be >= 0, got {replicas}")
+    _check_body_args(layout, shards, replicas, bm25)
     body: dict[str, Any] = load_mapping_file("index.json")
     index_settings = body["settings"]["index"]
     index_settings["number_of_shards"] = shards
     index_settings["number_of_replicas"] = replicas
     body["settings"]["analysis"] = load_mapping_file("analysis.json")
+    similarities: dict[str, Any] = {}
+    if bm25 is not None:
+        similarities["default"] = {"type": "BM25", "k1": bm25[0], "b": bm25[1]}
+    props = _text_properties(layout, sims, bm25, similarities)
+    if similarities:
+        body["settings"]["similarity"] = similarities
+    excluded, id_values = _id_property(layout, props)
+    if vector is not None:
+        excluded += _vector_properties(vector, props, index_settings)
+    if excluded:
+        body["mappings"]["_source"] = {"excludes": excluded}
+    body["mappings"]["properties"] = props
+    body["mappings"]["_meta"] = {"esbridge": {**replace(layout, id_values=id_values).to_meta(), **dict(meta or {})}}
+    if vector is not None:
+        body["mappings"]["_meta"]["esbridge"]["vector"] = vector.to_meta()
+    if sims:
+        body["mappings"]["_meta"]["esbridge"]["similarities"] = {s.name: s.meta() for s in sims}
+    return body
+
+
+def _check_body_args(layout: IndexLayout, shards: int, replicas: int, bm25: tuple[float, float] | None) -> None:
+    """:func:`build_index_body`'s arguments checked: an error names what is wrong."""
+    if shards < 1:
+        raise ConfigurationError(f"shards must be >= 1, got {shards}")
+    if replicas < 0:
+        raise ConfigurationError(f"replicas must be >= 0, got {replicas}")
     if bm25 is not None:
         k1, b = bm25
         if not (math.isfinite(k1) and k1 >= 0):
             raise ConfigurationError(f"bm25 k1 must be a finite number >= 0, got {k1}")
         if not (0.0 <= b <= 1.0):
             raise ConfigurationError(f"bm25 b must be in [0, 1], got {b}")
-        body["settings"]["similarity"] = {"default": {"type": "BM25", "k1": k1, "b": b}}
-    field_template = load_mapping_file("text_field.json")
-    known = set(field_template["fields"])
-    for sim in sims:
-        body["settings"].setdefault("similarity", {})[sim.settings_name] = sim.settings()
-        field_template["fields"][sim.subfield] = sim.field_mapping(channel_analyzers()["base"])
     for name in (*layout.fields, layout.combined):
         if not _FIELD_NAME.match(name):
             raise ConfigurationError(
@@ -371,6 +388,17 @@ def build_index_body(
     if layout.plain:
         raise ConfigurationError("a plain index layout describes an existing index; build_index_body needs an "
                                  "esbridge layout")
+
+
+def _text_properties(layout: IndexLayout, sims: Sequence[Any], bm25: tuple[float, float] | None,
+                     similarities: dict[str, Any]) -> dict[str, Any]:
+    """The mappings of the text fields and the combined field, with their channel sub-fields; the
+    similarities they name are added to ``similarities``."""
+    field_template = load_mapping_file("text_field.json")
+    known = set(field_template["fields"])
+    for sim in sims:
+        similarities[sim.settings_name] = sim.settings()
+        field_template["fields"][sim.subfield] = sim.field_mapping(channel_analyzers()["base"])
     missing = [ch for ch in layout.channels if ch not in known]
     if missing:
         raise ConfigurationError(f"channels {missing} have no sub-field in mappings/text_field.json")
@@ -390,7 +418,7 @@ def build_index_body(
         exact: dict[str, Any] = {"type": EXACT_SIMILARITY_TYPE}
         if bm25 is not None:
             exact.update(k1=bm25[0], b=bm25[1])
-        body["settings"].setdefault("similarity", {})[EXACT_SIMILARITY] = exact
+        similarities[EXACT_SIMILARITY] = exact
         channel_subfields = set(layout.channels)
         for spec in props.values():
             for sub in (spec, *(v for k, v in spec["fields"].items() if k in channel_subfields)):
@@ -398,39 +426,37 @@ def build_index_body(
                 sub["similarity"] = EXACT_SIMILARITY
             if not sims:  # the norms hold the exact lengths; only the in-engine rescorer reads the token counts
                 spec["fields"].pop("length", None)
-    excluded: list[str] = []
+    return props
+
+
+def _id_property(layout: IndexLayout, props: dict[str, Any]) -> tuple[list[str], str]:
+    """The field holding the documents' ids in doc values, added to ``props``: the fields to leave
+    out of ``_source``, and its name."""
     if layout.id_field != "_id":
         props[layout.id_field] = {"type": "keyword"}  # in _source and in doc values: the id values too
-        id_values = layout.id_field
-    else:
-        if ID_VALUES in props:
-            raise ConfigurationError(f"a text field may not be called {ID_VALUES!r}: esbridge keeps the documents' "
-                                     "ids in a field of that name")
-        props[ID_VALUES] = {"type": "keyword", "index": False, "doc_values": True}
-        excluded.append(ID_VALUES)
-        id_values = ID_VALUES
-    if vector is not None:
-        for name in (vector.name, vector.values):
-            if name in props:
-                raise ConfigurationError(f"the vector field {name!r} would replace a text field of that name")
-        props[vector.name] = vector.mapping()
-        props[vector.values] = {"type": "binary", "doc_values": True}
-        excluded += [vector.name, vector.values]
-        if vector.type == "knn_vector":
-            index_settings["knn"] = True
-            # Not the plugin's "derived source" (its default since 3.0; esbridge leaves the vectors out
-            # of _source itself): with it the documents of a shard could not be read after a scroll
-            # over it had ended (OpenSearch 3.5: "already_closed_exception" on every later get).
-            index_settings["knn.derived_source.enabled"] = False
-    if excluded:
-        body["mappings"]["_source"] = {"excludes": excluded}
-    body["mappings"]["properties"] = props
-    body["mappings"]["_meta"] = {"esbridge": {**replace(layout, id_values=id_values).to_meta(), **dict(meta or {})}}
-    if vector is not None:
-        body["mappings"]["_meta"]["esbridge"]["vector"] = vector.to_meta()
-    if sims:
-        body["mappings"]["_meta"]["esbridge"]["similarities"] = {s.name: s.meta() for s in sims}
-    return body
+        return [], layout.id_field
+    if ID_VALUES in props:
+        raise ConfigurationError(f"a text field may not be called {ID_VALUES!r}: esbridge keeps the documents' "
+                                 "ids in a field of that name")
+    props[ID_VALUES] = {"type": "keyword", "index": False, "doc_values": True}
+    return [ID_VALUES], ID_VALUES
+
+
+def _vector_properties(vector: VectorField, props: dict[str, Any], index_settings: dict[str, Any]) -> list[str]:
+    """The vector field and its doc-values copy, added to ``props`` (and the index settings the
+    engine's kNN needs); the fields to leave out of ``_source``."""
+    for name in (vector.name, vector.values):
+        if name in props:
+            raise ConfigurationError(f"the vector field {name!r} would replace a text field of that name")
+    props[vector.name] = vector.mapping()
+    props[vector.values] = {"type": "binary", "doc_values": True}
+    if vector.type == "knn_vector":
+        index_settings["knn"] = True
+        # Not the plugin's "derived source" (its default since 3.0; esbridge leaves the vectors out
+        # of _source itself): with it the documents of a shard could not be read after a scroll
+        # over it had ended (OpenSearch 3.5: "already_closed_exception" on every later get).
+        index_settings["knn.derived_source.enabled"] = False
+    return [vector.name, vector.values]
 
 
 def create_index(
