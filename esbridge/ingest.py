@@ -400,32 +400,9 @@ def ingest(
     if replace and not create:
         raise ConfigurationError("replace=True creates a new index for the documents; it cannot go with create=False")
     started = time.monotonic()
-    target = index  # where the documents are written
-    replaced: tuple[str, dict[str, Any]] | None = None  # the index replaced at the end, and its aliases
-    created = False
-    exists = engine.index_exists(index)
-    if replace and exists:
-        replaced = _named_index(engine, index)
-        target = _replacement_name(engine, index)
-        body = create_index(engine, target, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
-                            meta={"replaces": index}, term_vectors=term_vectors)
-        written = layout_from_meta(body["mappings"]["_meta"]["esbridge"])
-        created = True
-    elif exists:
-        existing = written = read_layout(engine, index)
-        if layout is not None and (layout.fields, layout.combined, layout.id_field) != \
-                (existing.fields, existing.combined, existing.id_field):
-            raise ConfigurationError(
-                f"index {index!r} exists with fields {list(existing.fields)}; "
-                f"the input asks for {list(layout.fields)} — use another index name or the same fields"
-            )
-    elif create:
-        body = create_index(engine, index, layout, shards=shards, replicas=replicas, bm25=bm25, vector=vector,
-                            term_vectors=term_vectors)
-        written = layout_from_meta(body["mappings"]["_meta"]["esbridge"])
-        created = True
-    else:
-        raise ConfigurationError(f"index {index!r} does not exist (and create=False)")
+    target, replaced, created, written = _target_index(
+        engine, index, layout, create=create, replace=replace,
+        how={"shards": shards, "replicas": replicas, "bm25": bm25, "vector": vector, "term_vectors": term_vectors})
     fields, id_field, id_values = written.fields, written.id_field, written.id_values
     report = IngestReport(index=index, target=target, term_vectors=written.term_vectors)
     indexed_ids: set[str] = set()
@@ -438,17 +415,7 @@ def ingest(
     try:
         for batch in _chunks(docs, chunk_docs, chunk_bytes, fields, id_field):
             report.read += len(batch)
-            good = []
-            for d in batch:
-                if d.error is not None:
-                    report.failures.append(DocumentFailure(d.line, d.doc_id, d.error))
-                    continue
-                if d.doc_id is not None:
-                    first = first_line.setdefault(d.doc_id, d.line)
-                    if first != d.line:
-                        report.duplicates.append(DocumentFailure(
-                            d.line, d.doc_id, f"repeats the id of line {first}; this line replaced it"))
-                good.append(d)
+            good = _sendable(batch, report, first_line)
             if good:
                 failed = _send(engine, target, good, max_retries=max_retries, backoff=backoff,
                                id_values=id_values if id_values != id_field else None)
@@ -503,6 +470,50 @@ def ingest(
             f"{report.failures[0]}" + (f"; {report.note}" if report.discarded else ""), report.failures,
         )
     return report
+
+
+def _target_index(engine: Engine, index: str, layout: IndexLayout | None, *, create: bool, replace: bool,
+                  how: Mapping[str, Any]) -> tuple[str, tuple[str, dict[str, Any]] | None, bool, IndexLayout]:
+    """Where :func:`ingest` writes: the index (created with ``how``'s settings where it does not exist,
+    or a new one that replaces it), the index replaced at the end with its aliases (or ``None``),
+    whether the target was created here, and its layout."""
+    exists = engine.index_exists(index)
+    if replace and exists:
+        replaced = _named_index(engine, index)
+        target = _replacement_name(engine, index)
+        body = create_index(engine, target, layout, meta={"replaces": index}, **how)
+        return target, replaced, True, layout_from_meta(body["mappings"]["_meta"]["esbridge"])
+    if exists:
+        existing = read_layout(engine, index)
+        if layout is not None and (layout.fields, layout.combined, layout.id_field) != \
+                (existing.fields, existing.combined, existing.id_field):
+            raise ConfigurationError(
+                f"index {index!r} exists with fields {list(existing.fields)}; "
+                f"the input asks for {list(layout.fields)} — use another index name or the same fields"
+            )
+        return index, None, False, existing
+    if not create:
+        raise ConfigurationError(f"index {index!r} does not exist (and create=False)")
+    body = create_index(engine, index, layout, **how)
+    return index, None, True, layout_from_meta(body["mappings"]["_meta"]["esbridge"])
+
+
+def _sendable(batch: Sequence[SourceDocument], report: IngestReport,
+              first_line: dict[str, int]) -> list[SourceDocument]:
+    """The documents of ``batch`` that can be sent; the others' failures, and repeated ids, go into
+    ``report`` (``first_line``: the line each id was first read on)."""
+    good = []
+    for d in batch:
+        if d.error is not None:
+            report.failures.append(DocumentFailure(d.line, d.doc_id, d.error))
+            continue
+        if d.doc_id is not None:
+            first = first_line.setdefault(d.doc_id, d.line)
+            if first != d.line:
+                report.duplicates.append(DocumentFailure(
+                    d.line, d.doc_id, f"repeats the id of line {first}; this line replaced it"))
+        good.append(d)
+    return good
 
 
 def _partial(report: IngestReport) -> str:
