@@ -35,13 +35,13 @@ from typing import Any
 
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
-from esbridge.engine.provision import provision
 from esbridge.features import fetch_raw
 from esbridge.features.build import build_store
 from esbridge.features.cache import TermVectorCache
 from esbridge.features.diskstore import DiskVectorStore
 from esbridge.features.plugin import features_plugin_plan, fetch_with_plugin_plan
 from esbridge.ingest import ingest, read_jsonl
+from esbridge.nodes.provision import provision
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent

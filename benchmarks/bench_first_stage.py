@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from esbridge.engine.client import Engine
-from esbridge.engine.provision import provision
 from esbridge.index import IndexLayout, create_index
 from esbridge.ingest import ingest, read_jsonl
+from esbridge.nodes.provision import provision
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent

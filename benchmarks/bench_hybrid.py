@@ -39,10 +39,10 @@ from typing import Any
 from esbridge.engine.calls import ndjson_lines
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
-from esbridge.engine.provision import provision
 from esbridge.features.plugin import features_plugin_plan
 from esbridge.hybrid import HybridSearcher, PipelineParams
 from esbridge.index import VectorField
+from esbridge.nodes.provision import provision
 from esbridge.semantic.cache import EmbeddingCache
 from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text

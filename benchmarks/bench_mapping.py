@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from esbridge.engine.client import Engine
-from esbridge.engine.features_plugin import on_every_node_plan
 from esbridge.engine.plan import run
-from esbridge.engine.provision import provision
 from esbridge.index import IndexLayout, create_index
 from esbridge.index.definitions import ID_VALUES
+from esbridge.nodes.features_plugin import on_every_node_plan
+from esbridge.nodes.provision import provision
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

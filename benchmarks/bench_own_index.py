@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from esbridge.engine.client import Engine
-from esbridge.engine.provision import provision
 from esbridge.features import fetch_raw
+from esbridge.nodes.provision import provision
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent

@@ -40,7 +40,7 @@ from pathlib import Path
 from opensearchpy import OpenSearch
 
 from esbridge.engine.client import Engine
-from esbridge.engine.provision import provision
+from esbridge.nodes.provision import provision
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent

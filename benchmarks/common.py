@@ -14,11 +14,11 @@ import numpy as np
 
 from esbridge.engine.calls import ndjson_lines
 from esbridge.engine.client import Engine
-from esbridge.engine.features_plugin import similarity_on_every_node_plan
 from esbridge.engine.plan import run
 from esbridge.index import VectorField
 from esbridge.index.definitions import index_meta
 from esbridge.ingest import ingest, read_jsonl
+from esbridge.nodes.features_plugin import similarity_on_every_node_plan
 from esbridge.semantic.engine_vectors import vector_field_of
 
 
@@ -32,7 +32,7 @@ def engine_arguments(ap: argparse.ArgumentParser) -> None:
 def connect_engine(args: argparse.Namespace) -> Engine:
     """A client of the engine ``--distribution`` / ``--url`` name (:func:`engine_arguments`), with the
     provisioned engine's options (a local node is started where none runs and no URL is given)."""
-    from esbridge.engine.provision import provision
+    from esbridge.nodes.provision import provision
 
     return Engine.connect(provision(args.distribution, url=args.url, use_docker=False, progress=True).options())
 

@@ -45,7 +45,6 @@ from typing import Any
 import numpy as np
 
 from esbridge.engine.client import Engine
-from esbridge.engine.provision import provision
 from esbridge.evaluation.datasets import SplitSpec, load_dataset
 from esbridge.evaluation.indexing import PYSERINI_BM25, ensure_index, index_name
 from esbridge.evaluation.metrics import per_query_metrics
@@ -54,6 +53,7 @@ from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid import HybridSearcher, PipelineParams, RankedList
 from esbridge.hybrid.fusion import Fusion
 from esbridge.hybrid.keyword import KeywordParams
+from esbridge.nodes.provision import provision
 from esbridge.rerank import Reranker
 
 HERE = Path(__file__).resolve().parent

@@ -41,12 +41,12 @@ import numpy as np
 
 from esbridge.augment import FeedbackAugmenter, FeedbackParams
 from esbridge.engine.client import Engine
-from esbridge.engine.provision import provision
 from esbridge.evaluation.datasets import SplitSpec, load_dataset
 from esbridge.evaluation.indexing import PYSERINI_BM25, ensure_index, index_name
 from esbridge.evaluation.metrics import FastJudge
 from esbridge.evaluation.significance import randomization_test
 from esbridge.features.cache import TermVectorCache
+from esbridge.nodes.provision import provision
 from esbridge.rerank import Reranker, hit_version
 from esbridge.scoring import get_scorer
 from esbridge.scoring.bmx import weighted_query_augmentation

@@ -22,8 +22,8 @@ _EXPORTS: dict[str, str] = {
     "Engine": "esbridge.engine.client",
     "ConnectionOptions": "esbridge.engine.connection",
     "AsyncEngine": "esbridge.engine.async_client",
-    "connect": "esbridge.engine.provision",
-    "provision": "esbridge.engine.provision",
+    "connect": "esbridge.nodes.provision",
+    "provision": "esbridge.nodes.provision",
     # indices and documents
     "IndexLayout": "esbridge.index",
     "create_index": "esbridge.index",
@@ -94,8 +94,6 @@ if TYPE_CHECKING:  # the names as type checkers see them (`X as X`: re-exported)
     from esbridge.engine.async_client import AsyncEngine as AsyncEngine
     from esbridge.engine.client import Engine as Engine
     from esbridge.engine.connection import ConnectionOptions as ConnectionOptions
-    from esbridge.engine.provision import connect as connect
-    from esbridge.engine.provision import provision as provision
     from esbridge.errors import ConfigurationError as ConfigurationError
     from esbridge.errors import EngineError as EngineError
     from esbridge.errors import EngineUnavailableError as EngineUnavailableError
@@ -116,6 +114,8 @@ if TYPE_CHECKING:  # the names as type checkers see them (`X as X`: re-exported)
     from esbridge.index import create_index as create_index
     from esbridge.index import list_indices as list_indices
     from esbridge.index import open_layout as open_layout
+    from esbridge.nodes.provision import connect as connect
+    from esbridge.nodes.provision import provision as provision
     from esbridge.rerank import FirstStage as FirstStage
     from esbridge.rerank import Ranking as Ranking
     from esbridge.rerank import Reranker as Reranker

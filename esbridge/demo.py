@@ -476,7 +476,7 @@ def render(result: DemoResult, stop_hint: Sequence[str] = ()) -> str:
 def stop_hint(url: str, index: str) -> list[str]:
     """What the demo leaves running, and how to stop it (a password in ``url`` shown as ``***``)."""
     from esbridge.engine.connection import redact_url
-    from esbridge.engine.local import running_nodes
+    from esbridge.nodes.local import running_nodes
 
     base = url.rstrip("/")
     for node in running_nodes():
@@ -494,11 +494,11 @@ def connect_with_progress(args: Any, connect: Callable[[Any], Engine], *, progre
     """``connect(args)``, with visible progress where it has to start a local node."""
     import os
 
-    from esbridge.engine.provision import find_local_node
+    from esbridge.nodes.provision import find_local_node
 
     if args.url or os.environ.get("ESBRIDGE_URL") or find_local_node(args.distribution) is not None:
         return connect(args)
-    from esbridge.engine import artifacts
+    from esbridge.nodes import artifacts
 
     distribution = args.distribution or artifacts.DEFAULT_DISTRIBUTION
     artifacts.install(distribution, progress=progress)  # its own bar when jars are downloaded

@@ -1,6 +1,6 @@
 """Shared fixtures: real engines for the engine tests.
 
-Engines come from :mod:`esbridge.engine.provision`: ``ESBRIDGE_TEST_URL_OPENSEARCH`` /
+Engines come from :mod:`esbridge.nodes.provision`: ``ESBRIDGE_TEST_URL_OPENSEARCH`` /
 ``ESBRIDGE_TEST_URL_ELASTICSEARCH`` / ``ESBRIDGE_TEST_URL_ELASTICSEARCH8`` if set (a secured
 one with ``ESBRIDGE_TEST_USERNAME_<ENGINE>``, ``ESBRIDGE_TEST_PASSWORD_<ENGINE>`` and
 ``ESBRIDGE_TEST_CA_CERTS_<ENGINE>``), else a Docker container where Docker answers, else the
@@ -43,9 +43,9 @@ from pathlib import Path
 
 import pytest
 
-from esbridge.engine import local
 from esbridge.engine.client import ConnectionOptions, Engine
-from esbridge.engine.provision import ProvisionedEngine, provision
+from esbridge.nodes import local
+from esbridge.nodes.provision import ProvisionedEngine, provision
 from tests.data import documents, sample_folder
 
 _ENGINES_GIVEN = os.environ.get("ESBRIDGE_TEST_ENGINES", "opensearch,elasticsearch,elasticsearch8")

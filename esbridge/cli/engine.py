@@ -11,8 +11,8 @@ from esbridge.errors import ConfigurationError, EsbridgeError
 
 
 def _cmd_engine(args: argparse.Namespace) -> int:
-    from esbridge.engine import artifacts, cluster, local
-    from esbridge.engine.provision import find_local_node
+    from esbridge.nodes import artifacts, cluster, local
+    from esbridge.nodes.provision import find_local_node
 
     if args.nodes < 1:
         raise EsbridgeError(f"--nodes must be >= 1, got {args.nodes}")

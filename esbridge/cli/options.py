@@ -28,9 +28,9 @@ from esbridge.jsoninput import parse_json
 
 # ---- the engine connection ----------------------------------------------------------------
 
-#: The local node distributions (``esbridge.engine.artifacts.RUNNERS``).
+#: The local node distributions (``esbridge.nodes.artifacts.RUNNERS``).
 DISTRIBUTIONS = ["opensearch", "opensearch-knn", "elasticsearch", "elasticsearch8"]
-#: The one started where none is named (``esbridge.engine.artifacts.DEFAULT_DISTRIBUTION``): it searches vectors.
+#: The one started where none is named (``esbridge.nodes.artifacts.DEFAULT_DISTRIBUTION``): it searches vectors.
 DEFAULT_DISTRIBUTION = "opensearch-knn"
 
 
@@ -71,7 +71,7 @@ def connection_options(args: argparse.Namespace) -> Any:
     :func:`connect_engine`), without connecting."""
     import os
 
-    from esbridge.engine.provision import provision
+    from esbridge.nodes.provision import provision
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=not getattr(args, "quiet", False))
     if prov.source == "local":

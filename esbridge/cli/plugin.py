@@ -12,10 +12,10 @@ BUILDS = {"opensearch": ("3.8.0", "opensearch"), "elasticsearch": ("8.19.21", "e
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from esbridge.engine import features_plugin
-    from esbridge.engine.artifacts import install, lib_dir, runner_spec
-    from esbridge.engine.java import find_java
     from esbridge.errors import ConfigurationError
+    from esbridge.nodes import features_plugin
+    from esbridge.nodes.artifacts import install, lib_dir, runner_spec
+    from esbridge.nodes.java import find_java
 
     version, distribution = BUILDS[args.distribution]
     if args.version is not None and args.version != version:

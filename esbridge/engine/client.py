@@ -196,7 +196,7 @@ class Engine(EngineBase):
         URLs of its nodes) and identify it; a client object is used as it is (:meth:`from_client`).
 
         Nothing is started: the cluster must be running.  :func:`esbridge.connect`
-        (:func:`esbridge.engine.provision.connect`) is the one that may start a local node.
+        (:func:`esbridge.nodes.provision.connect`) is the one that may start a local node.
 
         Raises:
             EngineUnavailableError: nothing answered at the URLs.

@@ -404,7 +404,7 @@ def write_text(path: Path, text: str, *, private: bool = False) -> None:
     """Write ``text`` to ``path``; ``private``: readable by its owner only (mode 0600 from the
     start, also when the file existed)."""
     if private:
-        from esbridge.engine.es_distribution import write_private
+        from esbridge.nodes.es_distribution import write_private
 
         write_private(path, text)
     else:

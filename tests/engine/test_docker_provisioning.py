@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from esbridge.engine.client import Engine
-from esbridge.engine.provision import _DOCKER_ENV, DOCKER_IMAGES, SECRET_ENV, provision
+from esbridge.nodes.provision import _DOCKER_ENV, DOCKER_IMAGES, SECRET_ENV, provision
 from tests.fakedocker import CLIENT_AGENT, CLIENTS, fake_docker_engine, isolate_docker, use_docker_client
 
 pytestmark = pytest.mark.engine

@@ -9,9 +9,9 @@ from dataclasses import asdict
 import pytest
 
 from esbridge.cli.main import main
-from esbridge.engine import java, local
 from esbridge.engine.client import Engine
 from esbridge.errors import ProvisioningError
+from esbridge.nodes import java, local
 
 
 def test_start_status_stop(capsys: pytest.CaptureFixture[str]) -> None:

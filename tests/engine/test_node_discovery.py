@@ -14,11 +14,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from esbridge.cli.main import main
-from esbridge.engine import local
 from esbridge.engine.client import Engine
-from esbridge.engine.provision import find_local_node, provision
 from esbridge.errors import ProvisioningError
 from esbridge.ingest import ingest
+from esbridge.nodes import local
+from esbridge.nodes.provision import find_local_node, provision
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from esbridge.engine import local
 from esbridge.engine.client import ConnectionOptions, Engine
 from esbridge.errors import EngineError, EngineUnavailableError, UnsupportedEngineError
 from esbridge.index import IndexLayout, create_index
+from esbridge.nodes import local
 from esbridge.rerank import Reranker
 from esbridge.rescore_script import EvolvedRescorer
 from tests.cli import run

@@ -14,9 +14,9 @@ import pytest
 from esbridge.cli.main import build_parser
 from esbridge.engine.client import ConnectionOptions
 from esbridge.engine.connection import redact_url, split_urls
-from esbridge.engine.provision import provision
 from esbridge.engine.transports import _Unreachable
 from esbridge.errors import ConfigurationError, EngineUnavailableError
+from esbridge.nodes.provision import provision
 from tests.cli import run
 from tests.unit.test_plan import async_engine, sync_engine
 

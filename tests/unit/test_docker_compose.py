@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from esbridge.engine.provision import _DOCKER_ENV, DOCKER_IMAGES, SECRET_ENV
+from esbridge.nodes.provision import _DOCKER_ENV, DOCKER_IMAGES, SECRET_ENV
 from tests.fakedocker import REQUIRE_DOCKER_TOOLS, docker_tool_missing, use_docker_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def drift(config: dict[str, Any]) -> list[str]:
         if distribution is None or distribution not in DOCKER_IMAGES:
             found.append(f"service {name!r} is no distribution of esbridge's Docker provisioning: map it in "
                          f"SERVICE_DISTRIBUTION to one of {sorted(DOCKER_IMAGES)}, or give it its own entry in "
-                         "DOCKER_IMAGES and _DOCKER_ENV (esbridge/engine/provision.py)")
+                         "DOCKER_IMAGES and _DOCKER_ENV (esbridge/nodes/provision.py)")
             continue
         covered.add(distribution)
         if service.get("image") != DOCKER_IMAGES[distribution]:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from esbridge.engine import local
-from esbridge.engine.provision import (
+from esbridge.errors import ProvisioningError
+from esbridge.nodes import local
+from esbridge.nodes.provision import (
     _DOCKER_ENV,
     DOCKER_IMAGES,
     SECRET_ENV,
@@ -21,7 +22,6 @@ from esbridge.engine.provision import (
     provision,
     start_container,
 )
-from esbridge.errors import ProvisioningError
 from tests.fakedocker import (
     CLIENT_AGENT,
     CLIENTS,

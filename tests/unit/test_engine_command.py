@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from esbridge.engine import local
+from esbridge.nodes import local
 from tests.cli import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def test_a_second_start_of_a_node_names_the_start_under_way(capsys: pytest.Captu
     monkeypatch.setattr(local, "install", no_install)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys\n"
-                               "from esbridge.engine import local\n"
+                               "from esbridge.nodes import local\n"
                                "with local._starting('racer'):\n"
                                "    print('held', flush=True)\n"
                                "    sys.stdin.read()\n"],

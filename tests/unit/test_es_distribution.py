@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from esbridge.engine import artifacts, es_distribution, local
-from esbridge.engine.provision import ProvisionedEngine
+from esbridge.nodes import artifacts, es_distribution, local
+from esbridge.nodes.provision import ProvisionedEngine
 
 
 def test_the_plugins_ship_their_sources_and_descriptors() -> None:
@@ -125,7 +125,7 @@ def test_unpack_keeps_the_scripts_executable(tmp_path: Path) -> None:
 def test_docker_compose_pins_the_images_the_suite_uses() -> None:
     import re
 
-    from esbridge.engine.provision import DOCKER_IMAGES
+    from esbridge.nodes.provision import DOCKER_IMAGES
 
     compose = (Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text()
     services = dict(re.findall(r"^  ([a-z0-9-]+):\n    image: (\S+)$", compose, flags=re.M))

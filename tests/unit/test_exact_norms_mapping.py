@@ -77,7 +77,7 @@ def test_a_plain_index_cannot_be_described_without_term_vectors() -> None:
 
 def _plugins(*nodes: list[dict[str, str]]) -> tuple[bool, bool]:
     """(runs everywhere, has the similarity everywhere) for a ``_nodes/plugins`` answer."""
-    from esbridge.engine import features_plugin
+    from esbridge.nodes import features_plugin
 
     class Client:
         pass

@@ -11,8 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from esbridge.engine import artifacts, features_plugin
-from esbridge.engine.java import find_java
 from esbridge.errors import EngineError, ProvisioningError
 from esbridge.features.plugin import (
     EXTENSION,
@@ -25,6 +23,8 @@ from esbridge.features.plugin import (
 )
 from esbridge.features.termvectors import QueryChannel
 from esbridge.index import IndexLayout
+from esbridge.nodes import artifacts, features_plugin
+from esbridge.nodes.java import find_java
 
 LAYOUT = IndexLayout(fields=("title", "text"))
 QUERY = {"base": QueryChannel(("vitamin", "bone"), (1, 2)), "prefix": QueryChannel(("vitam",), (1,))}
@@ -175,7 +175,7 @@ def test_the_plugin_compiles_and_passes_its_java_unit_tests(family: str, distrib
     """The plugin's sources compiled against the engine's installed jars with the Java unit tests of
     ``tests/java/esbridge-features`` (parsing, limits, packing, norms), which then pass; no node starts.
     Skipped where the jars or a JDK are missing: `.ci/run` runs the same check before the suite
-    (``python -m esbridge.engine.features_plugin --check``), failing there instead."""
+    (``python -m esbridge.nodes.features_plugin --check``), failing there instead."""
     lib = artifacts.installed_lib(distribution)
     if lib is None:
         pytest.skip(f"the jars of {distribution} are not installed (esbridge engine install --distribution "

@@ -23,8 +23,8 @@ NOT_INDEX_NAMES = {
     ("painless.py", "script_id"),          # a stored script's id, made by esbridge from its hash
     ("painless.py", "context"),            # a Painless context name (score, similarity, ...)
     ("index/plain.py", "task"),            # a task id the engine returned
-    ("engine/local.py", "pid"),            # /proc/<pid>/stat
-    ("engine/es_distribution.py", "name"),  # /var/lib/<system user>
+    ("nodes/local.py", "pid"),             # /proc/<pid>/stat
+    ("nodes/es_distribution.py", "name"),   # /var/lib/<system user>
     ("features/termvectors.py", "EXACT_SIMILARITY"),  # a constant: the name of a similarity setting
 }
 

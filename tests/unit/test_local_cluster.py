@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from esbridge.cli.main import main
-from esbridge.engine import cluster, local
 from esbridge.errors import ConfigurationError
+from esbridge.nodes import cluster, local
 
 
 @pytest.fixture(autouse=True)

@@ -48,7 +48,7 @@ def test_engine_is_an_error_where_it_cannot_be_and_names_the_way_out() -> None:
 
 def test_the_cli_names_the_default_local_node_the_engine_does() -> None:
     from esbridge.cli.options import DEFAULT_DISTRIBUTION, DISTRIBUTIONS
-    from esbridge.engine import artifacts
+    from esbridge.nodes import artifacts
 
     assert DEFAULT_DISTRIBUTION == artifacts.DEFAULT_DISTRIBUTION and DISTRIBUTIONS == list(artifacts.RUNNERS)
     # the default node keeps and searches the vectors itself

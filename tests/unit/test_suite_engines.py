@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import tests.conftest as suite
-from esbridge.engine import local
 from esbridge.engine.client import ConnectionOptions
-from esbridge.engine.provision import ProvisionedEngine
+from esbridge.nodes import local
+from esbridge.nodes.provision import ProvisionedEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""A local multi-node cluster: several local nodes (:mod:`esbridge.engine.local`), each in its own
+"""A local multi-node cluster: several local nodes (:mod:`esbridge.nodes.local`), each in its own
 JVM, that form one cluster on loopback.
 
 :func:`start_cluster` starts them; each node finds the others at their transport ports, and the
@@ -27,12 +27,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from esbridge.engine import es_distribution
-from esbridge.engine.artifacts import RUNNERS, RunnerSpec, install, runner_spec
 from esbridge.engine.calls import path_segment
-from esbridge.engine.features_plugin import runner_plugin
-from esbridge.engine.java import find_java, find_javac
-from esbridge.engine.local import (
+from esbridge.errors import ConfigurationError, ProvisioningError
+from esbridge.home import cache_dir
+from esbridge.nodes import es_distribution
+from esbridge.nodes.artifacts import RUNNERS, RunnerSpec, install, runner_spec
+from esbridge.nodes.features_plugin import runner_plugin
+from esbridge.nodes.java import find_java, find_javac
+from esbridge.nodes.local import (
     HTTP_PORTS,
     NodeInfo,
     PortTaken,
@@ -50,8 +52,6 @@ from esbridge.engine.local import (
     stop,
     write_record,
 )
-from esbridge.errors import ConfigurationError, ProvisioningError
-from esbridge.home import cache_dir
 
 #: The cluster-node launcher's source in the package, and its class.
 LAUNCHER_SOURCE = "EsbridgeNode.java"
@@ -63,7 +63,7 @@ CLUSTER_HEAP = "512m"
 @dataclass(frozen=True)
 class ClusterInfo:
     """A local multi-node cluster that esbridge started (:func:`start_cluster`): its nodes in
-    order (``<name>-1``, ``<name>-2``, ...), each a :class:`~esbridge.engine.local.NodeInfo` of its own."""
+    order (``<name>-1``, ``<name>-2``, ...), each a :class:`~esbridge.nodes.local.NodeInfo` of its own."""
 
     name: str
     distribution: str
@@ -84,7 +84,7 @@ class ClusterInfo:
 def launcher_classes() -> Path:
     """The directory of the compiled cluster-node launcher, compiled on first use and cached
     under ``$ESBRIDGE_HOME/engines/`` by a hash of its source."""
-    source = resources.files("esbridge.engine").joinpath("launcher", LAUNCHER_SOURCE).read_bytes()
+    source = resources.files("esbridge.nodes").joinpath("launcher", LAUNCHER_SOURCE).read_bytes()
     target = cache_dir() / "engines" / f"launcher-{hashlib.sha256(source).hexdigest()[:16]}"
     if (target / f"{LAUNCHER_CLASS}.class").is_file():
         return target
@@ -180,10 +180,10 @@ def start_cluster(
     directory, HTTP port (a free one in 9201-9299) and transport port; every node is
     cluster-manager-eligible and holds data, and the first start bootstraps the cluster from
     all of them.  Returns once every node answers as itself (the port and process checks of
-    :func:`~esbridge.engine.local.status`) and the cluster has all its nodes and is at least yellow.
+    :func:`~esbridge.nodes.local.status`) and the cluster has all its nodes and is at least yellow.
 
     A cluster of that name that is running is returned as it is.  One whose nodes are partly
-    or all stopped (:func:`~esbridge.engine.local.stop`, or a node that died) is brought back from
+    or all stopped (:func:`~esbridge.nodes.local.stop`, or a node that died) is brought back from
     its data: the missing nodes start again (on their former transport port where it is free) and rejoin.
 
     Args:

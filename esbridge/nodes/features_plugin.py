@@ -1,6 +1,6 @@
 """esbridge's engine plugin ``esbridge-features``, built from the Java sources in the package.
 
-The plugin (``esbridge/engine/plugins/esbridge-features/``) adds the search extension
+The plugin (``esbridge/nodes/plugins/esbridge-features/``) adds the search extension
 ``esbridge_features`` and a fetch sub-phase that returns each hit's term frequencies, lengths and
 the terms' index-wide statistics (:mod:`esbridge.features.plugin` reads them).  One set of
 sources serves OpenSearch and Elasticsearch: a line that ends in ``//@opensearch`` or
@@ -9,7 +9,7 @@ with the JDK's ``javac`` against the jars of the engine it runs in (nothing else
 and cached under ``$ESBRIDGE_HOME/engines/plugins/`` by a hash of its sources and the engine:
 
 * esbridge's local OpenSearch nodes load it from the class path (:func:`runner_plugin`);
-* its local Elasticsearch 8 node installs its zip (:mod:`esbridge.engine.es_distribution`);
+* its local Elasticsearch 8 node installs its zip (:mod:`esbridge.nodes.es_distribution`);
 * :func:`pack_zip` writes the zip that ``bin/opensearch-plugin install`` (or
   ``bin/elasticsearch-plugin install``) takes, for a user's own cluster of the same engine
   version (``esbridge plugin build``).
@@ -100,7 +100,7 @@ def _sources(family: str) -> list[tuple[str, bytes]]:
     """The plugin's files as ``family`` compiles them (the other engine's lines left out)."""
     # the end-of-line marks of the other engines' lines
     marks = tuple(_MARK + f for f in FAMILIES if f != family)
-    base = resources.files("esbridge.engine").joinpath("plugins", _FOLDER)
+    base = resources.files("esbridge.nodes").joinpath("plugins", _FOLDER)
     out = []
     for p in sorted(base.iterdir(), key=lambda p: p.name):
         if p.name.endswith(".java"):
@@ -208,17 +208,17 @@ def default_tests() -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m esbridge.engine.features_plugin --check``: the plugin compiled and unit-tested
+    """``python -m esbridge.nodes.features_plugin --check``: the plugin compiled and unit-tested
     against the jars of each engine it is built for (:data:`CHECKED`) that ``esbridge engine
     install`` put in place, before any node starts.  Exit code 1 when the sources or the tests fail,
     or something needed is missing (named, with how to get it)."""
     import argparse
     import time
 
-    from esbridge.engine import artifacts
-    from esbridge.engine.java import find_java
+    from esbridge.nodes import artifacts
+    from esbridge.nodes.java import find_java
 
-    parser = argparse.ArgumentParser(prog="python -m esbridge.engine.features_plugin",
+    parser = argparse.ArgumentParser(prog="python -m esbridge.nodes.features_plugin",
                                      description=f"Compile the {PLUGIN_NAME} engine plugin and run its unit tests "
                                                  "against the engines' installed jars.")
     parser.add_argument("--check", action="store_true", required=True, help="compile and run the unit tests")

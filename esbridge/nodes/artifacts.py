@@ -1,12 +1,12 @@
 """What a local node runs: the embedded-node runners and distributions esbridge knows, their
-artifacts pinned by SHA-1 in ``esbridge/engine/runners/*.txt``, and their download from a Maven
+artifacts pinned by SHA-1 in ``esbridge/nodes/runners/*.txt``, and their download from a Maven
 repository (``$ESBRIDGE_MAVEN_REPO``, default Maven Central) into the cache directory::
 
     engines/<distribution>-<version>/lib/*.jar    the runner and its dependencies
 
 An ``elasticsearch8`` node runs Elasticsearch's own distribution: its zip is kept under
 ``engines/elasticsearch8-<version>/`` and unpacked under the directory of
-:func:`esbridge.engine.es_distribution.runtime_root`, with esbridge's plugins built and installed.
+:func:`esbridge.nodes.es_distribution.runtime_root`, with esbridge's plugins built and installed.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from esbridge.engine import es_distribution
-from esbridge.engine.java import find_java
 from esbridge.errors import ConfigurationError, ProvisioningError
 from esbridge.home import cache_dir
+from esbridge.nodes import es_distribution
+from esbridge.nodes.java import find_java
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class Artifact:
 
 def read_lockfile(spec: RunnerSpec) -> list[Artifact]:
     """The pinned artifacts of ``spec``."""
-    text = resources.files("esbridge.engine").joinpath("runners", spec.lockfile).read_text("utf-8")
+    text = resources.files("esbridge.nodes").joinpath("runners", spec.lockfile).read_text("utf-8")
     out = []
     for line in text.splitlines():
         line = line.strip()
@@ -266,7 +266,7 @@ def install(distribution: str, *, progress: bool = False) -> Path:
 
 def distribution_root(spec: RunnerSpec, account: es_distribution.ServiceAccount | None) -> Path:
     """The directory holding the unpacked distribution of ``spec`` (see
-    :func:`esbridge.engine.es_distribution.runtime_root`)."""
+    :func:`esbridge.nodes.es_distribution.runtime_root`)."""
     return es_distribution.runtime_root(account, cache_dir()) / "engines" / f"{spec.distribution}-{spec.version}"
 
 

@@ -1,17 +1,17 @@
 """A local engine node run from Maven Central artifacts, for machines without Docker.
 
 ``esbridge engine start`` installs the jars of an embedded-node runner
-(:mod:`esbridge.engine.artifacts`), starts one node in its own JVM (:mod:`esbridge.engine.java`
+(:mod:`esbridge.nodes.artifacts`), starts one node in its own JVM (:mod:`esbridge.nodes.java`
 finds one), and waits until it is healthy.  The node runs with the analysis-common, lang-painless
 and mapper-extras modules, bound to 127.0.0.1, as a single-node cluster that joins no other.
 Several such nodes form a multi-node cluster with
-:func:`esbridge.engine.cluster.start_cluster`; :func:`stop` and :func:`wipe` take a cluster's
+:func:`esbridge.nodes.cluster.start_cluster`; :func:`stop` and :func:`wipe` take a cluster's
 name too.
 
 ``elasticsearch8`` is different: Elasticsearch 8.19's own distribution (a zip on
 Maven Central, pinned the same way), with esbridge's analysis plugins built from
 the sources in the package, run secured (TLS on HTTP, a superuser, an API key);
-see :mod:`esbridge.engine.es_distribution`.
+see :mod:`esbridge.nodes.es_distribution`.
 
 Layout under the cache directory (``$ESBRIDGE_HOME``, default
 ``~/.cache/esbridge``)::
@@ -32,10 +32,10 @@ Layout under the cache directory (``$ESBRIDGE_HOME``, default
 An ``elasticsearch8`` node keeps its downloaded zip and built plugins under
 ``engines/elasticsearch8-<version>/``, its credentials and CA under ``nodes/<name>/``,
 and its unpacked distribution, configuration, data and logs under the directory of
-:func:`esbridge.engine.es_distribution.runtime_root` (``$ESBRIDGE_HOME`` itself, or the
+:func:`esbridge.nodes.es_distribution.runtime_root` (``$ESBRIDGE_HOME`` itself, or the
 service user's home when esbridge runs as root).
 
-Java: see :func:`esbridge.engine.java.find_java` (OpenSearch 3.x and Elasticsearch 8.19 need
+Java: see :func:`esbridge.nodes.java.find_java` (OpenSearch 3.x and Elasticsearch 8.19 need
 Java 21+, Elasticsearch 7.10 Java 11+).
 """
 
@@ -61,12 +61,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
-from esbridge.engine import es_distribution
-from esbridge.engine.artifacts import DEFAULT_DISTRIBUTION, RunnerSpec, install, runner_spec
-from esbridge.engine.features_plugin import runner_plugin
-from esbridge.engine.java import find_java
 from esbridge.errors import ConfigurationError, ProvisioningError
 from esbridge.home import cache_dir
+from esbridge.nodes import es_distribution
+from esbridge.nodes.artifacts import DEFAULT_DISTRIBUTION, RunnerSpec, install, runner_spec
+from esbridge.nodes.features_plugin import runner_plugin
+from esbridge.nodes.java import find_java
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class NodeInfo:
     password: str | None = field(default=None, repr=False)
     api_key: str | None = field(default=None, repr=False)
     ca_certs: str | None = None
-    #: for a node of a multi-node cluster (:func:`~esbridge.engine.cluster.start_cluster`): the cluster's name and the
+    #: for a node of a multi-node cluster (:func:`~esbridge.nodes.cluster.start_cluster`): the cluster's name and the
     #: node's transport port (the other nodes find it there)
     cluster: str | None = None
     transport_port: int | None = None
@@ -530,7 +530,7 @@ def _finish_distribution(info: NodeInfo, record: Path) -> NodeInfo:
 def stop(name: str = "default", *, timeout: float = 30.0) -> bool:
     """Stop the node ``name``, or every node of the cluster ``name``; ``True`` if one was running.
 
-    A cluster's record and data stay, so :func:`~esbridge.engine.cluster.start_cluster` brings it back as it was."""
+    A cluster's record and data stay, so :func:`~esbridge.nodes.cluster.start_cluster` brings it back as it was."""
     members = cluster_members(name)
     if members is not None:
         with ThreadPoolExecutor(max_workers=len(members) or 1) as pool:

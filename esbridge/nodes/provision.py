@@ -8,9 +8,9 @@ In order:
 2. where a Docker engine answers, a container started with testcontainers
    (images of :data:`DOCKER_IMAGES`, configured like ``docker-compose.yml``);
 3. otherwise esbridge's local node of the distribution that is already running
-   (found with :func:`esbridge.engine.local.running_nodes`, whatever its name and
+   (found with :func:`esbridge.nodes.local.running_nodes`, whatever its name and
    port), and only when none runs, a new one started from Maven Central artifacts
-   (:mod:`esbridge.engine.local`); or, when a node name is given, that node only
+   (:mod:`esbridge.nodes.local`); or, when a node name is given, that node only
    (started when it is not running), never another running node.
 """
 
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from esbridge.engine import artifacts, local
 from esbridge.engine.client import Engine
 from esbridge.engine.connection import ConnectionOptions, given_urls
 from esbridge.errors import ConfigurationError, ProvisioningError
+from esbridge.nodes import artifacts, local
 
 #: Images used where Docker is available; the same as docker-compose.yml.
 DOCKER_IMAGES: dict[str, str] = {
@@ -175,7 +175,7 @@ def find_local_node(distribution: str | None = None) -> local.NodeInfo | None:
 
     Nodes are looked up under ``$ESBRIDGE_HOME``, so one started with any ``--name`` or
     on any port is found.  Where several run, the one named after its distribution
-    comes first, then the default distribution's (:data:`~esbridge.engine.artifacts.DEFAULT_DISTRIBUTION`),
+    comes first, then the default distribution's (:data:`~esbridge.nodes.artifacts.DEFAULT_DISTRIBUTION`),
     then OpenSearch before Elasticsearch, then by name.
     """
     if distribution is not None:
@@ -195,7 +195,7 @@ def provision(distribution: str | None = artifacts.DEFAULT_DISTRIBUTION, *, url:
     """An engine URL by the rules of this module (see the module docstring).
 
     ``url``: one URL, several separated by commas, or a list of them (repeated ``--url``).
-    ``distribution`` defaults to :data:`~esbridge.engine.artifacts.DEFAULT_DISTRIBUTION` (OpenSearch
+    ``distribution`` defaults to :data:`~esbridge.nodes.artifacts.DEFAULT_DISTRIBUTION` (OpenSearch
     with its k-NN plugin); ``None`` takes any running esbridge local node, and starts one of the
     default distribution when none runs.  ``name`` asks for esbridge's local node of that name: it
     is used when running and started otherwise, whatever other node runs.
@@ -237,7 +237,7 @@ def connect(distribution: str | None = artifacts.DEFAULT_DISTRIBUTION, *, url: s
     of ``distribution`` running (``None``: of any distribution), a new local node (OpenSearch
     with its k-NN plugin for ``None``) is installed under ``$ESBRIDGE_HOME``, its artifacts downloaded from Maven
     Central the first time, and started in a JVM of its own (an installed Java:
-    :func:`esbridge.engine.java.find_java`), which keeps running after this program exits
+    :func:`esbridge.nodes.java.find_java`), which keeps running after this program exits
     (``esbridge engine stop`` stops it).  Docker is not used.
     :meth:`Engine.connect <esbridge.engine.client.Engine.connect>` never starts anything: it
     connects to the cluster it is given, or fails.

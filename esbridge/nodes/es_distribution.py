@@ -3,7 +3,7 @@
 ``org.elasticsearch.distribution.integ-test-zip:elasticsearch`` is the server with the
 transport, x-pack core and x-pack security modules, but without the analysis-common,
 mapper-extras and lang-painless modules.  esbridge makes up for the first two with two
-plugins whose Java sources ship in the package (``esbridge/engine/plugins/``):
+plugins whose Java sources ship in the package (``esbridge/nodes/plugins/``):
 
 * ``esbridge-analysis`` (stable plugin API): the token filters and tokenizers esbridge's
   channels use (``porter_stem``, ``stemmer``, ``truncate``, ``word_delimiter(_graph)``,
@@ -49,14 +49,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from esbridge.engine import features_plugin
 from esbridge.errors import ProvisioningError
+from esbridge.nodes import features_plugin
 
 #: The user the node runs as when esbridge runs as root.
 SERVICE_USER = "esbridge-es"
 #: The file-realm superuser esbridge creates on its node.
 SUPERUSER = "esbridge"
-#: The plugins built from ``esbridge/engine/plugins/<name>/``, in install order.
+#: The plugins built from ``esbridge/nodes/plugins/<name>/``, in install order.
 PLUGINS = ("esbridge-analysis", "esbridge-token-count")
 #: ``--release`` of the plugins' class files (the server's own jars need Java 21).
 JAVA_RELEASE = 21
@@ -213,7 +213,7 @@ def unpack(archive: Path, dest: Path, top: str) -> Path:
 
 def plugin_sources(name: str) -> list[tuple[str, bytes]]:
     """The files of the plugin ``name`` shipped in the package, sorted by file name."""
-    folder = resources.files("esbridge.engine").joinpath("plugins", name)
+    folder = resources.files("esbridge.nodes").joinpath("plugins", name)
     files = [(p.name, p.read_bytes()) for p in folder.iterdir()
              if p.name.endswith((".java", ".properties"))]
     if not any(n.endswith(".java") for n, _ in files):
@@ -282,7 +282,7 @@ def install_plugins(es_home: Path, es_version: str, java: str, cache: Path) -> d
     marker = es_home.parent / "plugins.json"
     installed: dict[str, str] = json.loads(marker.read_text()) if marker.exists() else {}
     tool = es_home / "bin" / "elasticsearch-plugin"
-    # esbridge-features: the candidates' features read in the engine (esbridge.engine.features_plugin)
+    # esbridge-features: the candidates' features read in the engine (esbridge.nodes.features_plugin)
     features_jar = features_plugin.compile_jar("elasticsearch", es_version, es_home / "lib", java)
     for name in (*PLUGINS, features_plugin.PLUGIN_NAME):
         if name == features_plugin.PLUGIN_NAME:
