@@ -35,9 +35,9 @@ from typing import Any
 
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
+from esbridge.engine.plugins import on_every_node_plan
 from esbridge.index import IndexLayout, create_index
 from esbridge.index.definitions import ID_VALUES
-from esbridge.nodes.features_plugin import on_every_node_plan
 from esbridge.nodes.provision import provision
 
 HERE = Path(__file__).resolve().parent

@@ -15,10 +15,10 @@ import numpy as np
 from esbridge.engine.calls import ndjson_lines
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
+from esbridge.engine.plugins import similarity_on_every_node_plan
 from esbridge.index import VectorField
 from esbridge.index.definitions import index_meta
 from esbridge.ingest import ingest, read_jsonl
-from esbridge.nodes.features_plugin import similarity_on_every_node_plan
 from esbridge.semantic.engine_vectors import vector_field_of
 
 

@@ -41,6 +41,7 @@ import numpy as np
 from esbridge.engine.calls import ids_search_plan
 from esbridge.engine.client import EngineBase
 from esbridge.engine.plan import Plan, gather
+from esbridge.engine.plugins import PLUGIN_NAME, on_every_node_plan
 from esbridge.errors import ConfigurationError, EngineError
 from esbridge.features.termvectors import (
     CandidateVectors,
@@ -51,7 +52,6 @@ from esbridge.features.termvectors import (
     merge_stats,
 )
 from esbridge.index.definitions import IndexLayout
-from esbridge.nodes.features_plugin import PLUGIN_NAME, on_every_node_plan
 
 __all__ = ["EXTENSION", "FEATURE_SOURCES", "LIMIT_SETTINGS", "Carried", "PluginAnalysis", "analysing_ext",
            "analysis_from", "candidates_from", "carried_features", "check_feature_source", "features_ext",

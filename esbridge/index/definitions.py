@@ -27,8 +27,8 @@ from typing import Any
 from esbridge.engine.calls import check_index_name, path_segment
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import Call, Plan, run
+from esbridge.engine.plugins import PLUGIN_NAME, similarity_on_every_node_plan
 from esbridge.errors import ConfigurationError, EngineError
-from esbridge.nodes.features_plugin import PLUGIN_NAME, similarity_on_every_node_plan
 from esbridge.painless import (
     ScriptedSimilarity,
     SimilarityKind,

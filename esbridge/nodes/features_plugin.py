@@ -24,25 +24,21 @@ import hashlib
 import logging
 import os
 import subprocess
-import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from esbridge.engine.client import EngineBase
-from esbridge.engine.plan import Call, Plan
-from esbridge.errors import EngineError, ProvisioningError
+from esbridge.engine.plugins import CLASSNAME, PLUGIN_NAME
+from esbridge.errors import ProvisioningError
 from esbridge.home import cache_dir
 
-__all__ = ["CLASSNAME", "FAMILIES", "PLUGIN_NAME", "check", "compile_jar", "main", "on_every_node_plan", "pack_zip",
-           "runner_plugin", "similarity_on_every_node_plan"]
+__all__ = ["CLASSNAME", "CHECKED", "FAMILIES", "PLUGIN_NAME", "check", "compile_jar", "default_tests", "pack_zip",
+           "runner_plugin"]
 
 log = logging.getLogger(__name__)
 
-PLUGIN_NAME = "esbridge-features"
-CLASSNAME = "org.esbridge.features.FeaturesPlugin"
 PLUGIN_VERSION = "1.3.0"
 #: ``--release`` of the class files (the engines' own jars need Java 21).
 JAVA_RELEASE = 21
@@ -51,49 +47,6 @@ FAMILIES = ("opensearch", "elasticsearch")
 _FOLDER = "esbridge-features"
 #: A source line ending in this mark and an engine's family is that engine's only.
 _MARK = "//@"
-
-
-#: The first version of the plugin with the similarity ``esbridge_bm25`` (indices without term vectors).
-SIMILARITY_SINCE = (1, 3, 0)
-
-
-def on_every_node_plan(engine: EngineBase) -> Plan[bool]:
-    """Whether every node of ``engine``'s cluster runs the plugin (``GET _nodes/plugins``, asked
-    once per connection; ``False`` where listing the plugins is not allowed)."""
-    return (yield from _plugin_plan(engine))[0]
-
-
-def similarity_on_every_node_plan(engine: EngineBase) -> Plan[bool]:
-    """Whether every node runs a version of the plugin that has the similarity ``esbridge_bm25``
-    (a node that reports no version, as esbridge's local OpenSearch nodes, runs the one built here)."""
-    return (yield from _plugin_plan(engine))[1]
-
-
-def _version(text: object) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(p) for p in str(text).split(".")[:3])
-    except ValueError:
-        return None
-
-
-def _plugin_plan(engine: EngineBase) -> Plan[tuple[bool, bool]]:
-    cached: tuple[bool, bool] | None = getattr(engine, "_features_plugin", None)
-    if cached is None:
-        try:
-            resp = yield Call("GET", "/_nodes/plugins", params={"filter_path": "nodes.*.plugins"},
-                              context="listing the cluster's plugins")
-        except EngineError as err:
-            if err.status not in (401, 403):
-                raise
-            resp = {}
-        nodes = list((resp.get("nodes") or {}).values()) if isinstance(resp, Mapping) else []
-        found = [[p for p in (n.get("plugins") or [])
-                  if p.get("name") == PLUGIN_NAME or p.get("classname") == CLASSNAME] for n in nodes]
-        everywhere = bool(nodes) and all(found)
-        versions = [_version(p.get("version")) for ps in found for p in ps]
-        cached = (everywhere, everywhere and all(v is None or v >= SIMILARITY_SINCE for v in versions))
-        engine._features_plugin = cached  # type: ignore[attr-defined]
-    return cached
 
 
 def _sources(family: str) -> list[tuple[str, bytes]]:
@@ -205,65 +158,6 @@ def check(family: str, version: str, lib: Path, java: str, tests: Path) -> str:
 def default_tests() -> Path:
     """Where the plugin's unit tests are in esbridge's source tree."""
     return Path(__file__).resolve().parents[2] / "tests" / "java" / _FOLDER
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m esbridge.nodes.features_plugin --check``: the plugin compiled and unit-tested
-    against the jars of each engine it is built for (:data:`CHECKED`) that ``esbridge engine
-    install`` put in place, before any node starts.  Exit code 1 when the sources or the tests fail,
-    or something needed is missing (named, with how to get it)."""
-    import argparse
-    import time
-
-    from esbridge.nodes import artifacts
-    from esbridge.nodes.java import find_java
-
-    parser = argparse.ArgumentParser(prog="python -m esbridge.nodes.features_plugin",
-                                     description=f"Compile the {PLUGIN_NAME} engine plugin and run its unit tests "
-                                                 "against the engines' installed jars.")
-    parser.add_argument("--check", action="store_true", required=True, help="compile and run the unit tests")
-    parser.add_argument("--tests", type=Path, default=default_tests(),
-                        help="the folder of the Java unit tests (default: %(default)s)")
-    args = parser.parse_args(argv)
-    problems: list[str] = []
-    java = ""
-    try:
-        java = find_java(JAVA_RELEASE)
-    except ProvisioningError as err:
-        problems.append(str(err))
-    if java and _javac(java) is None:
-        problems.append(f"{java} is a Java runtime without javac: install a JDK {JAVA_RELEASE}+ (e.g. Eclipse "
-                        "Temurin) and point ESBRIDGE_JAVA or JAVA_HOME at its bin/java")
-    if not args.tests.is_dir():
-        problems.append(f"no folder of unit tests at {args.tests}: give --tests DIR (they are in esbridge's "
-                        f"source tree, tests/java/{_FOLDER})")
-    checked = []
-    for family, distribution in CHECKED:
-        lib = artifacts.installed_lib(distribution)
-        version = artifacts.runner_spec(distribution).version
-        if lib is None:
-            problems.append(f"the jars of {distribution} {version} are not installed: run "
-                            f"`esbridge engine install --distribution {distribution}`")
-        else:
-            checked.append((family, version, lib))
-    if problems:
-        for p in problems:
-            sys.stderr.write(f"{PLUGIN_NAME}: cannot check: {p}\n")
-        return 1
-    for family, version, lib in checked:
-        t0 = time.perf_counter()
-        try:
-            output = check(family, version, lib, java, args.tests)
-        except ProvisioningError as err:
-            sys.stderr.write(f"{PLUGIN_NAME}: {err}\n")
-            return 1
-        last = output.splitlines()[-1] if output else "no output"
-        sys.stdout.write(f"{PLUGIN_NAME} on {family} {version}: compiled, {last} ({time.perf_counter() - t0:.1f} s)\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def write_jar(jar: Path, classes: Path) -> None:

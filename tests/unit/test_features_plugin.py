@@ -23,7 +23,7 @@ from esbridge.features.plugin import (
 )
 from esbridge.features.termvectors import QueryChannel
 from esbridge.index import IndexLayout
-from esbridge.nodes import artifacts, features_plugin
+from esbridge.nodes import artifacts, check_plugin, features_plugin
 from esbridge.nodes.java import find_java
 
 LAYOUT = IndexLayout(fields=("title", "text"))
@@ -175,7 +175,7 @@ def test_the_plugin_compiles_and_passes_its_java_unit_tests(family: str, distrib
     """The plugin's sources compiled against the engine's installed jars with the Java unit tests of
     ``tests/java/esbridge-features`` (parsing, limits, packing, norms), which then pass; no node starts.
     Skipped where the jars or a JDK are missing: `.ci/run` runs the same check before the suite
-    (``python -m esbridge.nodes.features_plugin --check``), failing there instead."""
+    (``python -m esbridge.nodes.check_plugin --check``), failing there instead."""
     lib = artifacts.installed_lib(distribution)
     if lib is None:
         pytest.skip(f"the jars of {distribution} are not installed (esbridge engine install --distribution "
@@ -196,7 +196,7 @@ def test_the_plugin_check_names_what_is_missing(tmp_path: Path, monkeypatch: pyt
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Asked for where nothing is installed, the check fails naming how to install each engine's jars."""
     monkeypatch.setenv("ESBRIDGE_HOME", str(tmp_path))
-    assert features_plugin.main(["--check"]) == 1
+    assert check_plugin.main(["--check"]) == 1
     err = capsys.readouterr().err
     assert "esbridge engine install --distribution opensearch" in err
     assert "esbridge engine install --distribution elasticsearch8" in err

@@ -16,7 +16,7 @@ import java.util.Map;
  * Unit tests of the plugin's logic that needs no running engine: the parsing of the extension, its
  * limits, the packing of a hit's features and the norms of {@code esbridge_bm25}. Compiled with the
  * plugin's sources against an engine's jars and run with a plain {@code main} (no test framework):
- * {@code python -m esbridge.nodes.features_plugin --check}. Prints one line a test; exits 1 at the
+ * {@code python -m esbridge.nodes.check_plugin --check}. Prints one line a test; exits 1 at the
  * first failure.
  */
 public final class FeaturesPluginTest {
