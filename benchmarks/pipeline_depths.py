@@ -1,0 +1,97 @@
+"""How deep the hybrid pipeline's searches need to go: its quality at smaller depths, on tuning judgments.
+
+Each setting runs ``esbridge eval`` on the tuning part of each collection (SciFact's training
+judgments, the others' fixed half ``test:tune``; never the test judgments) with the vectors in the
+engine (``--vectors engine``: the depths matter for speed only where the engine searches the
+vectors, whose cost grows with the depth), and the table gives the hybrid pipeline's nDCG@10 against
+the shipped depths (1,000 everywhere):
+
+* ``semantic_feedback_depth=100``: the second semantic pass (from the query vector moved towards
+  the first fusion's top documents) returns 100 documents instead of 1,000;
+* ``keyword_depth=100``: the keyword strategy's engine query returns 100;
+* both;
+* ``semantic_depth=100`` and ``300``: both semantic passes return that many.
+
+Usage (one command; an engine that searches vectors, e.g. ``esbridge engine start``'s default node;
+``DATA`` holds the BEIR-layout collections):
+
+    python benchmarks/pipeline_depths.py --data DATA --url URL --work DIR
+
+Each run's ``results.json`` is kept under ``--work`` and reused when there: a run stopped part way
+goes on where it stopped.  The table goes to ``benchmarks/results/pipeline-depths.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import machine  # noqa: E402
+
+COLLECTIONS = (("scifact", "train"), ("nfcorpus", "test:tune"), ("cranfield", "test:tune"), ("cisi", "test:tune"),
+               ("med", "test:tune"))
+#: Setting name -> (its folder under ``--work``, the pipeline parameters it changes).
+SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "shipped (1,000 everywhere)": ("base", ()),
+    "semantic_feedback_depth=100": ("fb100", ("semantic_feedback_depth=100",)),
+    "keyword_depth=100": ("kw100", ("keyword_depth=100",)),
+    "semantic_feedback_depth=100, keyword_depth=100": ("fb100kw100", ("semantic_feedback_depth=100",
+                                                                      "keyword_depth=100")),
+    "semantic_depth=100": ("sem100", ("semantic_depth=100",)),
+    "semantic_depth=300": ("sem300", ("semantic_depth=300",)),
+}
+
+
+def run(data: Path, url: str, work: Path, setting: str, collection: str, split: str) -> dict[str, float]:
+    """The hybrid row of one ``esbridge eval`` run (made unless its results are under ``work``)."""
+    folder, params = SETTINGS[setting]
+    out = work / folder / collection
+    results = out / "results.json"
+    if not results.is_file():
+        cmd = [sys.executable, "-m", "esbridge.cli", "eval", "--dataset", str(data / collection), "--scorers",
+               "evolved", "--no-baselines", "--split", split, "--window", "1000", "--url", url, "--vectors",
+               "engine", "--out", str(out), "--runs", "none", "--no-plots", "--quiet"]
+        for param in params:
+            cmd += ["--pipeline-param", param]
+        subprocess.run(cmd, check=True)
+    row: dict[str, float] = json.loads(results.read_text())["results"]["hybrid"]
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True, help="the folder holding the BEIR-layout collections")
+    ap.add_argument("--url", required=True, help="an engine that searches vectors")
+    ap.add_argument("--work", type=Path, required=True, help="where each run's results are kept")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "pipeline-depths.md")
+    args = ap.parse_args()
+    table = {s: {c: run(args.data, args.url, args.work, s, c, split) for c, split in COLLECTIONS} for s in SETTINGS}
+    base = table["shipped (1,000 everywhere)"]
+    names = [c for c, _ in COLLECTIONS]
+    lines = ["# The hybrid pipeline's depths, on tuning judgments", "",
+             f"Machine: {machine()}. The vectors in the engine (OpenSearch 3.5 with k-NN). Tuning judgments "
+             "only: SciFact's training queries, the others' fixed half `test:tune`. One run each.", "",
+             "Command: `python benchmarks/pipeline_depths.py --data DATA --url URL --work DIR`", "",
+             "Hybrid nDCG@10 (points against the shipped depths):", "",
+             "| setting | " + " | ".join(names) + " | mean | worst |", "|---|" + "---:|" * (len(names) + 2)]
+    for setting, rows in table.items():
+        if setting == "shipped (1,000 everywhere)":
+            cells = [f"{rows[c]['ndcg@10']:.4f}" for c in names]
+            lines.append(f"| {setting} | " + " | ".join(cells) + " | | |")
+            continue
+        diffs = [100 * (rows[c]["ndcg@10"] - base[c]["ndcg@10"]) for c in names]
+        cells = [f"{rows[c]['ndcg@10']:.4f} ({d:+.2f})" for c, d in zip(names, diffs, strict=True)]
+        lines.append(f"| {setting} | " + " | ".join(cells) + f" | {sum(diffs) / len(diffs):+.2f} | {min(diffs):+.2f} |")
+    text = "\n".join(lines) + "\n"
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
