@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from esbridge.cli import demo, engine, features, index, options, plugin, search
+from esbridge.cli import demo, engine, features, index, options, plugin, search, serve
 from esbridge.cli import eval as eval_commands
 from esbridge.errors import EsbridgeError
 
@@ -119,17 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"esbridge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for commands in (engine, index, search, demo, eval_commands, features, plugin):
+    for commands in (engine, index, search, demo, eval_commands, features, plugin, serve):
         commands.add_commands(sub, options.connection_args, options.connect_engine)
-    _add_serve(sub)
     return parser
-
-
-def _add_serve(sub: Any) -> None:
-    """``esbridge serve`` (:mod:`esbridge.serve`)."""
-    from esbridge.serve import add_command
-
-    add_command(sub, options.connection_args, options.connection_options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

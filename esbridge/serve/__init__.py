@@ -18,14 +18,13 @@ and a search may override it with ``"ext": {"esbridge": {...}}`` in its body (:d
 which the cluster never sees.  The package follows a request: :mod:`~esbridge.serve.config` (the
 configuration), :mod:`~esbridge.serve.search` (what a search asks, answers in the engine's shape),
 :mod:`~esbridge.serve.shape` (``filter_path`` and ``pretty``), :mod:`~esbridge.serve.readonly`
-(what ``--read-only`` lets through), :mod:`~esbridge.serve.metrics`, :mod:`~esbridge.serve.server`
-(the aiohttp server) and :mod:`~esbridge.serve.command` (``esbridge serve`` on the command line).
+(what ``--read-only`` lets through), :mod:`~esbridge.serve.metrics` and :mod:`~esbridge.serve.server`
+(the aiohttp server); ``esbridge serve`` on the command line is :mod:`esbridge.cli.serve`.
 """
 
-from esbridge.serve.command import add_command
 from esbridge.serve.config import INDEX_KEYS, IndexConfig, ServeConfig, load_config, parse_config
 from esbridge.serve.search import EXT_KEYS
 from esbridge.serve.server import build_app, serve
 
-__all__ = ["IndexConfig", "ServeConfig", "load_config", "parse_config", "build_app", "serve", "add_command",
-           "EXT_KEYS", "INDEX_KEYS"]
+__all__ = ["IndexConfig", "ServeConfig", "load_config", "parse_config", "build_app", "serve", "EXT_KEYS",
+           "INDEX_KEYS"]

@@ -1,4 +1,4 @@
-"""``esbridge serve`` on the command line (:func:`add_command`)."""
+"""``esbridge serve`` on the command line: the server of :mod:`esbridge.serve` started with its options."""
 
 from __future__ import annotations
 
@@ -6,20 +6,21 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from esbridge.cli.options import connection_options
 from esbridge.errors import ConfigurationError
-from esbridge.serve.config import ServeConfig, load_config
-from esbridge.serve.server import Server, serve
 
 if TYPE_CHECKING:
     import argparse
 
     from esbridge.engine.connection import ConnectionOptions
 
-__all__ = ["add_command"]
+__all__ = ["add_commands"]
 
 
 def _cmd_serve(args: argparse.Namespace, options_of: Callable[[argparse.Namespace], ConnectionOptions]) -> int:
     from esbridge.engine.transports import require_client
+    from esbridge.serve.config import ServeConfig, load_config
+    from esbridge.serve.server import Server, serve
 
     require_client("aiohttp", "esbridge serve (pip install \"esbridge[serve]\")")
     if args.username is not None or args.api_key is not None:
@@ -33,9 +34,10 @@ def _cmd_serve(args: argparse.Namespace, options_of: Callable[[argparse.Namespac
     return 0
 
 
-def add_command(sub: Any, connection_args: Callable[[argparse.ArgumentParser], None],
-                options_of: Callable[[argparse.Namespace], ConnectionOptions]) -> None:
-    """Register ``esbridge serve`` with the command line's sub-parsers."""
+def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], None],
+                 connect: Callable[[argparse.Namespace], Any]) -> None:
+    """Register ``serve`` on the ``esbridge`` parser (it connects itself, per request, with the options'
+    connection settings and each caller's credentials: ``connect`` is not used)."""
     p = sub.add_parser(
         "serve", help="serve the engine's REST API, reranking the searches of the configured indices",
         description="An HTTP server that speaks the engine's REST API: every request goes to the cluster "
@@ -61,4 +63,4 @@ def add_command(sub: Any, connection_args: Callable[[argparse.ArgumentParser], N
     p.add_argument("--shutdown-timeout", type=float, default=30.0,
                    help="on SIGTERM or SIGINT, seconds the requests being answered may take to finish (default 30)")
     connection_args(p)
-    p.set_defaults(func=lambda a: _cmd_serve(a, options_of))
+    p.set_defaults(func=lambda a: _cmd_serve(a, connection_options))
