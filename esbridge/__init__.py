@@ -14,7 +14,7 @@ import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from esbridge.version import __version__
 
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {

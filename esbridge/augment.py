@@ -344,7 +344,7 @@ class AugmentationSpec:
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> AugmentationSpec:
         """The spec of an augmentations file (read and checked now)."""
-        from esbridge.evaluation.datasets import file_sha256
+        from esbridge.beirfolder import file_sha256
 
         table = read_augmentations(path)
         return cls(table=table, source=Path(path).name, sha256=file_sha256(path), **kwargs)

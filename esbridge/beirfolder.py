@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,11 +20,21 @@ from typing import Any
 
 from esbridge.home import cache_dir
 
-__all__ = ["member", "needs_unpacking", "readable_folder", "unpack"]
+__all__ = ["file_sha256", "member", "needs_unpacking", "readable_folder", "unpack"]
 
 #: The files of a BEIR folder that are read (``qrels/*.tsv`` besides), each also taken as ``NAME.gz``.
 BEIR_FILES = ("corpus.jsonl", "queries.jsonl")
 MARKER = ".source-sha256"
+
+
+def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    """SHA-256 of a file's bytes, read in chunks (a collection's files, a user's topics, judgments or
+    augmentations, for the fingerprints of what was measured)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 def member(source: Any, rel: str) -> Any:

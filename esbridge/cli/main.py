@@ -108,7 +108,7 @@ def _unrecognized(extras: Sequence[str], parser: argparse.ArgumentParser) -> str
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``esbridge`` and all its commands."""
-    from esbridge import __version__
+    from esbridge.version import __version__
 
     parser = Parser(
         prog="esbridge",

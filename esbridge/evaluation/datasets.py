@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from esbridge.beirfolder import readable_folder
+from esbridge.beirfolder import file_sha256, readable_folder
 from esbridge.errors import DatasetError
 from esbridge.jsoninput import parse_json
 
@@ -112,15 +112,6 @@ def half_split(query_ids: list[str] | tuple[str, ...], seed: int) -> tuple[froze
     ordered = sorted(set(query_ids), key=lambda q: hashlib.sha256(f"{seed}:{q}".encode()).hexdigest())
     cut = (len(ordered) + 1) // 2
     return frozenset(ordered[:cut]), frozenset(ordered[cut:])
-
-
-def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    """SHA-256 of a file's bytes, read in chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass

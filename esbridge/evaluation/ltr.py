@@ -291,7 +291,7 @@ def export_features(engine: Engine, index: str, topics: Sequence[Topic] | str | 
         "unjudged": unjudged,
         "engine": {"distribution": engine.distribution, "version": engine.info.number},
     }
-    from esbridge import __version__
+    from esbridge.version import __version__
 
     meta["esbridge_version"] = __version__
     tmp = Path(f"{sidecar}.part")

@@ -235,7 +235,7 @@ class EvalResult:
         produced them: ``esbridge_version``, ``engine``, ``index``, ``window``, ``run_depth``,
         ``first_stage``, ``systems`` (kind, description and parameters of each), ``baselines``,
         ``significance``, ``fingerprint``, ``notes`` and ``command``."""
-        from esbridge import __version__
+        from esbridge.version import __version__
 
         return {
             "dataset": self.dataset,

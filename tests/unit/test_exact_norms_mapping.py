@@ -77,12 +77,12 @@ def test_a_plain_index_cannot_be_described_without_term_vectors() -> None:
 
 def _plugins(*nodes: list[dict[str, str]]) -> tuple[bool, bool]:
     """(runs everywhere, has the similarity everywhere) for a ``_nodes/plugins`` answer."""
-    from esbridge.nodes import features_plugin
+    from esbridge.engine import plugins
 
     class Client:
         pass
 
-    plan = features_plugin._plugin_plan(Client())  # type: ignore[arg-type]
+    plan = plugins._plugin_plan(Client())  # type: ignore[arg-type]
     call = next(plan)
     assert isinstance(call, Call) and call.path == "/_nodes/plugins"
     try:
