@@ -201,6 +201,8 @@ def engines_for(item_module: str, markers: set[str]) -> list[str]:
             continue
         if "dense_vector" in markers and name not in DENSE_VECTOR:
             continue
+        if "opensearch_only" in markers and name != "opensearch":
+            continue
         if (name == "elasticsearch8" and item_module not in ELASTICSEARCH8_MODULES
                 and "all" not in ELASTICSEARCH8_MODULES):
             continue

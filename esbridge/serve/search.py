@@ -16,8 +16,8 @@ from esbridge.errors import ConfigurationError, EngineError, EngineUnavailableEr
 from esbridge.serve.config import MODES, IndexConfig, _pipeline_params
 
 __all__ = ["SearchRequest", "Unreranked", "error_body", "query_text", "scoring_text", "fixed_order", "read_search",
-           "engine_shaped", "EXT_KEYS", "SEARCH_PARAMS", "MSEARCH_PARAMS", "FIRST_STAGE_PARAMS", "RESPONSE_PARAMS",
-           "REASONS"]
+           "engine_shaped", "EXT_KEYS", "SEARCH_PARAMS", "MSEARCH_PARAMS", "MSEARCH_SEARCH_PARAMS",
+           "FIRST_STAGE_PARAMS", "RESPONSE_PARAMS", "REASONS"]
 
 #: The keys of ``ext.esbridge`` in a search body.
 EXT_KEYS = ("rerank", "explain", "window", "scorer", "mode", "query", "pipeline")
@@ -33,9 +33,13 @@ FIRST_STAGE_PARAMS = ("preference", "request_cache", "timeout")
 #: Query-string parameters a search of a ``search``-mode index may have (``typed_keys`` renames
 #: aggregations and suggestions, which such a search has none of).
 SEARCH_PARAMS = ("size", "from", "q", "typed_keys", *FIRST_STAGE_PARAMS, *RESPONSE_PARAMS)
-#: Query-string parameters an ``_msearch`` of a reranked index may have (``typed_keys`` goes with the
-#: searches the engine runs).
-MSEARCH_PARAMS = ("typed_keys", *RESPONSE_PARAMS)
+#: The parameters of an ``_msearch`` that the engine applies to each of its searches: they go with
+#: each search to the engine, reranked or not.
+MSEARCH_SEARCH_PARAMS = ("typed_keys", "rest_total_hits_as_int", "search_type", "max_concurrent_shard_requests",
+                         "pre_filter_shard_size", "ccs_minimize_roundtrips")
+#: Query-string parameters an ``_msearch`` of a reranked index may have: the engine's own (those of
+#: each search, and ``max_concurrent_searches``, the searches run at once) and the answer's form.
+MSEARCH_PARAMS = (*MSEARCH_SEARCH_PARAMS, "max_concurrent_searches", *RESPONSE_PARAMS)
 #: Query clauses whose ``query`` is a text: the text reranked in ``search`` mode.
 TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
 #: Query clauses whose text scores, read for the text esbridge scores by (:func:`scoring_text`):
@@ -57,6 +61,9 @@ REASONS = {
     "no_query_text": "the query has no text to score (no match, multi_match, query_string or simple_query_string "
                      "clause that scores)",
     "target_not_configured": "not every index the search names is one esbridge reranks",
+    "bad_size_or_from": "size or from is not a whole number >= 0 (the engine's answer is its error)",
+    "index_not_rerankable": "esbridge cannot rerank the index as it is now (no text field it can read, a missing "
+                            "index, ...; the server's log says why)",
 }
 #: How deeply the body of a search esbridge reads may nest objects and arrays: far deeper than a
 #: search needs (each level of a ``bool`` query takes three), far shallower than
@@ -133,7 +140,8 @@ def check_depth(raw: bytes, what: str = "the search body") -> None:
 @dataclass
 class Unreranked:
     """A search of a reranked index answered by the engine as it is, unreranked: its order is the
-    user's (:func:`fixed_order`) or there is no text to score by.  ``reason`` is a key of :data:`REASONS`."""
+    user's (:func:`fixed_order`), there is no text to score by, or esbridge cannot read it or its
+    index.  ``reason`` is a key of :data:`REASONS`."""
 
     reason: str
     detail: str = ""
@@ -373,8 +381,11 @@ def read_search(index: str, config: IndexConfig, body: Any,
             raise _Refused(400, f"ext.esbridge.{fixed[0]} cannot be given to the hybrid pipeline of [{index}]: "
                                 "set it in the configuration's pipeline_params")
     window = _whole(opts.get("window", config.window), "ext.esbridge.window", 1)
-    size = _whole(params.get("size", body.get("size", 10)), "size")
-    from_ = _whole(params.get("from", body.get("from", 0)), "from")
+    try:
+        size = _whole(params.get("size", body.get("size", 10)), "size")
+        from_ = _whole(params.get("from", body.get("from", 0)), "from")
+    except _Refused:  # the engine's own error says what is wrong
+        return Unreranked("bad_size_or_from")
     explicit = opts.get("query")
     if explicit is not None and not isinstance(explicit, str):
         raise _Refused(400, f"ext.esbridge.query must be a string, got {explicit!r}")
@@ -532,7 +543,7 @@ def _read_msearch(index: str | None, config: IndexConfig | None, raw: bytes, par
         raise _Refused(400, f"esbridge reranks _msearch of [{where}] with the parameters {', '.join(MSEARCH_PARAMS)}; "
                             f"[{unknown[0]}] is not supported: leave it out, or send this _msearch to the cluster "
                             "itself")
-    each = {k: v for k, v in params.items() if k == "typed_keys"}
+    each = {k: v for k, v in params.items() if k in MSEARCH_SEARCH_PARAMS}
     lines = [ln for ln in raw.split(b"\n") if ln.strip()]
     if len(lines) % 2:
         raise _Refused(400, "an _msearch body is pairs of lines (header, search); the last search is missing")

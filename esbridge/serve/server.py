@@ -26,6 +26,7 @@ from esbridge.serve.config import IndexConfig, ServeConfig
 from esbridge.serve.metrics import Metrics
 from esbridge.serve.readonly import is_read
 from esbridge.serve.search import (
+    MSEARCH_SEARCH_PARAMS,
     SearchRequest,
     Target,
     Unreranked,
@@ -79,6 +80,11 @@ def _tls_context(options: ConnectionOptions) -> ssl.SSLContext | None:
     return context
 
 
+class _NotRerankable(Exception):
+    """A search of a configured index esbridge cannot rerank as the index is now: the engine answers
+    it (:meth:`Server._reranker`)."""
+
+
 def _without_credentials(options: ConnectionOptions) -> ConnectionOptions:
     """``options`` holding no credentials (the server passes on each request's own)."""
     for url in options.urls:
@@ -120,7 +126,10 @@ class Server:
         self._session: ClientSession | None = None
         self._engine: AsyncEngine | None = None
         self._connecting: asyncio.Lock | None = None
-        self._rerankers: dict[tuple[str, IndexConfig], AsyncReranker] = {}
+        #: per index and setting: the index's identity when its reranker was made, and the reranker
+        self._rerankers: dict[tuple[str, IndexConfig], tuple[str, AsyncReranker]] = {}
+        #: the indices esbridge cannot rerank as they are, and why (logged once)
+        self._unrerankable: dict[str, str] = {}
         self._client_log_levels: dict[str, int] = {}
         #: the hybrid pipeline runs with blocking requests, on worker threads: its engine and searchers
         self._sync_engine: Engine | None = None
@@ -234,18 +243,41 @@ class Server:
                  f"; {left} documents arrived meanwhile" if left else "")
 
     async def _reranker(self, index: str, config: IndexConfig) -> AsyncReranker:
+        """The reranker of ``index`` as the index is now, opened (its layout read).  The index's
+        identity (the UUID of each index the name stands for) is asked at each search: a reranker
+        made before the index was deleted and created again, or before an alias moved, read
+        another index's layout, and is made again.
+
+        Raises:
+            _NotRerankable: the engine or esbridge cannot open the index for reranking (a missing
+                or closed index, no text field esbridge can read, a configuration that does not fit it).
+        """
         from esbridge.aio import AsyncReranker
+        from esbridge.engine.plan import run_async
+        from esbridge.index.facts import identity_plan
         from esbridge.scoring import get_scorer
 
         key = (index, replace(config, window=1, mode="search"))
-        reranker = self._rerankers.get(key)
-        if reranker is None:
-            engine = await self._engine_for_request()
-            params = get_scorer(config.scorer).params_type(**dict(config.params)) if config.params else None
-            reranker = AsyncReranker(engine, index, scorer=config.scorer, params=params, window=config.window,
-                                     first_stage=config.first_stage, fields=config.fields,
-                                     field_weights=dict(config.field_weights) if config.field_weights else None)
-            self._rerankers[key] = reranker
+        engine = await self._engine_for_request()
+        try:
+            identity, _ = await run_async(identity_plan(index), engine)
+            held = self._rerankers.get(key)
+            if held is not None and held[0] == identity:
+                reranker = held[1]
+            else:
+                params = get_scorer(config.scorer).params_type(**dict(config.params)) if config.params else None
+                reranker = AsyncReranker(engine, index, scorer=config.scorer, params=params, window=config.window,
+                                         first_stage=config.first_stage, fields=config.fields,
+                                         field_weights=dict(config.field_weights) if config.field_weights else None)
+                self._rerankers[key] = (identity, reranker)
+            await reranker.open()
+        except (ConfigurationError, EngineError) as err:
+            if isinstance(err, ConfigurationError) and self._unrerankable.get(index) != str(err):
+                log.warning("searches of [%s] are answered by the engine unreranked: %s", index, err)
+                self._unrerankable[index] = str(err)
+            raise _NotRerankable(str(err)) from err
+        if self._unrerankable.pop(index, None) is not None:
+            log.info("searches of [%s] are reranked again", index)
         return reranker
 
     # -- requests
@@ -425,7 +457,11 @@ class Server:
                     return "passed_through", await self._forward(request, _strip_ext(body) or raw)
                 if isinstance(req, Unreranked):
                     return "unreranked", await self._unreranked(request, req, _strip_ext(body) or raw)
-                answer: Any = await asyncio.wait_for(self._search(req, auth), self.request_timeout)
+                try:
+                    answer: Any = await asyncio.wait_for(self._search(req, auth), self.request_timeout)
+                except _NotRerankable:
+                    return "unreranked", await self._unreranked(request, Unreranked("index_not_rerankable"),
+                                                                _strip_ext(body) or raw)
                 notes = (answer.get("_esbridge") or {}).get("notes") if isinstance(answer, Mapping) else None
                 if notes:  # e.g. a cold index answered without its vectors
                     return "reranked", self._json(request, answer, headers={
@@ -437,15 +473,12 @@ class Server:
                 for s in searches:
                     if isinstance(s, SearchRequest) and s.owners is not None:
                         s.configs = {name: self.config.indices[name] for name in set(s.owners.values())}
-                said = _msearch_headers(searches) if touched else {}
-                for s in searches:
-                    if isinstance(s, Unreranked) and touched:
-                        self.metrics.unreranked(s.reason)
                 if not any(isinstance(s, (SearchRequest, _Refused)) for s in searches):
+                    said = self._msearch_said(searches, touched)
                     return ("unreranked" if said else "passed_through"), await self._forward(
                         request, _strip_msearch_ext(raw), extra_headers=said)
                 answer = await asyncio.wait_for(self._msearch(request, searches, raw, auth), self.request_timeout)
-                return "reranked", self._json(request, answer, headers=said)
+                return "reranked", self._json(request, answer, headers=self._msearch_said(searches, touched))
             return "reranked", self._json(request, answer, headers={"X-Esbridge-Reranked": "true"})
         except json.JSONDecodeError as err:
             refused = _Refused(400, f"the search body is not valid JSON: {err}", "parsing_exception")
@@ -462,6 +495,16 @@ class Server:
             return "reranked", self._json(request, body, status)
         return "reranked", self._json(request, error_body(refused.status, refused.reason, refused.error_type),
                                       refused.status)
+
+    def _msearch_said(self, searches: list[Any], touched: bool) -> dict[str, str]:
+        """The headers of an ``_msearch`` that touched a configured index (none otherwise), its
+        searches not reranked counted by reason."""
+        if not touched:
+            return {}
+        for s in searches:
+            if isinstance(s, Unreranked):
+                self.metrics.unreranked(s.reason)
+        return _msearch_headers(searches)
 
     def _json(self, request: web.Request, body: Any, status: int = 200,
               headers: Mapping[str, str] | None = None) -> web.Response:
@@ -567,18 +610,24 @@ class Server:
 
     async def _msearch(self, request: web.Request, searches: list[SearchRequest | Unreranked | None | _Refused],
                        raw: bytes, auth: Mapping[str, str]) -> dict[str, Any]:
-        """Each search of an ``_msearch`` answered as ``_search`` would be, concurrently; those that
-        ask not to be reranked go to the engine in one ``_msearch`` of their own."""
-
-
+        """Each search of an ``_msearch`` answered as ``_search`` would be, concurrently (at most
+        ``max_concurrent_searches`` at once, if given); those that ask not to be reranked, or that
+        esbridge cannot rerank, go to the engine in an ``_msearch`` of their own.  A search found
+        not rerankable is marked so in ``searches`` (``index_not_rerankable``)."""
         start = time.perf_counter()
         lines = [ln for ln in raw.split(b"\n") if ln.strip()]
+        at_once = request.query.get("max_concurrent_searches", "")
+        limit = asyncio.Semaphore(int(at_once) if at_once.isdigit() and int(at_once) > 0 else len(searches) or 1)
 
-        async def one(s: SearchRequest) -> dict[str, Any]:
+        async def one(i: int, s: SearchRequest) -> dict[str, Any] | None:
             try:
-                out = await self._search(s, auth)
+                async with limit:
+                    out = await self._search(s, auth)
                 out["status"] = 200
                 return out
+            except _NotRerankable:
+                searches[i] = Unreranked("index_not_rerankable")
+                return None
             except _Refused as err:
                 return error_body(err.status, err.reason, err.error_type)
             except EsbridgeError as err:
@@ -586,27 +635,34 @@ class Server:
                 return {**body, "status": status} if isinstance(body, Mapping) else error_body(status, str(err),
                                                                                               "esbridge_exception")
 
+        async def pass_on(which: list[int]) -> None:
+            body = b"".join(lines[2 * i] + b"\n" + _strip_ext_line(lines[2 * i + 1]) + b"\n" for i in which)
+            with forwarded_headers(auth):
+                engine = await self._engine_for_request()
+                path = request.raw_path.split("?", 1)[0].rstrip("/")
+                where = path.removesuffix("/_msearch").strip("/")
+                where = f"/{path_segment(unquote(where), patterns=True)}" if where else ""
+                params = {k: v for k, v in request.query.items()
+                          if k in MSEARCH_SEARCH_PARAMS or k == "max_concurrent_searches"}
+                resp = await engine.request("POST", f"{where}/_msearch", body=body.decode(), ndjson=True,
+                                            params=params, context="passing on an _msearch")
+            for i, r in zip(which, resp["responses"]):
+                answers[i] = r
+
         plain = [i for i, s in enumerate(searches) if s is None or isinstance(s, Unreranked)]
         answers: list[Any] = [None] * len(searches)
-        tasks = {i: asyncio.ensure_future(one(s)) for i, s in enumerate(searches) if isinstance(s, SearchRequest)}
+        tasks = {i: asyncio.ensure_future(one(i, s)) for i, s in enumerate(searches) if isinstance(s, SearchRequest)}
         for i, s in enumerate(searches):
             if isinstance(s, _Refused):
                 answers[i] = error_body(s.status, s.reason, s.error_type)
         try:
             if plain:
-                body = b"".join(lines[2 * i] + b"\n" + _strip_ext_line(lines[2 * i + 1]) + b"\n" for i in plain)
-                with forwarded_headers(auth):
-                    engine = await self._engine_for_request()
-                    path = request.raw_path.split("?", 1)[0].rstrip("/")
-                    where = path.removesuffix("/_msearch").strip("/")
-                    where = f"/{path_segment(unquote(where), patterns=True)}" if where else ""
-                    resp = await engine.request("POST", f"{where}/_msearch", body=body.decode(), ndjson=True,
-                                                params={k: v for k, v in request.query.items() if k == "typed_keys"},
-                                                context="passing on an _msearch")
-                for i, r in zip(plain, resp["responses"]):
-                    answers[i] = r
+                await pass_on(plain)
             for i, task in tasks.items():
                 answers[i] = await task
+            late = [i for i in tasks if answers[i] is None]
+            if late:
+                await pass_on(late)
         finally:  # the engine refused the searches passed on, or the request timed out: stop the others
             for task in tasks.values():
                 task.cancel()

@@ -701,3 +701,68 @@ def test_msearch_headers_naming_the_index_follow_the_rule(engine: Engine, collec
     assert responses[3]["hits"] == engine.search(index, {**search, "sort": [{"esbridge_id": "asc"}]})["hits"]
     assert headers["x-esbridge-reranked"] == "true,false,true,false"
     assert headers["x-esbridge-reason"] == "-,target_not_configured,-,sort"
+
+
+def _ndjson(engine: Engine, url: str, lines: list[Any]) -> tuple[dict[str, str], Any]:
+    """Headers (lower-cased names) and parsed answer of an ``_msearch`` POSTed to ``url``."""
+    req = urllib.request.Request(url, method="POST", data="".join(json.dumps(line) + "\n" for line in lines).encode(),
+                                 headers={"content-type": "application/x-ndjson", **auth_of(engine)})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return {k.lower(): v for k, v in resp.headers.items()}, json.loads(resp.read())
+
+
+def test_an_index_esbridge_cannot_rerank_is_answered_by_the_engine(engine: Engine, index_name: str,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A configured index esbridge cannot rerank as it is (no text field it can read: keyword fields
+    only; a missing index) is searched as the engine answers, unreranked and saying why, never with
+    esbridge's 400 (OpenSearch's REST tests of search and highlighting got one); the log says why once."""
+    engine.request("PUT", f"/{index_name}", body={"mappings": {"properties": {"tag": {"type": "keyword"}}}})
+    for i, tag in enumerate(["red", "red", "blue"]):
+        engine.request("PUT", f"/{index_name}/_doc/{i}", body={"tag": tag})
+    engine.refresh(index_name)
+    missing = f"{index_name}-missing"
+    body = {"query": {"match": {"tag": "red"}}}
+    own = engine.search(index_name, body)
+    with caplog.at_level(logging.INFO, "esbridge.serve"), \
+            running(engine, {index_name: {"scorer": "bm25"}, missing: {"scorer": "bm25"}}) as url:
+        for _ in range(2):
+            status, headers, got = http_headers(engine, "POST", f"{url}/{index_name}/_search", body)
+            assert status == 200 and headers["x-esbridge-reranked"] == "false", got
+            assert headers["x-esbridge-reason"] == "index_not_rerankable" and got["hits"] == own["hits"]
+        status, headers, got = http_headers(engine, "POST", f"{url}/{missing}/_search", body)
+        assert status == 404 and got["error"]["type"] == "index_not_found_exception"
+        headers, got = _ndjson(engine, f"{url}/_msearch", [{"index": index_name}, body, {"index": missing}, body])
+        assert headers["x-esbridge-reason"] == "index_not_rerankable,index_not_rerankable"
+        assert got["responses"][0]["hits"] == own["hits"]
+        assert got["responses"][1]["error"]["type"] == "index_not_found_exception"
+    said = [r.getMessage() for r in caplog.records if "answered by the engine unreranked" in r.getMessage()]
+    assert len(said) == 1 and index_name in said[0] and "no text field" in said[0]
+
+
+def test_an_index_created_again_is_reranked_as_it_is_now(engine: Engine, index_name: str) -> None:
+    """An index deleted and created again with other text fields while the server runs is reranked
+    by what it is now: a reranker made before read the old index's fields and scored every hit 0
+    (OpenSearch's REST tests, which create their indices again and again, found it).  And what the
+    engine refuses of a reranked search is the engine's own error; the engine's _msearch
+    parameters are taken."""
+    docs = ["red fox", "red red red fox", "blue fox"]
+    with running(engine, {index_name: {"scorer": "bm25"}}) as url:
+        for field_name in ("title", "body"):
+            engine.delete_index(index_name)
+            engine.request("PUT", f"/{index_name}", body={"mappings": {"properties": {field_name: {"type": "text"}}}})
+            for i, text in enumerate(docs):
+                engine.request("PUT", f"/{index_name}/_doc/{i}", body={field_name: text})
+            engine.refresh(index_name)
+            body = {"query": {"match": {field_name: "red"}}}
+            status, headers, got = http_headers(engine, "POST", f"{url}/{index_name}/_search", body)
+            assert status == 200 and headers["x-esbridge-reranked"] == "true", got
+            assert [h["_id"] for h in got["hits"]["hits"]] == ["1", "0"], got
+            assert all(h["_score"] > 0 for h in got["hits"]["hits"]), got
+        status, headers, got = http_headers(engine, "POST", f"{url}/{index_name}/_search", body, {"from": "-5"})
+        assert status == 400 and headers["x-esbridge-reason"] == "bad_size_or_from"
+        assert "[from] parameter cannot be negative" in got["error"]["reason"]
+        headers, got = _ndjson(engine, f"{url}/{index_name}/_msearch?rest_total_hits_as_int=true"
+                                        "&max_concurrent_searches=1", [{}, body, {}, {**body, "size": 1}])
+    assert headers["x-esbridge-reranked"] == "true,true"
+    assert [r["hits"]["total"] for r in got["responses"]] == [2, 2]
+    assert [h["_id"] for h in got["responses"][0]["hits"]["hits"]] == ["1", "0"]

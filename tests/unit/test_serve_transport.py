@@ -83,6 +83,12 @@ def test_the_url_parameters_of_a_reranked_msearch() -> None:
     raw = b"{}\n" + json.dumps({"query": {"match": {"t": "heart"}}}).encode() + b"\n"
     (req,) = _read_msearch("docs", IndexConfig(mode="rescore"), raw, {**JAVA_CLIENT, **FORM})
     assert not isinstance(req, _Refused) and req is not None and req.params == JAVA_CLIENT
+    # the engine's own _msearch parameters: those of each search go with each search to the engine
+    # (OpenSearch's REST tests send rest_total_hits_as_int), max_concurrent_searches bounds the server's
+    each = {"rest_total_hits_as_int": "true", "search_type": "dfs_query_then_fetch",
+            "max_concurrent_shard_requests": "1", "pre_filter_shard_size": "2", "ccs_minimize_roundtrips": "false"}
+    (req,) = _read_msearch("docs", IndexConfig(mode="rescore"), raw, {**each, "max_concurrent_searches": "1"})
+    assert isinstance(req, SearchRequest) and req.params == each
     with pytest.raises(_Refused, match=r"\[timeout\] is not supported"):  # as on the engine: not an _msearch's
         _read_msearch("docs", IndexConfig(), raw, {"timeout": "5s"})
 
