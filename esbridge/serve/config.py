@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,9 +55,6 @@ class ServeConfig:
 
 
 def _check_index(where: str, name: str, raw: Any) -> IndexConfig:
-    from esbridge.rerank.first_stage import parse_first_stage
-    from esbridge.scoring import get_scorer
-
     at = f"{where}: indices.{name}"
     if not isinstance(raw, Mapping):
         raise ConfigurationError(f"{at} must be an object of settings ({', '.join(INDEX_KEYS)}), "
@@ -66,75 +63,106 @@ def _check_index(where: str, name: str, raw: Any) -> IndexConfig:
     if unknown:
         raise ConfigurationError(f"{at}.{unknown[0]} is not a setting; the settings are {', '.join(INDEX_KEYS)}")
     cfg = IndexConfig()
-    if "scorer" in raw:
-        if not isinstance(raw["scorer"], str):
-            raise ConfigurationError(f"{at}.scorer must be a scorer's name, got {raw['scorer']!r}")
-        try:
-            get_scorer(raw["scorer"])
-        except ConfigurationError as err:
-            raise ConfigurationError(f"{at}.scorer: {err}") from None
-        cfg = replace(cfg, scorer=raw["scorer"])
-    if "window" in raw:
-        w = raw["window"]
-        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
-            raise ConfigurationError(f"{at}.window must be a whole number >= 1, got {w!r}")
-        cfg = replace(cfg, window=w)
-    if "mode" in raw:
-        if raw["mode"] not in MODES:
-            raise ConfigurationError(f"{at}.mode must be one of {', '.join(MODES)}, got {raw['mode']!r}")
-        cfg = replace(cfg, mode=raw["mode"])
-    if "first_stage" in raw:
-        fs = raw["first_stage"]
-        if not isinstance(fs, str):
-            raise ConfigurationError(f"{at}.first_stage must be a string, got {fs!r}")
-        try:
-            parse_first_stage(fs)
-        except ConfigurationError as err:
-            raise ConfigurationError(f"{at}.first_stage: {err}") from None
-        cfg = replace(cfg, first_stage=fs)
-    if "fields" in raw and raw["fields"] is not None:
-        fl = raw["fields"]
-        if isinstance(fl, str):
-            fl = [fl]
-        if not isinstance(fl, list) or not fl or not all(isinstance(f, str) and f for f in fl):
-            raise ConfigurationError(f"{at}.fields must be a list of field names, got {raw['fields']!r}")
-        cfg = replace(cfg, fields=tuple(fl))
-    if "field_weights" in raw and raw["field_weights"] is not None:
-        fw = raw["field_weights"]
-        if not isinstance(fw, Mapping) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-                for v in fw.values()):
-            raise ConfigurationError(f"{at}.field_weights must map field names to numbers >= 0, got {fw!r}")
-        cfg = replace(cfg, field_weights=tuple((str(k), float(v)) for k, v in fw.items()))
-    if "params" in raw and raw["params"] is not None:
-        ps = raw["params"]
-        if not isinstance(ps, Mapping):
-            raise ConfigurationError(f"{at}.params must be an object of the scorer's parameters, got {ps!r}")
-        try:
-            get_scorer(cfg.scorer).params_type(**ps)
-        except TypeError as err:
-            raise ConfigurationError(f"{at}.params: not parameters of scorer {cfg.scorer!r} ({err})") from None
-        except ValueError as err:
-            raise ConfigurationError(f"{at}.params: {err}") from None
-        cfg = replace(cfg, params=tuple(ps.items()))
+    for key, check in _SETTINGS.items():  # in order: params are checked against the scorer set before
+        if key in raw and (raw[key] is not None or key in _NOT_NULL):
+            cfg = check(f"{at}.{key}", raw[key], cfg)
+    return _check_pipeline(at, raw, cfg)
+
+
+def _check_scorer(at: str, value: Any, cfg: IndexConfig) -> IndexConfig:
+    from esbridge.scoring import get_scorer
+
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{at} must be a scorer's name, got {value!r}")
+    try:
+        get_scorer(value)
+    except ConfigurationError as err:
+        raise ConfigurationError(f"{at}: {err}") from None
+    return replace(cfg, scorer=value)
+
+
+def _check_window(at: str, value: Any, cfg: IndexConfig) -> IndexConfig:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{at} must be a whole number >= 1, got {value!r}")
+    return replace(cfg, window=value)
+
+
+def _check_mode(at: str, value: Any, cfg: IndexConfig) -> IndexConfig:
+    if value not in MODES:
+        raise ConfigurationError(f"{at} must be one of {', '.join(MODES)}, got {value!r}")
+    return replace(cfg, mode=value)
+
+
+def _check_first_stage(at: str, value: Any, cfg: IndexConfig) -> IndexConfig:
+    from esbridge.rerank.first_stage import parse_first_stage
+
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{at} must be a string, got {value!r}")
+    try:
+        parse_first_stage(value)
+    except ConfigurationError as err:
+        raise ConfigurationError(f"{at}: {err}") from None
+    return replace(cfg, first_stage=value)
+
+
+def _check_fields(at: str, value: Any, cfg: IndexConfig) -> IndexConfig:
+    fields = [value] if isinstance(value, str) else value
+    if not isinstance(fields, list) or not fields or not all(isinstance(f, str) and f for f in fields):
+        raise ConfigurationError(f"{at} must be a list of field names, got {value!r}")
+    return replace(cfg, fields=tuple(fields))
+
+
+def _check_field_weights(at: str, value: Any, cfg: IndexConfig) -> IndexConfig:
+    if not isinstance(value, Mapping) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            for v in value.values()):
+        raise ConfigurationError(f"{at} must map field names to numbers >= 0, got {value!r}")
+    return replace(cfg, field_weights=tuple((str(k), float(v)) for k, v in value.items()))
+
+
+def _check_params(at: str, value: Any, cfg: IndexConfig) -> IndexConfig:
+    from esbridge.scoring import get_scorer
+
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"{at} must be an object of the scorer's parameters, got {value!r}")
+    try:
+        get_scorer(cfg.scorer).params_type(**value)
+    except TypeError as err:
+        raise ConfigurationError(f"{at}: not parameters of scorer {cfg.scorer!r} ({err})") from None
+    except ValueError as err:
+        raise ConfigurationError(f"{at}: {err}") from None
+    return replace(cfg, params=tuple(value.items()))
+
+
+#: The settings of an index checked one by one, in this order; each gives the configuration with it set.
+_SETTINGS: dict[str, Callable[[str, Any, IndexConfig], IndexConfig]] = {
+    "scorer": _check_scorer, "window": _check_window, "mode": _check_mode, "first_stage": _check_first_stage,
+    "fields": _check_fields, "field_weights": _check_field_weights, "params": _check_params,
+}
+#: The settings for which ``null`` is a wrong value, not "the default".
+_NOT_NULL = frozenset({"scorer", "window", "mode", "first_stage"})
+
+
+def _check_pipeline(at: str, raw: Mapping[str, Any], cfg: IndexConfig) -> IndexConfig:
+    """``cfg`` with the hybrid pipeline ``raw`` asks for (``pipeline``, ``pipeline_params``), if it does."""
     if raw.get("pipeline", False) not in (True, False):
         raise ConfigurationError(f"{at}.pipeline must be true or false, got {raw['pipeline']!r}")
     pp = raw.get("pipeline_params")
     if pp is not None and not raw.get("pipeline"):
         raise ConfigurationError(f"{at}.pipeline_params is given but pipeline is not true")
-    if raw.get("pipeline"):
-        if raw.get("mode", "search") != "search":
-            raise ConfigurationError(f"{at}: the hybrid pipeline (pipeline true) finds its own candidates; "
-                                     "it cannot be in mode rescore")
-        if pp is not None and not isinstance(pp, Mapping):
-            raise ConfigurationError(f"{at}.pipeline_params must be an object of the pipeline's parameters, "
-                                     f"got {pp!r}")
-        try:
-            pipeline = _pipeline_params(cfg.scorer, raw.get("window"), pp or {})
-        except (ConfigurationError, TypeError, ValueError) as err:
-            raise ConfigurationError(f"{at}.pipeline_params: {err}") from None
-        cfg = replace(cfg, pipeline=pipeline, mode="search")
-    return cfg
+    if not raw.get("pipeline"):
+        return cfg
+    if raw.get("mode", "search") != "search":
+        raise ConfigurationError(f"{at}: the hybrid pipeline (pipeline true) finds its own candidates; "
+                                 "it cannot be in mode rescore")
+    if pp is not None and not isinstance(pp, Mapping):
+        raise ConfigurationError(f"{at}.pipeline_params must be an object of the pipeline's parameters, "
+                                 f"got {pp!r}")
+    try:
+        pipeline = _pipeline_params(cfg.scorer, raw.get("window"), pp or {})
+    except (ConfigurationError, TypeError, ValueError) as err:
+        raise ConfigurationError(f"{at}.pipeline_params: {err}") from None
+    return replace(cfg, pipeline=pipeline, mode="search")
 
 
 def _pipeline_params(scorer: str, window: int | None, overrides: Mapping[str, Any]) -> PipelineParams:

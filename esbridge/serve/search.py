@@ -330,6 +330,40 @@ def read_search(index: str, config: IndexConfig, body: Any,
                 params: Mapping[str, str]) -> SearchRequest | Unreranked | None:
     """What a search of ``index`` asks; ``None`` when it asks not to be reranked
     (``ext.esbridge.rerank`` false).  ``body`` keeps everything but ``ext.esbridge``."""
+    body, opts = _split_ext(body)
+    if opts.get("rerank", True) is False:
+        return None
+    config = _with_options(index, config, opts)
+    window = _whole(opts.get("window", config.window), "ext.esbridge.window", 1)
+    try:
+        size = _whole(params.get("size", body.get("size", 10)), "size")
+        from_ = _whole(params.get("from", body.get("from", 0)), "from")
+    except _Refused:  # the engine's own error says what is wrong
+        return Unreranked("bad_size_or_from")
+    explicit = opts.get("query")
+    if explicit is not None and not isinstance(explicit, str):
+        raise _Refused(400, f"ext.esbridge.query must be a string, got {explicit!r}")
+    user_order = fixed_order(body, params)
+    if user_order is not None:
+        return user_order
+    if config.mode == "search" and not _fits_search_mode(body, params, explicit):
+        # what esbridge's own first stage cannot take is answered by the rule: the engine's answer
+        # to the request, its top hits reranked
+        config = replace(config, mode="rescore", pipeline=None)
+    found = _text_and_filters(config.mode, body, params, explicit)
+    if isinstance(found, Unreranked):
+        return found
+    text, filters = found
+    return SearchRequest(index=index, config=config, body=body, text=text, filter=filters, size=size,
+                         from_=from_, explain=bool(opts.get("explain", False)), window=window,
+                         source=body.get("_source"), params=_engine_params(config.mode, params),
+                         engine_explain=body.get("explain") is True or params.get("explain") == "true",
+                         score_sort="sort" in body or "sort" in params)
+
+
+def _split_ext(body: Any) -> tuple[dict[str, Any], Mapping[str, Any]]:
+    """The search body without ``ext.esbridge``, and esbridge's options from there (checked: an
+    object of :data:`EXT_KEYS`)."""
     if body is None:
         body = {}
     if not isinstance(body, Mapping):
@@ -349,8 +383,11 @@ def read_search(index: str, config: IndexConfig, body: Any,
         unknown = [k for k in opts if k not in EXT_KEYS]
         if unknown:
             raise _Refused(400, f"ext.esbridge.{unknown[0]} is not an option; the options are {', '.join(EXT_KEYS)}")
-    if opts.get("rerank", True) is False:
-        return None
+    return body, opts
+
+
+def _with_options(index: str, config: IndexConfig, opts: Mapping[str, Any]) -> IndexConfig:
+    """The index's configuration with a search's ``ext.esbridge`` options (scorer, mode, pipeline) applied."""
     for key in ("rerank", "explain"):
         if not isinstance(opts.get(key, False), bool):
             raise _Refused(400, f"ext.esbridge.{key} must be true or false, got {opts[key]!r}")
@@ -380,41 +417,24 @@ def read_search(index: str, config: IndexConfig, body: Any,
         if fixed:
             raise _Refused(400, f"ext.esbridge.{fixed[0]} cannot be given to the hybrid pipeline of [{index}]: "
                                 "set it in the configuration's pipeline_params")
-    window = _whole(opts.get("window", config.window), "ext.esbridge.window", 1)
-    try:
-        size = _whole(params.get("size", body.get("size", 10)), "size")
-        from_ = _whole(params.get("from", body.get("from", 0)), "from")
-    except _Refused:  # the engine's own error says what is wrong
-        return Unreranked("bad_size_or_from")
-    explicit = opts.get("query")
-    if explicit is not None and not isinstance(explicit, str):
-        raise _Refused(400, f"ext.esbridge.query must be a string, got {explicit!r}")
-    user_order = fixed_order(body, params)
-    if user_order is not None:
-        return user_order
-    if config.mode == "search" and not _fits_search_mode(body, params, explicit):
-        # what esbridge's own first stage cannot take is answered by the rule: the engine's answer
-        # to the request, its top hits reranked
-        config = replace(config, mode="rescore", pipeline=None)
-    text: str | None = explicit
-    filters: list[Any] = []
-    if config.mode == "search":
+    return config
+
+
+def _text_and_filters(mode: str, body: Mapping[str, Any], params: Mapping[str, str],
+                      explicit: str | None) -> tuple[str | None, list[Any]] | Unreranked:
+    """The text esbridge scores by and (``search`` mode) the filters of its own first stage; or why
+    there is no text to score by."""
+    if mode == "search":
         if explicit is not None:
-            filters = [body["query"]] if body.get("query") is not None else []
-        elif body.get("query") is None and "q" in params:  # a URI search
-            text = params["q"]
-        else:
-            text, filters = query_text(body.get("query"))
-    elif explicit is None:
-        text = scoring_text(body["query"]) if body.get("query") is not None else (
-            _plain(params["q"], True) or None if "q" in params else None)
-        if text is None:
-            return Unreranked("no_query_text")
-    return SearchRequest(index=index, config=config, body=body, text=text, filter=filters, size=size,
-                         from_=from_, explain=bool(opts.get("explain", False)), window=window,
-                         source=body.get("_source"), params=_engine_params(config.mode, params),
-                         engine_explain=body.get("explain") is True or params.get("explain") == "true",
-                         score_sort="sort" in body or "sort" in params)
+            return explicit, [body["query"]] if body.get("query") is not None else []
+        if body.get("query") is None and "q" in params:  # a URI search
+            return params["q"], []
+        return query_text(body.get("query"))
+    if explicit is not None:
+        return explicit, []
+    text = scoring_text(body["query"]) if body.get("query") is not None else (
+        _plain(params["q"], True) or None if "q" in params else None)
+    return (text, []) if text is not None else Unreranked("no_query_text")
 
 
 def _engine_params(mode: str, params: Mapping[str, str]) -> dict[str, str]:
