@@ -13,6 +13,15 @@ column the mean nDCG@10 over the collections. A system written ``name@DIR`` is r
 ``benchmarks/results/DIR/<collection>/results.json`` instead (``@.``: the usual results), and its row
 says which (:data:`RUNS`).
 
+A figure in the prose is marked the same way, inline::
+
+    gains <!-- results-figure bm25-gains -->+6.2, +4.5, ...<!-- /results-figure --> points
+
+where the name is one of :data:`FIGURES`: the hybrid pipeline's gains in nDCG@10 points over the
+stronger of the engine's BM25 rows (``bm25-*``) or of the engines' own hybrid rows
+(``engine-hybrid-*``), per collection, their mean or their range; ``heldout-*`` on the held-out
+halves (``<collection>/heldout/results.json``, the four collections that have one).
+
 Usage (from the project root)::
 
     python benchmarks/doc_tables.py          # check: exit 1 naming every table that differs
@@ -46,6 +55,7 @@ RUNS = {
     ".": "vectors on disk, exact search (OpenSearch 3.8)",
     "opensearch-knn": "vectors in the engine, HNSW (OpenSearch 3.5 with k-NN)",
 }
+FIGURE = re.compile(r"(<!-- results-figure (?P<name>[a-z0-9-]+) -->)(?P<body>.*?)(<!-- /results-figure -->)")
 BLOCK = re.compile(r"(<!-- results-table (?P<opts>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results-table -->)", re.S)
 
 
@@ -55,6 +65,12 @@ def load(results: Path) -> dict[str, Mapping[str, Mapping[str, float]]]:
 
 
 Results = Mapping[str, Mapping[str, Mapping[str, float]]]
+
+
+def load_heldout(results: Path) -> Results:
+    """Collection -> system -> measure -> value on the held-out halves, for the collections that have one."""
+    return {c: json.loads((results / c / "heldout" / "results.json").read_text())["results"]
+            for c, _ in COLLECTIONS if (results / c / "heldout" / "results.json").is_file()}
 
 
 def table(data: Mapping[str, Mapping[str, Mapping[str, float]]], systems: list[str], bold: set[str],
@@ -79,8 +95,45 @@ def table(data: Mapping[str, Mapping[str, Mapping[str, float]]], systems: list[s
     return "\n".join(lines) + "\n"
 
 
+def _points(x: float) -> str:
+    """A gain in points as the prose writes it: one decimal, a sign, a real minus."""
+    return f"{x:+.1f}".replace("-", "\u2212")
+
+
+def _gains(data: Mapping[str, Mapping[str, Mapping[str, float]]], rows: tuple[str, ...]) -> list[float]:
+    """Per collection of ``data``, the hybrid pipeline's nDCG@10 points over the strongest of ``rows``."""
+    return [100 * (data[c]["hybrid"]["ndcg@10"] - max(data[c][r]["ndcg@10"] for r in rows)) for c in data]
+
+
+def _listed(values: list[float]) -> str:
+    words = [_points(v) for v in values]
+    return ", ".join(words[:-1]) + " and " + words[-1]
+
+
+BM25_ROWS = ("engine-bm25-pyserini", "engine-bm25-default")
+ENGINE_HYBRID_ROWS = ("engine-hybrid-minmax", "engine-hybrid-rrf")
+#: The figures the prose may cite: name -> (which results, rows, how the gains are written).
+FIGURES: dict[str, tuple[str, tuple[str, ...], Callable[[list[float]], str]]] = {
+    "bm25-gains": ("test", BM25_ROWS, _listed),
+    "bm25-mean": ("test", BM25_ROWS, lambda g: _points(sum(g) / len(g))),
+    "bm25-range": ("test", BM25_ROWS, lambda g: f"{min(g):.1f} to {max(g):.1f}"),
+    "engine-hybrid-gains": ("test", ENGINE_HYBRID_ROWS, _listed),
+    "engine-hybrid-mean": ("test", ENGINE_HYBRID_ROWS, lambda g: _points(sum(g) / len(g))),
+    "heldout-bm25-gains": ("heldout", BM25_ROWS, _listed),
+}
+
+
+def figure(name: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
+           heldout: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """The text of the figure ``name`` (:data:`FIGURES`)."""
+    if name not in FIGURES:
+        raise SystemExit(f"no results-figure {name!r}; the figures are {', '.join(FIGURES)}")
+    which, rows, written = FIGURES[name]
+    return written(_gains(data if which == "test" else heldout, rows))
+
+
 def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
-           runs: Callable[[str], Results] | None = None) -> str:
+           runs: Callable[[str], Results] | None = None, heldout: Results | None = None) -> str:
     """``text`` with every marked table made again from ``data`` (and ``runs(DIR)`` for ``name@DIR``)."""
     def one(m: re.Match[str]) -> str:
         opts = dict(kv.split("=", 1) for kv in m.group("opts").split())
@@ -90,7 +143,10 @@ def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
         bold = {s for s in opts.get("bold", "").split(",") if s}
         return m.group(1) + table(data, systems, bold, runs) + m.group(4)
 
-    return BLOCK.sub(one, text)
+    text = BLOCK.sub(one, text)
+    if heldout is None:
+        return text
+    return FIGURE.sub(lambda m: m.group(1) + figure(m.group("name"), data, heldout) + m.group(4), text)
 
 
 def documents(root: Path) -> list[Path]:
@@ -113,7 +169,7 @@ def check(root: Path, results: Path, *, write: bool = False) -> list[Path]:
     stale = []
     for path in documents(root):
         text = path.read_text(encoding="utf-8")
-        made = render(text, data, runs)
+        made = render(text, data, runs, load_heldout(results))
         if made != text:
             stale.append(path)
             if write:

@@ -41,3 +41,23 @@ def test_a_figure_that_differs_is_found(tmp_path: Path) -> None:
     assert dt.check(tmp_path, RESULTS, write=True) == [readme]
     assert readme.read_text(encoding="utf-8") == text
     assert dt.check(tmp_path, RESULTS) == []
+
+
+def test_a_prose_figure_that_differs_is_found(tmp_path: Path) -> None:
+    """The gains the README's prose cites are computed from the results; a changed one is found and
+    written back."""
+    dt = _doc_tables()
+    readme = tmp_path / "README.md"
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "README.md").write_text("")
+    data = dt.load(RESULTS)
+    best = max(data["med"][r]["ndcg@10"] for r in dt.BM25_ROWS)
+    med = dt._points(100 * (data["med"]["hybrid"]["ndcg@10"] - best))
+    cited = "<!-- results-figure bm25-gains -->"
+    assert cited in text and med in text.split(cited, 1)[1].split("<!--", 1)[0]
+    readme.write_text(text.replace(cited + "+", cited + "+9", 1), encoding="utf-8")
+    assert dt.check(tmp_path, RESULTS) == [readme]
+    dt.check(tmp_path, RESULTS, write=True)
+    assert readme.read_text(encoding="utf-8") == text
