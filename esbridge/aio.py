@@ -142,6 +142,14 @@ class AsyncReranker(RerankerCore):
                                                  window=window, augmentations=augmentations,
                                                  original_weight=original_weight))
 
+    async def search_rescored(self, body: Mapping[str, Any], query_text: str, *, window: int | None = None,
+                              params: Mapping[str, str] | None = None, explain: bool = False) -> dict[str, Any]:
+        """Your own search ``body``, its top ``window`` hits reranked for ``query_text``
+        (:meth:`Reranker.search_rescored <esbridge.rerank.Reranker.search_rescored>`: the same
+        arguments, response and errors)."""
+        return await self._run(self._search_rescored_plan(body, query_text, window=window or self.window,
+                                                          params=params, explain=explain))
+
     async def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window: int | None = None,
                       explain: bool = False, augmentations: Any = None,
                       original_weight: float = 1.0, window_size: int | None = None) -> dict[str, Any]:

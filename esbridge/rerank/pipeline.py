@@ -36,6 +36,7 @@ from esbridge.engine.calls import (
     msearch_answers,
     ndjson_lines,
     path_segment,
+    search_plan,
 )
 from esbridge.engine.client import EngineBase
 from esbridge.engine.plan import Call, Offload, Plan, gather
@@ -437,10 +438,20 @@ class RerankerCore:
                         "request of its own first; install the version this esbridge builds (esbridge plugin build)",
                         self.index)
             return None
-        hits = response["hits"]["hits"]
-        got = analysis_from(self.index, layout, channels, hits)
-        if got is None:  # no hit: nothing analysed
+        taken = yield from self._analysis_taken_plan(text, channels, response["hits"]["hits"])
+        if taken is None:  # no hit: nothing analysed
             return (yield from self._analyze_plan(text)), response, None
+        return taken[0], response, taken[1]
+
+    def _analysis_taken_plan(self, text: str, channels: Sequence[str], hits: list[dict[str, Any]],
+                             ) -> Plan[tuple[AnalyzedQuery, Carried] | None]:
+        """The plugin's analysis of ``text`` (:func:`analysing_ext`) and the features it added, taken
+        out of ``hits`` (which are then as the search would have returned them without it): the
+        analysed query and the features; ``None`` where no hit carries them (nothing was found)."""
+        layout = self._layout
+        got = analysis_from(self.index, layout, channels, hits)
+        if got is None:
+            return None
         for ch, qc in got.query.items():
             self._analysis[(text, ch)] = qc
         # statistics and features from the searcher that found the hits: no cache is read, so the
@@ -451,7 +462,7 @@ class RerankerCore:
         scored = {ch: got.query[ch] for ch in self.channels}
         carried.tag = features_tag(layout, scored, self._fields()) if got.in_order else None
         prepared = AnalyzedQuery(query=got.query, dropped=dropped_terms(self.first_stage, layout, got.query))
-        return prepared, response, carried
+        return prepared, carried
 
     def _found_plan(self, text: str, *, window: int, filter: Any = None, source: Any = False,
                     ) -> Plan[tuple[AnalyzedQuery, dict[str, Any], Carried | None, float]]:
@@ -649,6 +660,47 @@ class RerankerCore:
         out["_esbridge"] = response_meta(self.scorer, self.index, prepared, len(head), variants=variants,
                                          original_weight=w0, dropped=dropped)
         return out
+
+    def _search_rescored_plan(self, body: Mapping[str, Any], query_text: str, *, window: int,
+                              params: Mapping[str, str] | None = None, explain: bool = False,
+                              ) -> Plan[dict[str, Any]]:
+        """The engine's answer to ``body`` (a search of the reranker's index as an application sent
+        it: its own query, filters, aggregations, highlighting) with its top ``window`` hits
+        reranked for ``query_text``, as :meth:`_rescore_plan` reranks a response.  Where the
+        plugin can (:meth:`_analyses_inline_plan`), the one search brings with its hits the
+        analysis of ``query_text``, the terms' statistics and each hit's features (the plugin's
+        extension beside the body's own ``ext``): no other request; else the search, then
+        :meth:`_rescore_plan`."""
+        check_count("window", window)
+        if (yield from self._analyses_inline_plan(query_text)):
+            channels = analysed_channels(self.first_stage, self._layout, self.channels)
+            sent = dict(body)
+            sent["ext"] = {**(body.get("ext") or {}),
+                           **analysing_ext(self._layout, query_text, channels, self.channels)}
+            try:
+                answer = yield from search_plan(self.index, sent, params=params)
+            except EngineError as err:
+                if (clear := limit_error(err, self.index)) is not None:
+                    raise clear from err
+                raise
+            # the engine's own answer to esbridge's request: its hits are changed in place (no copy, no
+            # check of a response given by a caller, which costs more than the ranking here)
+            response: dict[str, Any] = answer
+            hits: list[dict[str, Any]] = list(response["hits"]["hits"])
+            taken = yield from self._analysis_taken_plan(query_text, channels, hits)
+            if taken is None:
+                return response
+            prepared, carried = taken
+            head, _, gone = yield from self._rerank_hits_plan(prepared, hits[:window], explain,
+                                                              stats_validated=True, carried=carried)
+            out = dict(response)
+            out["hits"] = {**response["hits"], "hits": head + hits[window:]}
+            out["hits"]["max_score"] = max((h["_score"] for h in head if h.get("_score") is not None),
+                                           default=response["hits"].get("max_score"))
+            out["_esbridge"] = response_meta(self.scorer, self.index, prepared, len(head), dropped=gone)
+            return out
+        response = yield from search_plan(self.index, body, params=params)
+        return (yield from self._rescore_plan(response, query_text, window=window, explain=explain))
 
     # ---- internals ---------------------------------------------------------------------
 

@@ -320,6 +320,23 @@ class Reranker(RerankerCore):
         return self._run(self._rescore_plan(response, query_text, window=window, explain=explain,
                                             augmentations=augmentations, original_weight=original_weight))
 
+    def search_rescored(self, body: Mapping[str, Any], query_text: str, *, window: int | None = None,
+                        params: Mapping[str, str] | None = None, explain: bool = False) -> dict[str, Any]:
+        """Run your own search ``body`` on the reranker's index and rerank its top ``window`` hits
+        for ``query_text``: what :meth:`rescore` does to that search's response, in one request to
+        the engine where its plugin can bring the hits' features and the query's analysis with the
+        hits (an esbridge index of one shard read in its combined field, a text the first stage's
+        ``match`` takes); else the search, then :meth:`rescore`.  The body's query, filters,
+        aggregations, highlighting and paging are the engine's; ``params`` go with the search
+        (e.g. ``typed_keys``, ``preference``).
+
+        Raises:
+            ConfigurationError: a bad window, or a text beyond the plugin's limits.
+            EngineError: the engine refused the search.
+        """
+        return self._run(self._search_rescored_plan(body, query_text, window=window or self.window, params=params,
+                                                    explain=explain))
+
     def _attach_sources(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> None:
         self._run(self._sources.fetch_plan(hits, fields))
 

@@ -14,7 +14,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -242,6 +242,39 @@ class Server:
         log.info("the hybrid search of [%s] is prepared (%.0f s)%s", index, time.perf_counter() - started,
                  f"; {left} documents arrived meanwhile" if left else "")
 
+    async def _reranked(self, index: str, config: IndexConfig,
+                        attempt: Callable[[AsyncReranker], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """``attempt`` with the reranker of ``index``.  Where one was made before, ``attempt`` runs with it
+        while the index's identity is asked beside it (no wait for that request): its answer is kept
+        when the index is still the one the reranker was made for, else :meth:`_reranker` makes the
+        reranker again and ``attempt`` runs once more."""
+        from esbridge.engine.plan import run_async
+        from esbridge.index.facts import identity_plan
+
+        held = self._rerankers.get((index, replace(config, window=1, mode="search")))
+        if held is not None:
+            engine = await self._engine_for_request()
+            asked = asyncio.ensure_future(run_async(identity_plan(index), engine))
+            answer: dict[str, Any] | None = None
+            failure: ConfigurationError | EngineError | None = None
+            try:
+                answer = await attempt(held[1])
+            except (ConfigurationError, EngineError) as err:
+                failure = err  # the index may have changed: told below
+            except BaseException:
+                asked.cancel()
+                raise
+            try:
+                same = (await asked)[0] == held[0]
+            except (ConfigurationError, EngineError):
+                same = False
+            if same:
+                if failure is not None:  # not the index's change: the failure stands
+                    raise failure
+                assert answer is not None
+                return answer
+        return await attempt(await self._reranker(index, config))
+
     async def _reranker(self, index: str, config: IndexConfig) -> AsyncReranker:
         """The reranker of ``index`` as the index is now, opened (its layout read).  The index's
         identity (the UUID of each index the name stands for) is asked at each search: a reranker
@@ -269,8 +302,8 @@ class Server:
                 reranker = AsyncReranker(engine, index, scorer=config.scorer, params=params, window=config.window,
                                          first_stage=config.first_stage, fields=config.fields,
                                          field_weights=dict(config.field_weights) if config.field_weights else None)
-                self._rerankers[key] = (identity, reranker)
             await reranker.open()
+            self._rerankers[key] = (identity, reranker)  # kept once it opened: a search may then skip this
         except (ConfigurationError, EngineError) as err:
             if isinstance(err, ConfigurationError) and self._unrerankable.get(index) != str(err):
                 log.warning("searches of [%s] are answered by the engine unreranked: %s", index, err)
@@ -572,22 +605,34 @@ class Server:
         names = sorted(set(req.owners.values())) if req.owners else [req.index]
         # one configured name: its configuration as the request set it (ext.esbridge); several: each its own
         configs = req.configs if req.configs and len(names) > 1 else {names[0]: req.config}
-        rerankers = {name: await self._reranker(name, configs[name]) for name in names}
         wanted = req.from_ + req.size
         body = dict(req.body)
         body.pop("sort", None)  # by _score only (any other sort is answered unreranked)
+        body["from"] = 0
+        explain = req.explain or req.engine_explain
+        if len(names) == 1 and req.text is not None:
+            text = req.text
+
+            async def one(reranker: AsyncReranker) -> dict[str, Any]:
+                fetch = max(req.window, wanted)
+                if fetch > wanted:
+                    fetch = max(wanted, min(fetch, await reranker.max_result_window()))
+                return await reranker.search_rescored({**body, "size": fetch if wanted else 0}, text,
+                                                      window=min(req.window, fetch), params=req.params or None,
+                                                      explain=explain)
+
+            return await self._reranked(names[0], configs[names[0]], one)
+        rerankers = {name: await self._reranker(name, configs[name]) for name in names}
         fetch = max(req.window, wanted)
         if fetch > wanted:
             limits = [await r.max_result_window() for r in rerankers.values()]
             fetch = max(wanted, min(fetch, *limits))
         body["size"] = fetch if wanted else 0
-        body["from"] = 0
         engine = await self._engine_for_request()
         first = await engine.search(req.index, body, params=req.params or None)
         if req.text is None or not first.get("hits", {}).get("hits"):
             return first
         window = min(req.window, fetch)
-        explain = req.explain or req.engine_explain
         if len(names) == 1:
             return await rerankers[names[0]].rescore(first, req.text, window=window, explain=explain)
         # several indices: each one's hits in the window scored by its own reranker, merged by score

@@ -362,6 +362,34 @@ def test_retrieve_ranks_as_search_does(engine: Engine, sample_indices: dict[int,
         rr.retrieve(queries[0], window=0)
 
 
+@pytest.mark.parametrize("shards", [1, 3])
+def test_your_own_search_rescored_is_one_request_where_the_plugin_can(engine: Engine, sample_indices: dict[int, str],
+                                                                      shards: int, plugin_expected: bool) -> None:
+    """``search_rescored`` is ``rescore`` of the engine's answer to the same body: the same hits,
+    order and scores, the body's aggregations and totals the engine's, the hits beyond the window in
+    the engine's order, nothing of the plugin left in the hits; and on one shard where the plugin
+    runs, the search is the only request."""
+    index = sample_indices[shards]
+    queries = [q["text"] for q in judged_queries()[:6]]
+    rr = Reranker(engine, index, scorer="evolved", window=20)
+    rr.search("warm up: the layout, the plugin, the shard count", size=1)
+
+    def body(q: str) -> dict[str, Any]:
+        return {"query": {"match": {"text": {"query": q}}}, "size": 30, "_source": ["title"],
+                "aggs": {"n": {"filter": {"match": {"title": "cell"}}}}}
+
+    with Recorder(engine) as rec:
+        got = [rr.search_rescored(body(q), q, window=20) for q in queries]
+    for q, g in zip(queries, got, strict=True):
+        want = rr.rescore(engine.search(index, body(q)), q, window=20)
+        _same(g, want, q)
+        assert g["hits"]["total"] == want["hits"]["total"] and g["aggregations"] == want["aggregations"], q
+        assert all(set(h["_source"]) <= {"title"} and "fields" not in h for h in g["hits"]["hits"]), q
+        assert g["_esbridge"]["terms"] == want["_esbridge"]["terms"], q
+    if plugin_expected and shards == 1:
+        assert rec.paths == [f"/{index}/_search"] * len(queries), rec.paths
+
+
 def test_the_hybrid_lexical_and_keyword_strategies_take_the_one_search_path(
         engine: Engine, sample_indices: dict[int, str], plugin_expected: bool) -> None:
     """The hybrid pipeline's lexical strategy ranks through ``retrieve``: on one shard with the
