@@ -20,7 +20,9 @@ A figure in the prose is marked the same way, inline::
 where the name is one of :data:`FIGURES`: the hybrid pipeline's gains in nDCG@10 points over the
 stronger of the engine's BM25 rows (``bm25-*``) or of the engines' own hybrid rows
 (``engine-hybrid-*``), per collection, their mean or their range; ``heldout-*`` on the held-out
-halves (``<collection>/heldout/results.json``, the four collections that have one).
+halves (``<collection>/heldout/results.json``, the four collections that have one); the latency of a
+rerank through the engine plugin against the engine's BM25 (:data:`LATENCY_FIGURES`, from
+``engine-opensearch.md``).
 
 Usage (from the project root)::
 
@@ -123,9 +125,50 @@ FIGURES: dict[str, tuple[str, tuple[str, ...], Callable[[list[float]], str]]] = 
 }
 
 
+#: The latency benchmark whose rows the prose cites (``plugin-*``, ``cold-*``), and its rows.
+LATENCY = "engine-opensearch.md"
+ENGINE_ROW = "engine BM25 (match, same window), timed beside the plugin runs"
+PLUGIN_ROW = "esbridge evolved, features from esbridge's engine plugin (no client-side store)"
+FRESH_ROW = "esbridge evolved, the plugin on a fresh copy of the index (no document read before)"
+COLD_ROW = "esbridge evolved, never-seen candidates (cold)"
+
+
+def latency_rows(results: Path) -> dict[tuple[str, int], tuple[float, str]]:
+    """``(run, window) -> (p50 ms, ratio as written)`` of :data:`LATENCY`'s per-query table."""
+    rows: dict[tuple[str, int], tuple[float, str]] = {}
+    for line in (results / LATENCY).read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1].isdigit():
+            rows[(cells[0], int(cells[1]))] = (float(cells[2]), cells[4])
+    return rows
+
+
+def latency_figure(name: str, rows: Mapping[tuple[str, int], tuple[float, str]]) -> str:
+    """The text of a latency figure: ``plugin-100`` / ``plugin-1000`` (the rerank through the plugin
+    against the engine's BM25 beside it, p50 and ratio), ``fresh-ratios``, ``cold-ratios``."""
+    def ratio(row: str, window: int) -> str:
+        return rows[(row, window)][1]
+
+    if name in ("plugin-100", "plugin-1000"):
+        window = int(name.split("-")[1])
+        ours, engine = rows[(PLUGIN_ROW, window)][0], rows[(ENGINE_ROW, window)][0]
+        return f"{ours:g} ms against {engine:g} ms at window {window:,} ({ratio(PLUGIN_ROW, window)})"
+    if name == "fresh-ratios":
+        return f"{ratio(FRESH_ROW, 100)} and {ratio(FRESH_ROW, 1000)}"
+    if name == "cold-ratios":
+        return " and ".join(f"{float(ratio(COLD_ROW, w).rstrip('x')):.0f}x" for w in (100, 1000))
+    raise SystemExit(f"no results-figure {name!r}; the figures are {', '.join([*FIGURES, *LATENCY_FIGURES])}")
+
+
+LATENCY_FIGURES = ("plugin-100", "plugin-1000", "fresh-ratios", "cold-ratios")
+
+
 def figure(name: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
-           heldout: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
-    """The text of the figure ``name`` (:data:`FIGURES`)."""
+           heldout: Mapping[str, Mapping[str, Mapping[str, float]]],
+           latency: Mapping[tuple[str, int], tuple[float, str]] | None = None) -> str:
+    """The text of the figure ``name`` (:data:`FIGURES`, :data:`LATENCY_FIGURES`)."""
+    if name in LATENCY_FIGURES and latency is not None:
+        return latency_figure(name, latency)
     if name not in FIGURES:
         raise SystemExit(f"no results-figure {name!r}; the figures are {', '.join(FIGURES)}")
     which, rows, written = FIGURES[name]
@@ -133,7 +176,8 @@ def figure(name: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
 
 
 def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
-           runs: Callable[[str], Results] | None = None, heldout: Results | None = None) -> str:
+           runs: Callable[[str], Results] | None = None, heldout: Results | None = None,
+           latency: Mapping[tuple[str, int], tuple[float, str]] | None = None) -> str:
     """``text`` with every marked table made again from ``data`` (and ``runs(DIR)`` for ``name@DIR``)."""
     def one(m: re.Match[str]) -> str:
         opts = dict(kv.split("=", 1) for kv in m.group("opts").split())
@@ -146,7 +190,7 @@ def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
     text = BLOCK.sub(one, text)
     if heldout is None:
         return text
-    return FIGURE.sub(lambda m: m.group(1) + figure(m.group("name"), data, heldout) + m.group(4), text)
+    return FIGURE.sub(lambda m: m.group(1) + figure(m.group("name"), data, heldout, latency) + m.group(4), text)
 
 
 def documents(root: Path) -> list[Path]:
@@ -169,7 +213,7 @@ def check(root: Path, results: Path, *, write: bool = False) -> list[Path]:
     stale = []
     for path in documents(root):
         text = path.read_text(encoding="utf-8")
-        made = render(text, data, runs, load_heldout(results))
+        made = render(text, data, runs, load_heldout(results), latency_rows(results))
         if made != text:
             stale.append(path)
             if write:
