@@ -178,6 +178,7 @@ def _eval_config(args: argparse.Namespace, split: Any) -> Any:
         fields=fields_option(getattr(args, "fields", None)),
         engine_hybrid_depth=args.engine_hybrid_depth,
         vectors=args.vectors,
+        vector_quantization=None if args.vector_quantization == "none" else args.vector_quantization,
     )
 
 
@@ -473,6 +474,9 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="with --dataset and the pipeline: where the evaluation index keeps its passage vectors: auto "
                         "(the default) in the engine wherever it can search them (approximate kNN), else on disk "
                         "(exact search); engine; disk")
+    p.add_argument("--vector-quantization", choices=("none", "int8"), default="none",
+                   help="with the vectors in the engine: int8 has the engine quantize the vectors it searches "
+                        "(Elasticsearch's int8_hnsw, OpenSearch's Lucene scalar quantizer); default none")
     p.add_argument("--json", help="also write the JSON summary here")
     p.add_argument("--output", "--out", dest="out", metavar="DIR",
                    help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>, "

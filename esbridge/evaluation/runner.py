@@ -113,6 +113,8 @@ class EvalConfig:
         vectors: with the pipeline and a collection, where the evaluation index keeps its passage
             vectors (:func:`~esbridge.semantic.engine_vectors.new_vector_field`): ``auto`` in the
             engine wherever it can search them, ``engine`` or ``disk``.
+        vector_quantization: ``None`` or ``"int8"``: the engine quantizes the vectors it searches
+            (:attr:`~esbridge.index.VectorField.quantization`).
     """
 
     scorers: tuple[str, ...]
@@ -130,6 +132,7 @@ class EvalConfig:
     fields: tuple[str, ...] | None = None
     engine_hybrid_depth: int = engine_style.DEPTH
     vectors: str = "auto"
+    vector_quantization: str | None = None
 
     def __post_init__(self) -> None:
         if self.vectors not in VECTOR_PLACES:
@@ -659,7 +662,8 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig, *,
         from esbridge.semantic.engine_vectors import new_vector_field
         from esbridge.semantic.models import load_encoder
 
-        vector = new_vector_field(engine, load_encoder(config.pipeline.model), config.vectors)
+        vector = new_vector_field(engine, load_encoder(config.pipeline.model), config.vectors,
+                                  quantization=config.vector_quantization)
     index = ensure_index(engine, dataset, index_name(config.index_prefix, dataset, PYSERINI_BM25),
                          bm25=PYSERINI_BM25, reindex=config.reindex, progress=config.progress,
                          corpus_sha256=corpus_sha, vector=vector)

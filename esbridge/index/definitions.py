@@ -272,6 +272,10 @@ class VectorField:
     name: str = VECTOR_FIELD
     passages: int | None = None
     type: str = "knn_vector"
+    #: ``None`` (float32 in the graph) or ``"int8"``: the engine quantizes the vectors it searches
+    #: (Elasticsearch's ``int8_hnsw``, OpenSearch's Lucene scalar quantizer of 7 bits), keeping the
+    #: floats beside them; scores are then approximations of the cosine
+    quantization: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.dim, bool) or not isinstance(self.dim, int) or not 1 <= self.dim <= 16000:
@@ -284,15 +288,19 @@ class VectorField:
             raise ConfigurationError(f"vector passages must be an integer >= 8 (word pieces), got {self.passages!r}")
         if self.type not in VECTOR_TYPES:
             raise ConfigurationError(f"vector type must be one of {', '.join(VECTOR_TYPES)}, got {self.type!r}")
+        if self.quantization not in (None, "int8"):
+            raise ConfigurationError(f"vector quantization must be None or 'int8', got {self.quantization!r}")
 
     def _vector_mapping(self) -> dict[str, Any]:
         if self.type == "dense_vector":
             # plain HNSW of floats: Elasticsearch 8.14+ would otherwise quantize vectors of 384+
             # dimensions to int8, and its scores would no longer be the cosine
             return {"type": "dense_vector", "dims": self.dim, "index": True, "similarity": "cosine",
-                    "index_options": {"type": "hnsw"}}
-        return {"type": "knn_vector", "dimension": self.dim,
-                "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
+                    "index_options": {"type": "int8_hnsw" if self.quantization == "int8" else "hnsw"}}
+        method: dict[str, Any] = {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}
+        if self.quantization == "int8":
+            method["parameters"] = {"encoder": {"name": "sq", "parameters": {"bits": 7}}}
+        return {"type": "knn_vector", "dimension": self.dim, "method": method}
 
     @property
     def values(self) -> str:
@@ -310,6 +318,8 @@ class VectorField:
                                 "values": self.values}
         if self.passages is not None:
             meta["passages"] = self.passages
+        if self.quantization is not None:
+            meta["quantization"] = self.quantization
         return meta
 
 

@@ -63,14 +63,15 @@ MAX_KNN_DEPTH = 10_000
 VALUES_BATCH = 500
 
 
-def new_vector_field(engine: Engine, encoder: Encoder, where: str = "auto") -> VectorField | None:
+def new_vector_field(engine: Engine, encoder: Encoder, where: str = "auto", *,
+                     quantization: str | None = None) -> VectorField | None:
     """The engine vector field a new index gets for ``encoder``'s passages, or ``None`` where esbridge
     keeps the vectors on disk.
 
     ``where``: ``auto`` (the default) puts them in the engine wherever it can search vectors
     (:meth:`~esbridge.engine.client.Engine.vector_search`) and the model embeds passages of one
     length, else on disk with a warning naming the cost; ``engine`` raises where that cannot be;
-    ``disk`` always keeps them on disk.
+    ``disk`` always keeps them on disk.  ``quantization``: :attr:`VectorField.quantization`.
 
     Raises:
         ConfigurationError: ``where`` is unknown, or ``engine`` where the engine or model cannot.
@@ -88,7 +89,8 @@ def new_vector_field(engine: Engine, encoder: Encoder, where: str = "auto") -> V
         why = (f"the model {encoder.name} embeds passages of several lengths ({', '.join(map(str, lengths))}), "
                "which one vector field cannot hold")
     else:
-        return VectorField(dim=encoder.dim, model=encoder.name, passages=lengths[0] if lengths else None, type=kind)
+        return VectorField(dim=encoder.dim, model=encoder.name, passages=lengths[0] if lengths else None, type=kind,
+                           quantization=quantization)
     if where == "engine":
         raise ConfigurationError(f"--vectors engine: {why}; keep the vectors on disk (--vectors disk)")
     log.warning("%s: esbridge keeps the document vectors on disk, and every client machine embeds every document "

@@ -282,3 +282,35 @@ def test_a_client_keeps_no_state_that_matters(knn_engine: Engine, knn_index: str
     monkeypatch.setenv("ESBRIDGE_HOME", str(home))
     assert answers() == first
     assert not home.exists() or [p for p in home.rglob("*") if p.is_file()] == []
+
+
+def _int8_agrees(engine: Engine, encoder, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """An index whose vectors the engine quantizes to int8 finds the exact search's top documents."""
+    name = f"esb-test-int8-{uuid.uuid4().hex[:8]}"
+    report = ingest(engine, name, _docs(), shards=1, progress=False, strict=True,
+                    vector=VectorField(dim=encoder.dim, model=encoder.name, passages=encoder.passage_tokens,
+                                       type=kind, quantization="int8"))
+    assert report.indexed == N_DOCS
+    try:
+        ev = open_vectors(engine, name, encoder, fields=("title", "text"), progress=False)
+        assert isinstance(ev, EngineVectors) and len(ev) == N_DOCS
+        exact = VectorIndex.open(engine, name, encoder, fields=("title", "text"), progress=False)
+        overlap = []
+        for q in judged_queries(limit=8):
+            qv = encoder.encode_queries([q["text"]])[0]
+            want, got = exact.search(qv, 10), ev.search(qv, 10)
+            overlap.append(len(set(got.ids) & set(want.ids)) / 10)
+            assert got.ids[0] == want.ids[0], q["text"]
+            np.testing.assert_allclose(got.scores, exact.similarity(qv, got.ids), atol=0.02)  # approximate cosines
+        assert np.mean(overlap) >= 0.9, overlap
+    finally:
+        engine.delete_index(name)
+
+
+def test_int8_quantized_vectors_in_opensearch(knn_engine: Engine, encoder) -> None:  # type: ignore[no-untyped-def]
+    _int8_agrees(knn_engine, encoder, "knn_vector")
+
+
+@pytest.mark.dense_vector
+def test_int8_quantized_vectors_in_elasticsearch(engine: Engine, encoder) -> None:  # type: ignore[no-untyped-def]
+    _int8_agrees(engine, encoder, "dense_vector")

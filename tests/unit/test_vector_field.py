@@ -62,3 +62,16 @@ def test_a_vector_field_may_not_replace_a_text_field(name: str) -> None:
 def test_a_bad_vector_field_is_refused_naming_the_parameter(kwargs: dict[str, object], needle: str) -> None:
     with pytest.raises(ConfigurationError, match=needle):
         VectorField(**{"dim": 384, "model": "m", **kwargs})  # type: ignore[arg-type]
+
+
+def test_int8_quantization_is_each_engines_own() -> None:
+    from esbridge.index import VectorField
+
+    es = VectorField(dim=8, model="m", passages=64, type="dense_vector", quantization="int8")
+    assert es.mapping()["properties"]["vector"]["index_options"] == {"type": "int8_hnsw"}
+    os_ = VectorField(dim=8, model="m", passages=64, quantization="int8")
+    assert os_.mapping()["properties"]["vector"]["method"]["parameters"] == {
+        "encoder": {"name": "sq", "parameters": {"bits": 7}}}
+    assert os_.to_meta()["quantization"] == "int8" and "quantization" not in VectorField(dim=8, model="m").to_meta()
+    with pytest.raises(ConfigurationError, match="quantization must be None or 'int8'"):
+        VectorField(dim=8, model="m", quantization="bbq")
