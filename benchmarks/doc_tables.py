@@ -56,6 +56,7 @@ LABELS = {
 RUNS = {
     ".": "vectors on disk, exact search (OpenSearch 3.8)",
     "opensearch-knn": "vectors in the engine, HNSW (OpenSearch 3.5 with k-NN)",
+    "opensearch-knn-int8": "vectors in the engine, HNSW of int8 (OpenSearch 3.5 with k-NN)",
 }
 FIGURE = re.compile(r"(<!-- results-figure (?P<name>[a-z0-9-]+) -->)(?P<body>.*?)(<!-- /results-figure -->)")
 BLOCK = re.compile(r"(<!-- results-table (?P<opts>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results-table -->)", re.S)
