@@ -156,6 +156,19 @@ class PipelineParams:
     result_depth: int | None = None
 
     def __post_init__(self) -> None:
+        for name, kind in (("keyword", KeywordParams), ("calibration", CalibrationParams)):
+            value = getattr(self, name)
+            if isinstance(value, Mapping):  # the nested parameters given as an object (e.g. from JSON)
+                valid = {f.name for f in fields(kind)}
+                unknown = sorted(set(value) - valid)
+                if unknown:
+                    named = ", ".join(f"{name}.{k}" for k in unknown)
+                    raise ConfigurationError(f"unknown pipeline parameter(s) {named}; valid: "
+                                             f"{', '.join(sorted(valid))}")
+                object.__setattr__(self, name, kind(**value))
+            elif not isinstance(value, kind):
+                raise ConfigurationError(f"pipeline parameter {name} must be {kind.__name__} or an object of its "
+                                         f"parameters, got {value!r}")
         get_scorer(self.scorer)  # raises, listing the valid names
         if not isinstance(self.scorer_params, Mapping):
             raise ConfigurationError(f"pipeline parameter scorer_params must be an object of scorer parameters, "

@@ -135,3 +135,18 @@ def test_pipeline_parameters_are_hashable_and_compare_by_value() -> None:
     a, b = PipelineParams.seed004(), PipelineParams.seed004()
     assert a == b and hash(a) == hash(b) and len({a, b, PipelineParams()}) == 2
     assert a != a.with_overrides(scorer_params={"k1": 1.2, "b": 0.75})
+
+
+def test_nested_parameters_given_as_objects_are_read_or_refused_by_name() -> None:
+    """``keyword`` and ``calibration`` given as JSON objects (a configuration file, an overrides call)
+    become their parameter classes; an unknown key or another type is an error naming it."""
+    from esbridge.hybrid.calibration import CalibrationParams
+    from esbridge.hybrid.keyword import KeywordParams
+
+    p = PipelineParams().with_overrides(calibration={"queries": 20}, keyword={"fb_docs": 5})
+    assert p.calibration == CalibrationParams(queries=20) and p.keyword == KeywordParams(fb_docs=5)
+    assert hash(p) == hash(PipelineParams(calibration=CalibrationParams(queries=20), keyword=KeywordParams(fb_docs=5)))
+    with pytest.raises(ConfigurationError, match=r"unknown pipeline parameter\(s\) calibration\.querys; valid: "):
+        PipelineParams().with_overrides(calibration={"querys": 20})
+    with pytest.raises(ConfigurationError, match="pipeline parameter keyword must be KeywordParams or an object"):
+        PipelineParams(keyword=3)  # type: ignore[arg-type]
