@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from esbridge.engine.calls import analyze_plan, identify_plan, request_target, search_plan
-from esbridge.engine.client import EngineBase, Perform, ProbeTls, log, probe_options
+from esbridge.engine.client import EngineBase, Perform, ProbeTls, advance, log, probe_options
 from esbridge.engine.connection import ConnectionOptions, EngineInfo
 from esbridge.engine.plan import run_async
 from esbridge.engine.transports import (
@@ -314,10 +314,9 @@ class AsyncEngine(EngineBase):
         result: Any = None
         failure: BaseException | None = None
         while True:
-            try:
-                step = steps.throw(failure) if failure is not None else steps.send(result)
-            except StopIteration as done:
-                return done.value
+            step, answer = advance(steps, result, failure)
+            if step is None:
+                return answer
             result, failure = None, None
             try:
                 if isinstance(step, Perform):

@@ -165,6 +165,15 @@ class Wait:
 Step = Perform | ProbeTls | Wait
 
 
+def advance(steps: Generator[Step, Any, Any], result: Any, failure: BaseException | None) -> tuple[Step | None, Any]:
+    """The policy's next step, given the last step's ``result`` (or its ``failure``, thrown in): ``(step,
+    None)``, or ``(None, answer)`` once the policy returned (what it raises goes through)."""
+    try:
+        return (steps.throw(failure) if failure is not None else steps.send(result)), None
+    except StopIteration as done:
+        return None, done.value
+
+
 def sync_engine(engine: EngineBase) -> Engine:
     """``engine`` for a synchronous call; a clear error for an asynchronous engine.
 
@@ -344,10 +353,9 @@ class Engine(EngineBase):
         result: Any = None
         failure: BaseException | None = None
         while True:
-            try:
-                step = steps.throw(failure) if failure is not None else steps.send(result)
-            except StopIteration as done:
-                return done.value
+            step, answer = advance(steps, result, failure)
+            if step is None:
+                return answer
             result, failure = None, None
             try:
                 if isinstance(step, Perform):
