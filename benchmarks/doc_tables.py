@@ -22,11 +22,35 @@ stronger of the engine's BM25 rows (``bm25-*``) or of the engines' own hybrid ro
 (``engine-hybrid-*``), per collection, their mean or their range; ``heldout-*`` on the held-out
 halves (``<collection>/heldout/results.json``, the four collections that have one); the latency of a
 rerank through the engine plugin against the engine's BM25 (:data:`LATENCY_FIGURES`, from
-``engine-opensearch.md``).
+``engine-opensearch.md``); the R@100 gap to the engines' own hybrid (:data:`RECALL_FIGURES`).
+
+A figure written by hand is marked with the file it comes from (paths relative to ``benchmarks/``)::
+
+    <!-- from results/serve-opensearch.md -->10.5 ms against 6.6 ms (1.6x)<!-- /from -->
+
+and checked, not rewritten (:func:`uncited`): every number written inside the span must be a number
+of one of the named files. Several files may be named, space-separated; ``PATH@COMMIT`` names the file
+as committed then (a figure of an earlier run, read with ``git show``). What counts as a number
+(:data:`NUMBER`): digits, with a decimal point and ``,`` thousands separators, not part of a word
+(``BM25``, ``p50``, ``nDCG@10``, ``int8`` are not numbers) nor of a version (``3.8.0``); its sign is
+not compared, so ``−0.6`` cites the source's ``-0.6``. A number matches a number of the source equal
+to it once the source's is rounded to as many decimals as the prose writes (half up or half to
+even): ``46.3x`` cites ``46.29x``, ``1,064 ms`` cites ``1063.6``, ``0.7450`` cites ``0.745036``; the
+prose may not write more decimals than the source (``0.60`` does not cite ``0.6``). A number the
+source does not write may be the ratio or the difference of two numbers of the same span that it
+does write, rounded the same way: ``10.5 ms against 6.6 ms (1.6x)``. A span with no number in it, or
+naming a file that does not exist, is an error. Keep a span to the figures and the words that say
+what they are, so that no other number of it can stand for a ratio or a difference by chance.
+
+:func:`unmarked` finds what looks like a measurement in the prose of the documents of :data:`SCANNED`
+(a number followed by ``ms``, ``s``, ``x``, ``points``, ...; :data:`MEASURE`) outside both kinds of
+marker and outside code. A figure that only looks like one (a setting, the size of a download) is
+marked as such: ``<!-- not-a-result -->5 ms to 30 s<!-- /not-a-result -->``.
 
 Usage (from the project root)::
 
-    python benchmarks/doc_tables.py          # check: exit 1 naming every table that differs
+    python benchmarks/doc_tables.py          # check: exit 1 naming every table that differs, every
+                                             # cited figure its source lacks, every unmarked one
     python benchmarks/doc_tables.py --write  # rewrite the tables from the results
 """
 
@@ -35,8 +59,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,14 +190,27 @@ def latency_figure(name: str, rows: Mapping[tuple[str, int], tuple[float, str]])
 LATENCY_FIGURES = ("plugin-100", "plugin-1000", "fresh-ratios", "cold-ratios")
 
 
+#: The R@100 the hybrid pipeline gives up to the stronger of the engines' own hybrid rows, in points
+#: (name -> collection).
+RECALL_FIGURES = {"cisi-recall-gap": "cisi"}
+
+
+def recall_gap(data: Results, collection: str) -> str:
+    """How many points of R@100 the stronger engine hybrid row has over the hybrid pipeline on ``collection``."""
+    best = max(data[collection][r]["recall@100"] for r in ENGINE_HYBRID_ROWS)
+    return f"{100 * (best - data[collection]['hybrid']['recall@100']):.1f}"
+
+
 def figure(name: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
            heldout: Mapping[str, Mapping[str, Mapping[str, float]]],
            latency: Mapping[tuple[str, int], tuple[float, str]] | None = None) -> str:
-    """The text of the figure ``name`` (:data:`FIGURES`, :data:`LATENCY_FIGURES`)."""
+    """The text of the figure ``name`` (:data:`FIGURES`, :data:`LATENCY_FIGURES`, :data:`RECALL_FIGURES`)."""
     if name in LATENCY_FIGURES and latency is not None:
         return latency_figure(name, latency)
+    if name in RECALL_FIGURES:
+        return recall_gap(data, RECALL_FIGURES[name])
     if name not in FIGURES:
-        raise SystemExit(f"no results-figure {name!r}; the figures are {', '.join(FIGURES)}")
+        raise SystemExit(f"no results-figure {name!r}; the figures are {', '.join([*FIGURES, *RECALL_FIGURES])}")
     which, rows, written = FIGURES[name]
     return written(_gains(data if which == "test" else heldout, rows))
 
@@ -222,6 +261,113 @@ def check(root: Path, results: Path, *, write: bool = False) -> list[Path]:
     return stale
 
 
+#: A hand-written figure and the files it is checked against (paths relative to ``benchmarks/``).
+CITED = re.compile(r"<!-- from (?P<sources>[^>]*?) -->(?P<body>.*?)<!-- /from -->", re.S)
+#: A number as prose and results write it: ``1,064``, ``46.29``, ``7``; not inside a word or a version.
+NUMBER = re.compile(r"(?<![\w@.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![.]?\d)(?![A-Za-wyz_])")
+
+
+def numbers(text: str) -> list[str]:
+    """The numbers written in ``text`` (:data:`NUMBER`), as written."""
+    return [m.group(0) for m in NUMBER.finditer(text)]
+
+
+def _value(number: str) -> Decimal:
+    return Decimal(number.replace(",", ""))
+
+
+def cites(written: str, source: str) -> bool:
+    """Whether the prose's ``written`` is the source's ``source`` rounded to the decimals it writes."""
+    ours, theirs = _value(written), _value(source)
+    places = -ours.as_tuple().exponent  # type: ignore[operator]
+    if places > -theirs.as_tuple().exponent:  # type: ignore[operator]
+        return False
+    step = Decimal(1).scaleb(-places)
+    return any(theirs.quantize(step, rounding=r) == ours for r in (ROUND_HALF_UP, ROUND_HALF_EVEN))
+
+
+def derived(written: str, cited: list[str]) -> bool:
+    """Whether ``written`` is the ratio or the difference of two of the source's numbers ``cited`` (those
+    the span's other numbers cite), rounded as it is written."""
+    values = [_value(c) for c in cited]
+    pairs = [(a, b) for i, a in enumerate(values) for j, b in enumerate(values) if i != j and b]
+    return any(cites(written, f"{x:f}") for a, b in pairs for x in (a / b, abs(a - b)))
+
+
+def source_text(benchmarks: Path, name: str) -> str | None:
+    """The text of ``name`` (``PATH`` or ``PATH@COMMIT``, relative to ``benchmarks``), None if there is none."""
+    path, _, commit = name.partition("@")
+    if not commit:
+        file = benchmarks / path
+        return file.read_text(encoding="utf-8") if file.is_file() else None
+    rel = (benchmarks / path).resolve().relative_to(benchmarks.resolve().parent).as_posix()
+    shown = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=benchmarks, capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def _line(text: str, at: int) -> int:
+    return text.count("\n", 0, at) + 1
+
+
+def uncited(root: Path, paths: list[Path] | None = None) -> list[str]:
+    """Every marked figure (``<!-- from ... -->``) of ``paths`` (the :func:`documents`) that its sources
+    lack, as ``FILE:LINE: ...``."""
+    benchmarks = root / "benchmarks"
+    sources: dict[str, str | None] = {}
+    errors = []
+    for path in paths if paths is not None else documents(root):
+        text = path.read_text(encoding="utf-8")
+        for m in CITED.finditer(text):
+            where = f"{path.relative_to(root)}:{_line(text, m.start())}"
+            names = m.group("sources").split()
+            for name in names:
+                if name not in sources:
+                    sources[name] = source_text(benchmarks, name)
+            missing = [n for n in names if sources[n] is None]
+            if missing or not names:
+                errors.append(f"{where}: no source {' '.join(missing) or '(none named)'} for {m.group('body')!r}")
+                continue
+            theirs = [n for name in names for n in numbers(str(sources[name]))]
+            written = numbers(m.group("body"))
+            if not written:
+                errors.append(f"{where}: no number in {m.group('body')!r}")
+            cited = {n: [t for t in theirs if cites(n, t)] for n in written}
+            found = sorted({t for ts in cited.values() for t in ts})
+            lacking = [n for n in written if not cited[n] and not derived(n, found)]
+            if lacking:
+                errors.append(f"{where}: {', '.join(lacking)} of {m.group('body')!r} not in {' '.join(names)}")
+    return errors
+
+
+#: What looks like a measurement in prose: a number and a unit of time, size, speed or ratio, points,
+#: or an nDCG value.
+MEASURE = re.compile(r"(?<![\w@.])\d[\d,]*(?:\.\d+)?(?: ?(?:ms|s|min|MB|GB|x|%)| points| documents per second)(?!\w)"
+                     r"|nDCG@10 0\.\d+")
+MARKED = re.compile(r"<!-- (results-figure [a-z0-9-]+|from [^>]*|not-a-result) -->.*?"
+                    r"<!-- /(results-figure|from|not-a-result) -->", re.S)
+CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.S | re.M)
+TABLE = re.compile(r"<!-- results-table .*?<!-- /results-table -->", re.S)
+
+
+def prose(text: str) -> str:
+    """``text`` with its marked figures and tables, code blocks and inline code blanked (lines kept)."""
+    for pattern in (TABLE, MARKED, CODE):
+        text = pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    return text
+
+
+#: The documents whose every figure is marked (relative to the project's root).
+SCANNED = ("README.md", "docs/serve.md")
+
+
+def unmarked(root: Path, paths: list[Path] | None = None) -> Iterator[str]:
+    """What looks like a measurement (:data:`MEASURE`) in the prose of ``paths`` (:data:`SCANNED`), unmarked."""
+    for path in paths if paths is not None else [root / name for name in SCANNED]:
+        text = prose(path.read_text(encoding="utf-8"))
+        for m in MEASURE.finditer(text):
+            yield f"{path.relative_to(root)}:{_line(text, m.start())}: {m.group(0)!r} has no source marked"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write", action="store_true", help="rewrite the tables from the results")
@@ -231,7 +377,10 @@ def main() -> int:
     for path in stale:
         verb = "rewrote" if args.write else "differs from benchmarks/results"
         print(f"{path.relative_to(ROOT)}: a results table {verb}", file=sys.stderr)
-    return 1 if stale and not args.write else 0
+    errors = [*uncited(ROOT), *unmarked(ROOT)]
+    for error in errors:
+        print(error, file=sys.stderr)
+    return 1 if (stale and not args.write) or errors else 0
 
 
 if __name__ == "__main__":

@@ -61,3 +61,62 @@ def test_a_prose_figure_that_differs_is_found(tmp_path: Path) -> None:
     assert dt.check(tmp_path, RESULTS) == [readme]
     dt.check(tmp_path, RESULTS, write=True)
     assert readme.read_text(encoding="utf-8") == text
+
+
+SOURCE = "| run | p50 ms |\n| server | 10.5 |\n| api | 6.62 |\n"
+
+
+def _cited(tmp_path: Path, prose: str, source: str = SOURCE) -> list[str]:
+    """What the check finds in a document of one line citing ``results/x.md`` (holding ``source``)."""
+    dt = _doc_tables()
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "benchmarks" / "results" / "x.md").write_text(source, encoding="utf-8")
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"A line.\nIt took <!-- from results/x.md -->{prose}<!-- /from --> here.\n", encoding="utf-8")
+    errors: list[str] = dt.uncited(tmp_path, [doc])
+    return errors
+
+
+def test_every_cited_figure_is_in_its_source() -> None:
+    dt = _doc_tables()
+    assert dt.uncited(ROOT) == []
+    assert list(dt.unmarked(ROOT)) == []
+
+
+def test_a_cited_figure_is_its_source_rounded_or_a_ratio_of_two(tmp_path: Path) -> None:
+    assert _cited(tmp_path, "10.5 ms against 6.6 ms (1.6x), 11 ms") == []
+    assert _cited(tmp_path, "10.5 ms against 6.62 ms, 3.9 ms more") == []
+
+
+def test_a_wrong_figure_is_found(tmp_path: Path) -> None:
+    assert _cited(tmp_path, "10.4 ms against 6.6 ms") == [
+        "doc.md:2: 10.4 of '10.4 ms against 6.6 ms' not in results/x.md"]
+    assert _cited(tmp_path, "10.5 ms against 6.6 ms (1.7x)") != []
+    assert _cited(tmp_path, "6.620 ms") != [], "more decimals than the source writes"
+    assert _cited(tmp_path, "a while") != [], "a span with no number checks nothing"
+
+
+def test_a_figure_whose_source_is_missing_is_found(tmp_path: Path) -> None:
+    dt = _doc_tables()
+    doc = tmp_path / "doc.md"
+    doc.write_text("It took <!-- from results/gone.md -->10.5 ms<!-- /from -->.\n", encoding="utf-8")
+    assert dt.uncited(tmp_path, [doc]) == ["doc.md:1: no source results/gone.md for '10.5 ms'"]
+    doc.write_text("It took <!-- from results/x.md@0000000 -->10.5 ms<!-- /from -->.\n", encoding="utf-8")
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "x.md").write_text("10.5\n", encoding="utf-8")
+    assert dt.uncited(tmp_path, [doc]) == ["doc.md:1: no source results/x.md@0000000 for '10.5 ms'"]
+
+
+def test_numbers_are_not_words_nor_versions() -> None:
+    dt = _doc_tables()
+    assert dt.numbers("BM25 nDCG@10 p50 int8 3.8.0 4bcd20c: 1,064 ms, 46.29x, −0.6 and 7.") == [
+        "1,064", "46.29", "0.6", "7"]
+
+
+def test_an_unmarked_measurement_is_found(tmp_path: Path) -> None:
+    dt = _doc_tables()
+    doc = tmp_path / "doc.md"
+    doc.write_text("Took 10.5 ms (1.6x).\n\n```\n3 ms\n```\n`4 ms` <!-- not-a-result -->5 ms<!-- /not-a-result -->\n"
+                   "<!-- from results/x.md -->6 ms<!-- /from --> in window 100.\n", encoding="utf-8")
+    assert list(dt.unmarked(tmp_path, [doc])) == ["doc.md:1: '10.5 ms' has no source marked",
+                                                  "doc.md:1: '1.6x' has no source marked"]
