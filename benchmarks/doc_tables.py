@@ -29,8 +29,8 @@ A figure written by hand is marked with the file it comes from (paths relative t
     <!-- from results/serve-opensearch.md -->10.5 ms against 6.6 ms (1.6x)<!-- /from -->
 
 and checked, not rewritten (:func:`uncited`): every number written inside the span must be a number
-of one of the named files. Several files may be named, space-separated; ``PATH@COMMIT`` names the file
-as committed then (a figure of an earlier run, read with ``git show``). What counts as a number
+of one of the named files. Several files may be named, space-separated; each is a file of the current tree (a figure of an
+earlier run, no longer in any committed file, is no figure to cite). What counts as a number
 (:data:`NUMBER`): digits, with a decimal point and ``,`` thousands separators, not part of a word
 (``BM25``, ``p50``, ``nDCG@10``, ``int8`` are not numbers) nor of a version (``3.8.0``); its sign is
 not compared, so ``−0.6`` cites the source's ``-0.6``. A number matches a number of the source equal
@@ -59,7 +59,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
@@ -295,14 +294,9 @@ def derived(written: str, cited: list[str]) -> bool:
 
 
 def source_text(benchmarks: Path, name: str) -> str | None:
-    """The text of ``name`` (``PATH`` or ``PATH@COMMIT``, relative to ``benchmarks``), None if there is none."""
-    path, _, commit = name.partition("@")
-    if not commit:
-        file = benchmarks / path
-        return file.read_text(encoding="utf-8") if file.is_file() else None
-    rel = (benchmarks / path).resolve().relative_to(benchmarks.resolve().parent).as_posix()
-    shown = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=benchmarks, capture_output=True, text=True)
-    return shown.stdout if shown.returncode == 0 else None
+    """The text of the file ``name`` (relative to ``benchmarks``), None if there is none."""
+    file = benchmarks / name
+    return file.read_text(encoding="utf-8") if file.is_file() else None
 
 
 def _line(text: str, at: int) -> int:
