@@ -22,25 +22,30 @@ stronger of the engine's BM25 rows (``bm25-*``) or of the engines' own hybrid ro
 (``engine-hybrid-*``), per collection, their mean or their range; ``heldout-*`` on the held-out
 halves (``<collection>/heldout/results.json``, the four collections that have one); the latency of a
 rerank through the engine plugin against the engine's BM25 (:data:`LATENCY_FIGURES`, from
-``engine-opensearch.md``); the R@100 gap to the engines' own hybrid (:data:`RECALL_FIGURES`).
+``engine-opensearch.md``); the R@100 gap to the engines' own hybrid (:data:`RECALL_FIGURES`); the
+``Summary:`` line of a results file a script writes (:data:`SUMMARY_FIGURES`: the test suite's size and
+time, ``benchmarks/suite_time.py``; the README's first command's, ``benchmarks/bench_demo.py``). Until
+such a file exists its figure is left as it is and the check names the file and the script that
+writes it (:func:`unproduced`).
 
 A figure written by hand is marked with the file it comes from (paths relative to ``benchmarks/``)::
 
     <!-- from results/serve-opensearch.md -->10.5 ms against 6.6 ms (1.6x)<!-- /from -->
 
 and checked, not rewritten (:func:`uncited`): every number written inside the span must be a number
-of one of the named files. Several files may be named, space-separated; each is a file of the current tree (a figure of an
-earlier run, no longer in any committed file, is no figure to cite). What counts as a number
-(:data:`NUMBER`): digits, with a decimal point and ``,`` thousands separators, not part of a word
-(``BM25``, ``p50``, ``nDCG@10``, ``int8`` are not numbers) nor of a version (``3.8.0``); its sign is
-not compared, so ``−0.6`` cites the source's ``-0.6``. A number matches a number of the source equal
-to it once the source's is rounded to as many decimals as the prose writes (half up or half to
-even): ``46.3x`` cites ``46.29x``, ``1,064 ms`` cites ``1063.6``, ``0.7450`` cites ``0.745036``; the
-prose may not write more decimals than the source (``0.60`` does not cite ``0.6``). A number the
-source does not write may be the ratio or the difference of two numbers of the same span that it
-does write, rounded the same way: ``10.5 ms against 6.6 ms (1.6x)``. A span with no number in it, or
-naming a file that does not exist, is an error. Keep a span to the figures and the words that say
-what they are, so that no other number of it can stand for a ratio or a difference by chance.
+of one of the named files. Several files may be named, space-separated; each is a file of the
+current tree (a figure of an earlier run, no longer in any committed file, is no figure to cite).
+What counts as a number (:data:`NUMBER`): digits, with a decimal point and ``,`` thousands
+separators, not part of a word (``BM25``, ``p50``, ``nDCG@10``, ``int8`` are not numbers) nor of a
+version (``3.8.0``); its sign is not compared, so ``−0.6`` cites the source's ``-0.6``. A number
+matches a number of the source equal to it once the source's is rounded to as many decimals as the
+prose writes (half up or half to even): ``46.3x`` cites ``46.29x``, ``1,064 ms`` cites ``1063.6``,
+``0.7450`` cites ``0.745036``; the prose may not write more decimals than the source (``0.60`` does
+not cite ``0.6``). A number the source does not write may be the ratio or the difference of two
+numbers of the same span that it does write, rounded the same way: ``10.5 ms against 6.6 ms
+(1.6x)``. A span with no number in it, or naming a file that does not exist, is an error. Keep a
+span to the figures and the words that say what they are, so that no other number of it can stand
+for a ratio or a difference by chance.
 
 :func:`unmarked` finds what looks like a measurement in the prose of the documents of :data:`SCANNED`
 (a number followed by ``ms``, ``s``, ``x``, ``points``, ...; :data:`MEASURE`) outside both kinds of
@@ -200,6 +205,21 @@ def recall_gap(data: Results, collection: str) -> str:
     return f"{100 * (best - data[collection]['hybrid']['recall@100']):.1f}"
 
 
+#: Figures copied from the ``Summary:`` line of a results file: name -> (file, the script that writes it).
+SUMMARY_FIGURES = {"test-suite": ("test-suite.md", "benchmarks/suite_time.py"),
+                   "demo": ("demo.md", "benchmarks/bench_demo.py")}
+
+
+def summaries(results: Path) -> dict[str, str | None]:
+    """The text of every :data:`SUMMARY_FIGURES` figure, None where its file (or its summary) is missing."""
+    out: dict[str, str | None] = {}
+    for name, (file, _) in SUMMARY_FIGURES.items():
+        path = results / file
+        found = re.search(r"^Summary: (.+)$", path.read_text(encoding="utf-8"), re.M) if path.is_file() else None
+        out[name] = found.group(1).strip() if found else None
+    return out
+
+
 def figure(name: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
            heldout: Mapping[str, Mapping[str, Mapping[str, float]]],
            latency: Mapping[tuple[str, int], tuple[float, str]] | None = None) -> str:
@@ -209,15 +229,19 @@ def figure(name: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
     if name in RECALL_FIGURES:
         return recall_gap(data, RECALL_FIGURES[name])
     if name not in FIGURES:
-        raise SystemExit(f"no results-figure {name!r}; the figures are {', '.join([*FIGURES, *RECALL_FIGURES])}")
+        raise SystemExit(f"no results-figure {name!r}; the figures are "
+                         f"{', '.join([*FIGURES, *LATENCY_FIGURES, *RECALL_FIGURES, *SUMMARY_FIGURES])}")
     which, rows, written = FIGURES[name]
     return written(_gains(data if which == "test" else heldout, rows))
 
 
 def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
            runs: Callable[[str], Results] | None = None, heldout: Results | None = None,
-           latency: Mapping[tuple[str, int], tuple[float, str]] | None = None) -> str:
-    """``text`` with every marked table made again from ``data`` (and ``runs(DIR)`` for ``name@DIR``)."""
+           latency: Mapping[tuple[str, int], tuple[float, str]] | None = None,
+           summary: Mapping[str, str | None] | None = None) -> str:
+    """``text`` with every marked table made again from ``data`` (and ``runs(DIR)`` for ``name@DIR``),
+    and with ``heldout``, every marked figure (a :data:`SUMMARY_FIGURES` one from ``summary``, left as it
+    is where that has none)."""
     def one(m: re.Match[str]) -> str:
         opts = dict(kv.split("=", 1) for kv in m.group("opts").split())
         systems = [s for s in opts.get("systems", "").split(",") if s]
@@ -229,7 +253,15 @@ def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
     text = BLOCK.sub(one, text)
     if heldout is None:
         return text
-    return FIGURE.sub(lambda m: m.group(1) + figure(m.group("name"), data, heldout, latency) + m.group(4), text)
+
+    def fig(m: re.Match[str]) -> str:
+        name = m.group("name")
+        if name in SUMMARY_FIGURES:
+            made = (summary or {}).get(name)
+            return m.group(0) if made is None else m.group(1) + made + m.group(4)
+        return m.group(1) + figure(name, data, heldout, latency) + m.group(4)
+
+    return FIGURE.sub(fig, text)
 
 
 def documents(root: Path) -> list[Path]:
@@ -252,12 +284,29 @@ def check(root: Path, results: Path, *, write: bool = False) -> list[Path]:
     stale = []
     for path in documents(root):
         text = path.read_text(encoding="utf-8")
-        made = render(text, data, runs, load_heldout(results), latency_rows(results))
+        made = render(text, data, runs, load_heldout(results), latency_rows(results), summaries(results))
         if made != text:
             stale.append(path)
             if write:
                 path.write_text(made, encoding="utf-8")
     return stale
+
+
+def unproduced(root: Path, results: Path, paths: list[Path] | None = None) -> list[str]:
+    """Every :data:`SUMMARY_FIGURES` figure of ``paths`` (the :func:`documents`) whose results file is
+    not there yet, as ``FILE:LINE: ...`` naming the file and the script that writes it."""
+    made = summaries(results)
+    errors = []
+    for path in paths if paths is not None else documents(root):
+        text = path.read_text(encoding="utf-8")
+        for m in FIGURE.finditer(text):
+            name = m.group("name")
+            if name in SUMMARY_FIGURES and made[name] is None:
+                file, script = SUMMARY_FIGURES[name]
+                errors.append(f"{path.relative_to(root)}:{_line(text, m.start())}: results-figure {name}: "
+                              f"benchmarks/results/{file} is missing or has no Summary line; "
+                              f"write it with python {script} (its docstring says how), then --write")
+    return errors
 
 
 #: A hand-written figure and the files it is checked against (paths relative to ``benchmarks/``).
@@ -371,7 +420,7 @@ def main() -> int:
     for path in stale:
         verb = "rewrote" if args.write else "differs from benchmarks/results"
         print(f"{path.relative_to(ROOT)}: a results table {verb}", file=sys.stderr)
-    errors = [*uncited(ROOT), *unmarked(ROOT)]
+    errors = [*unproduced(ROOT, args.results), *uncited(ROOT), *unmarked(ROOT)]
     for error in errors:
         print(error, file=sys.stderr)
     return 1 if (stale and not args.write) or errors else 0

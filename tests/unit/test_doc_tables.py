@@ -77,6 +77,10 @@ def _cited(tmp_path: Path, prose: str, source: str = SOURCE) -> list[str]:
     return errors
 
 
+def test_every_summary_figure_has_its_results_file() -> None:
+    assert _doc_tables().unproduced(ROOT, RESULTS) == []
+
+
 def test_every_cited_figure_is_in_its_source() -> None:
     dt = _doc_tables()
     assert dt.uncited(ROOT) == []
@@ -121,3 +125,26 @@ def test_an_unmarked_measurement_is_found(tmp_path: Path) -> None:
                    "<!-- from results/x.md -->6 ms<!-- /from --> in window 100.\n", encoding="utf-8")
     assert list(dt.unmarked(tmp_path, [doc])) == ["doc.md:1: '10.5 ms' has no source marked",
                                                   "doc.md:1: '1.6x' has no source marked"]
+
+
+def test_a_summary_figure_is_its_results_file_summary(tmp_path: Path) -> None:
+    """A figure of :data:`SUMMARY_FIGURES` is the ``Summary:`` line of its results file; until that file
+    exists the figure stays as it is and the file and its script are named."""
+    dt = _doc_tables()
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    doc = tmp_path / "doc.md"
+    text = "The suite: <!-- results-figure test-suite -->(not measured yet)<!-- /results-figure -->.\n"
+    doc.write_text(text, encoding="utf-8")
+    made = dt.summaries(results)
+    assert made["test-suite"] is None
+    assert dt.render(text, {}, heldout={}, summary=made) == text
+    assert dt.unproduced(tmp_path, results, [doc]) == [
+        "doc.md:1: results-figure test-suite: benchmarks/results/test-suite.md is missing or has no Summary "
+        "line; write it with python benchmarks/suite_time.py (its docstring says how), then --write"]
+    (results / "test-suite.md").write_text("# The test suite\n\nSummary: 7 tests (7 passed) in 45 s on X\n\n| a |\n",
+                                           encoding="utf-8")
+    made = dt.summaries(results)
+    assert dt.unproduced(tmp_path, results, [doc]) == []
+    assert dt.render(text, {}, heldout={}, summary=made) == text.replace(
+        "(not measured yet)", "7 tests (7 passed) in 45 s on X")
