@@ -41,11 +41,13 @@ version (``3.8.0``); its sign is not compared, so ``−0.6`` cites the source's 
 matches a number of the source equal to it once the source's is rounded to as many decimals as the
 prose writes (half up or half to even): ``46.3x`` cites ``46.29x``, ``1,064 ms`` cites ``1063.6``,
 ``0.7450`` cites ``0.745036``; the prose may not write more decimals than the source (``0.60`` does
-not cite ``0.6``). A number the source does not write may be the ratio or the difference of two
-numbers of the same span that it does write, rounded the same way: ``10.5 ms against 6.6 ms
-(1.6x)``. A span with no number in it, or naming a file that does not exist, is an error. Keep a
-span to the figures and the words that say what they are, so that no other number of it can stand
-for a ratio or a difference by chance.
+not cite ``0.6``). A fraction of the source may be written in points (times 100, :func:`in_points`):
+``+2.8 points`` cites ``+0.0284``. A number the source does not write may be the ratio or the
+difference of two numbers of the same span that it does write (or of the two in points), rounded the
+same way: ``10.5 ms against 6.6 ms (1.6x)``, ``0.4094 against 0.3731, +3.6 points``. A span with no
+number in it, or naming a file that does not exist, is an error. Keep a span to the figures and the
+words that say what they are, so that no other number of it can stand for a ratio or a difference by
+chance.
 
 :func:`unmarked` finds what looks like a measurement in the prose of the documents of :data:`SCANNED`
 (a number followed by ``ms``, ``s``, ``x``, ``points``, ...; :data:`MEASURE`) outside both kinds of
@@ -334,12 +336,26 @@ def cites(written: str, source: str) -> bool:
     return any(theirs.quantize(step, rounding=r) == ours for r in (ROUND_HALF_UP, ROUND_HALF_EVEN))
 
 
+def in_points(number: str) -> str | None:
+    """A fraction the source writes (below 1, with decimals) in points, as the prose writes a gain in
+    nDCG@10 or recall: ``0.0284`` -> ``2.84``; None for another number."""
+    value = _value(number)
+    if abs(value) >= 1 or value.as_tuple().exponent >= 0:  # type: ignore[operator]
+        return None
+    return f"{value.scaleb(2):f}"
+
+
 def derived(written: str, cited: list[str]) -> bool:
     """Whether ``written`` is the ratio or the difference of two of the source's numbers ``cited`` (those
-    the span's other numbers cite), rounded as it is written."""
-    values = [_value(c) for c in cited]
-    pairs = [(a, b) for i, a in enumerate(values) for j, b in enumerate(values) if i != j and b]
-    return any(cites(written, f"{x:f}") for a, b in pairs for x in (a / b, abs(a - b)))
+    the span's other numbers cite), or of two of them in points (:func:`in_points`), rounded as it is
+    written."""
+    plain = [_value(c) for c in cited]
+    points = [_value(p) for p in map(in_points, cited) if p is not None]
+    for values in (plain, points):
+        pairs = [(a, b) for i, a in enumerate(values) for j, b in enumerate(values) if i != j and b]
+        if any(cites(written, f"{x:f}") for a, b in pairs for x in (a / b, abs(a - b))):
+            return True
+    return False
 
 
 def source_text(benchmarks: Path, name: str) -> str | None:
@@ -371,6 +387,7 @@ def uncited(root: Path, paths: list[Path] | None = None) -> list[str]:
                 errors.append(f"{where}: no source {' '.join(missing) or '(none named)'} for {m.group('body')!r}")
                 continue
             theirs = [n for name in names for n in numbers(str(sources[name]))]
+            theirs += [p for p in map(in_points, theirs) if p is not None]
             written = numbers(m.group("body"))
             if not written:
                 errors.append(f"{where}: no number in {m.group('body')!r}")
@@ -400,7 +417,9 @@ def prose(text: str) -> str:
 
 
 #: The documents whose every figure is marked (relative to the project's root).
-SCANNED = ("README.md", "docs/engines.md", "docs/evaluation.md", "docs/serve.md")
+SCANNED = ("README.md", "docs/cli.md", "docs/engines.md", "docs/evaluation.md", "docs/feature-store.md",
+           "docs/guarantees.md", "docs/how-it-works.md", "docs/index.md", "docs/install.md", "docs/own-index.md",
+           "docs/python-api.md", "docs/reranking.md", "docs/scoring.md", "docs/serve.md")
 
 
 def unmarked(root: Path, paths: list[Path] | None = None) -> Iterator[str]:

@@ -92,6 +92,14 @@ def test_a_cited_figure_is_its_source_rounded_or_a_ratio_of_two(tmp_path: Path) 
     assert _cited(tmp_path, "10.5 ms against 6.62 ms, 3.9 ms more") == []
 
 
+def test_a_fraction_may_be_cited_in_points(tmp_path: Path) -> None:
+    source = "| run | nDCG@10 |\n| a | 0.4094 |\n| b | 0.3731 |\n| gain | +0.0284 |\n"
+    assert _cited(tmp_path, "+2.8 points", source) == []
+    assert _cited(tmp_path, "0.4094 against 0.3731, +3.6 points", source) == []
+    assert _cited(tmp_path, "+2.9 points", source) != []
+    assert _cited(tmp_path, "+2.841 points", source) != [], "more decimals than the source writes"
+
+
 def test_a_wrong_figure_is_found(tmp_path: Path) -> None:
     assert _cited(tmp_path, "10.4 ms against 6.6 ms") == [
         "doc.md:2: 10.4 of '10.4 ms against 6.6 ms' not in results/x.md"]
