@@ -4,15 +4,17 @@ The command is read from the README (the first bash block of its "Two commands" 
 environment, esbridge installed into it, ``esbridge demo``) and run part by part (its ``&&`` parts) in
 a fresh copy of the project, as its test does, each part timed. The demo is given an index name of
 its own (``--index esbridge-demo-bench-<time>``), so that it indexes and embeds the sample anew
-rather than reusing an earlier demo's index; that index is deleted afterwards. The demo's steps are
+rather than reusing an earlier demo's index. The demo's steps are
 timed from its progress on standard error: when the line of each step (starting the local node,
 loading the embedding model, indexing, embedding, calibrating the pipeline's weights, ranking the
 queries) first appears, each step lasting until the next one's line appears. A line that shows only
 once its step has run for a second (the node's start, the model's loading) is seen that second late.
 
-It starts esbridge's local node when none runs (and leaves it running, as the demo does) and uses
-``$ESBRIDGE_HOME``'s engine jars and model, downloading them when they are not there: run the demo
-once before, so that the time is the one the README gives ("once its downloads are done")::
+It runs with a fresh ``ESBRIDGE_HOME`` holding only the downloads of ``$ESBRIDGE_HOME`` (its
+``engines/`` and ``models/``, linked): the node is installed and started, and every passage embedded,
+as on a user's first run (no embedding cache); the node is stopped and the home removed afterwards.
+Stop esbridge's own local nodes before (the demo's node takes the first free port from 9200). Run
+the demo once before, so that the downloads are done, as the README's figure assumes::
 
     python benchmarks/bench_demo.py
     python benchmarks/doc_tables.py --write    # the README's sentence on the demo, from the file
@@ -139,7 +141,7 @@ def report(command: str, index: str, timed: list[tuple[str, float]], demo_steps:
              f"Machine: {machine}.", "",
              f"CPU: {cpu_text}.", "",
              f"Command: `{command}`, run in a fresh copy of the project, the demo with `--index {index}` "
-             "(a new index, deleted afterwards).", "",
+             "(a new index, in a node of a fresh home, stopped afterwards).", "",
              f"Summary: {summary(total, timed, demo_steps, cpu_text)}", "",
              "| part | s |", "|---|---:|"]
     lines += [f"| `{part}` | {seconds:.1f} |" for part, seconds in timed]
@@ -161,16 +163,11 @@ def _copy_project(dest: Path) -> Path:
     return dest
 
 
-def _delete_index(index: str) -> None:
-    """Delete the demo's index where it was made (never starting a node to do so)."""
-    from esbridge.nodes.provision import connect, find_local_node
-
-    url = os.environ.get("ESBRIDGE_URL") or None
-    if url is None and find_local_node(None) is None:
-        return
-    engine = connect(None, url=url, use_docker=False)
-    if engine.index_exists(index):
-        engine.delete_index(index)
+def _stop_nodes(project: Path, env: dict[str, str], home: Path) -> None:
+    """Stop the nodes the demo started in the fresh ``home``."""
+    for node in sorted(p.name for p in (home / "nodes").glob("*") if p.is_dir()):
+        subprocess.run([str(project / ".venv" / "bin" / "esbridge"), "engine", "stop", "--name", node], env=env,
+                       cwd=project, check=False, capture_output=True)
 
 
 def main() -> int:
@@ -186,11 +183,20 @@ def main() -> int:
     cpu_text = cpu_line(cpuinfo, os.cpu_count())
     command = readme_first_command()
     index = f"esbridge-demo-bench-{int(time.time())}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "ESBRIDGE_URL"))}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if not p.startswith(str(Path(sys.prefix))))
     timed: list[tuple[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
+        from esbridge.home import cache_dir
+
+        fresh = Path(tmp) / "home"
+        fresh.mkdir()
+        for name in ("engines", "models"):
+            if (cache_dir() / name).is_dir():
+                (fresh / name).symlink_to(cache_dir() / name)
+        env["ESBRIDGE_HOME"] = str(fresh)
         project = _copy_project(Path(tmp) / "esbridge")
         split = parts(command, index)
         for part in split[:-1]:
@@ -200,7 +206,7 @@ def main() -> int:
         try:
             seconds, progress, out = run_part(split[-1], project, env, watch=True)
         finally:
-            _delete_index(index)
+            _stop_nodes(project, env, fresh)
         timed.append((split[-1], seconds))
     demo_steps = steps(progress.seen, timed[-1][1])
     args.out.write_text(report(command, index, timed, demo_steps, machine(), cpu_text, out), encoding="utf-8")

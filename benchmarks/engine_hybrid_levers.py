@@ -70,6 +70,15 @@ DOCUMENT_WEIGHTS = (0.25, 0.5, 1.0, 2.0, 3.0, 4.0)
 ENGINE_SHARES = (0.2, 0.35, 0.5)
 #: documents of the whole-document kNN list a lever fuses
 DOCUMENT_DEPTH = 1000
+#: second models whose whole-document kNN lists the ensemble levers fuse beside the shipped model's
+OTHER_MODELS = ("e5-small-v2-q", "all-minilm-l6-v2-q")
+#: their weights, times the semantic strategy's calibrated weight
+OTHER_WEIGHTS = (0.5, 0.75, 1.0)
+#: the shipped model's whole-document list's weight in the ensemble levers (times the semantic weight)
+ENSEMBLE_DOCUMENT = (1.0, 1.5, 2.0)
+#: ``None``: the other models' lists weigh the same; ``s``: each is weighed by ``(m / m_doc) ** s``, its
+#: mean reciprocal rank on the index's known-item pseudo-queries over the shipped model's whole-document list's
+ENSEMBLE_SHARPNESS = (None, 2.0, 4.0)
 
 
 def parts_of(ds: Any) -> dict[str, SplitSpec]:
@@ -128,6 +137,54 @@ def collect(engine: Engine, folder: Path, keep: Path) -> dict[str, Any]:
     return data
 
 
+def add_other_models(engine: Engine, folder: Path, keep: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """Each of :data:`OTHER_MODELS`' whole-document kNN lists (top :data:`DOCUMENT_DEPTH`, exact cosine)
+    added to every query's lists, kept in ``keep`` beside them."""
+    from esbridge.semantic.models import load_encoder
+    from esbridge.semantic.vectors import VectorIndex
+
+    missing = [m for m in OTHER_MODELS if f"document {m}" not in data.get("models", ())]
+    if not missing and "document_effectiveness" in data:
+        return data
+    ds = load_dataset(folder, progress=False)
+    index = index_name("esbridge-eval", ds, PYSERINI_BM25)
+    texts = {q.id: q.text for split in parts_of(ds).values() for q in ds.queries(split)}
+    for model in missing:
+        t0 = time.perf_counter()
+        vi = VectorIndex.open(engine, index, load_encoder(model), fields=("title", "text"), progress=True,
+                              windows=False)
+        built = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        for qid, g in data["queries"].items():
+            hits = vi.search(vi.embed_query(texts[qid]), DOCUMENT_DEPTH)
+            g[f"document {model}"] = RankedList(hits.ids, hits.scores)
+        data.setdefault("models", {})[f"document {model}"] = {
+            "open_seconds": built, "query_seconds": (time.perf_counter() - t1) / max(len(data["queries"]), 1)}
+        (keep / f"{ds.name}.pickle").write_bytes(pickle.dumps(data))
+        print(f"  {ds.name}: {model} added", file=sys.stderr, flush=True)
+    data["document_effectiveness"] = document_effectiveness(engine, index)
+    (keep / f"{ds.name}.pickle").write_bytes(pickle.dumps(data))
+    return data
+
+
+def document_effectiveness(engine: Engine, index: str) -> dict[str, float]:
+    """Each whole-document kNN list's mean reciprocal rank (top 100) on the known-item pseudo-queries
+    the pipeline calibrates its weights with (:mod:`esbridge.hybrid.calibration`): no judgment used."""
+    from esbridge.hybrid.calibration import CalibrationParams, mean_reciprocal_rank, pseudo_queries
+    from esbridge.semantic.models import load_encoder
+    from esbridge.semantic.vectors import VectorIndex
+
+    params = CalibrationParams()
+    pairs = pseudo_queries(engine, index, ("title", "text"), params)
+    out = {}
+    for model in (PipelineParams().model, *OTHER_MODELS):
+        vi = VectorIndex.open(engine, index, load_encoder(model), fields=("title", "text"), windows=False)
+        ranks = [vi.search(vi.embed_query(text), params.depth).ids for _, text in pairs]
+        name = "document" if model == PipelineParams().model else f"document {model}"
+        out[name] = mean_reciprocal_rank([d for d, _ in pairs], ranks, params.depth)
+    return out
+
+
 def passage_means(vectors: Any) -> tuple[list[str], np.ndarray]:
     """Each document's passage vectors averaged and normalised again: a document vector that costs no
     embedding beyond the passages'."""
@@ -136,8 +193,11 @@ def passage_means(vectors: Any) -> tuple[list[str], np.ndarray]:
     return list(ids), (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
-def levers(weights: Mapping[str, float]) -> dict[str, Callable[[dict[str, RankedList]], list[str]]]:
-    """Lever name -> the ranking it gives a query from that query's lists."""
+def levers(weights: Mapping[str, float], effectiveness: Mapping[str, float] | None = None,
+           ) -> dict[str, Callable[[dict[str, RankedList]], list[str]]]:
+    """Lever name -> the ranking it gives a query from that query's lists (``effectiveness``: each
+    whole-document list's mean reciprocal rank on the index's known-item pseudo-queries, for the
+    calibrated ensemble levers)."""
     out: dict[str, Callable[[dict[str, RankedList]], list[str]]] = {"hybrid": lambda g: list(g["hybrid"].ids)}
     for name in ENGINE_ROWS:
         out[name] = lambda g, name=name: list(g[name].ids)  # type: ignore[misc]
@@ -149,6 +209,19 @@ def levers(weights: Mapping[str, float]) -> dict[str, Callable[[dict[str, Ranked
         w = {**weights, "passage mean": r * weights["semantic"]}
         out[f"+ passage-mean kNN {r:g}"] = lambda g, w=w: fuse(  # type: ignore[misc]
             {k: g[k] for k in ("lexical", "semantic", "keyword", "passage mean")}, w, Fusion.ZSCORE)[0]
+    eff = effectiveness or {}
+    for d in ENSEMBLE_DOCUMENT:
+        for o in OTHER_WEIGHTS:
+            for sharp in ENSEMBLE_SHARPNESS:
+                if sharp is not None and not eff:
+                    continue
+                w = {**weights, "document": d * weights["semantic"]}
+                for m in OTHER_MODELS:
+                    factor = 1.0 if sharp is None else (eff[f"document {m}"] / eff["document"]) ** sharp
+                    w[f"document {m}"] = o * weights["semantic"] * factor
+                name = f"+ document kNN {d:g} + other models {o:g}"
+                name += "" if sharp is None else f", calibrated {sharp:g}"
+                out[name] = lambda g, w=w: fuse({k: g[k] for k in w}, w, Fusion.ZSCORE)[0]  # type: ignore[misc]
     for a in ENGINE_SHARES:
         out[f"+ engine-hybrid {a:g}"] = lambda g, a=a: fuse(  # type: ignore[misc]
             {"hybrid": g["hybrid"], "engine": g[ENGINE_HYBRID_MINMAX]}, {"hybrid": 1 - a, "engine": a},
@@ -159,7 +232,7 @@ def levers(weights: Mapping[str, float]) -> dict[str, Callable[[dict[str, Ranked
 def measure(data: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
     """Lever -> part -> mean nDCG@10 and R@100."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for name, rank in levers(data["weights"]).items():
+    for name, rank in levers(data["weights"], data.get("document_effectiveness")).items():
         runs = {qid: rank(g) for qid, g in data["queries"].items()}
         out[name] = {}
         for part, qrels in data["qrels"].items():
@@ -251,7 +324,7 @@ def main() -> int:
     results: dict[str, Any] = {}
     seconds = 0.0
     for name in args.collections.split(","):
-        data = collect(engine, args.data / name, keep)
+        data = add_other_models(engine, args.data / name, keep, collect(engine, args.data / name, keep))
         seconds += data["seconds"]
         results[name] = measure(data)
         print(f"{name}: done", file=sys.stderr, flush=True)

@@ -127,6 +127,15 @@ class PipelineParams:
             different mistakes: at 2 it gained on every shared collection over the engines' own
             hybrid search, leave-one-collection-out (``benchmarks/results/engine-hybrid-levers.md``);
             it embeds every document once more.
+        ensemble: other sentence-embedding models (:data:`esbridge.semantic.models.MODELS`), each
+            adding a whole-document kNN list of its own to the last fusion (``document <model>``):
+            small models make different mistakes.  Each weighs ``w_ensemble`` times the semantic
+            strategy's weight, and, calibrated, times ``(m / m_document) ** ensemble_sharpness``,
+            its mean reciprocal rank on the index's known-item pseudo-queries over the pipeline's
+            own model's whole-document list's (measured with the other strategies).  Each model
+            embeds every document once more.
+        w_ensemble: see ``ensemble``.
+        ensemble_sharpness: see ``ensemble``.
         rrf_k: the rank offset of reciprocal rank fusion.
         model: the semantic strategy's sentence-embedding model
             (:data:`esbridge.semantic.models.MODELS`).
@@ -150,6 +159,9 @@ class PipelineParams:
     w_lexical: float = 1.0
     w_keyword: float = 0.5
     w_document: float = 0.0
+    ensemble: tuple[str, ...] = ()
+    w_ensemble: float = 1.0
+    ensemble_sharpness: float = 4.0
     rrf_k: float = 60.0
     model: str = DEFAULT_MODEL
     scorer_params: Mapping[str, Any] = field(default_factory=dict, hash=False)  # compared, not hashed
@@ -180,6 +192,7 @@ class PipelineParams:
             raise ConfigurationError(f"pipeline parameter result_depth must be an integer >= 1 or null, "
                                      f"got {self.result_depth!r}")
         spec_for(self.model)  # likewise
+        self._check_ensemble()
         object.__setattr__(self, "fusion", Fusion.parse(self.fusion))
         for name in ("window", "semantic_depth"):
             value = getattr(self, name)
@@ -189,7 +202,8 @@ class PipelineParams:
                 or self.semantic_feedback < 0:
             raise ConfigurationError(f"pipeline parameter semantic_feedback must be an integer >= 0, "
                                      f"got {self.semantic_feedback!r}")
-        for name in ("w_semantic", "w_lexical", "w_keyword", "w_document", "rrf_k", "semantic_beta"):
+        for name in ("w_semantic", "w_lexical", "w_keyword", "w_document", "w_ensemble", "ensemble_sharpness",
+                     "rrf_k", "semantic_beta"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
                 raise ConfigurationError(f"pipeline parameter {name} must be a finite number >= 0, got {value!r}")
@@ -212,6 +226,25 @@ class PipelineParams:
                                      f"{', '.join(KEYWORD_SOURCES)}, got {self.keyword_source!r}")
         if self.w_semantic + self.w_lexical + self.w_keyword <= 0:
             raise ConfigurationError("at least one of w_semantic, w_lexical, w_keyword must be > 0")
+
+    def _check_ensemble(self) -> None:
+        models = self.ensemble
+        if isinstance(models, str) or not isinstance(models, (list, tuple)) \
+                or not all(isinstance(m, str) for m in models):
+            raise ConfigurationError(f"pipeline parameter ensemble must be a list of model names, got {models!r}")
+        for m in models:
+            spec_for(m)  # raises, listing the models
+        if self.model in models or len(set(models)) != len(models):
+            raise ConfigurationError(f"pipeline parameter ensemble names each model once, other than the model "
+                                     f"{self.model!r}; got {', '.join(models)}")
+        object.__setattr__(self, "ensemble", tuple(models))
+
+    @property
+    def document_lists(self) -> tuple[str, ...]:
+        """The whole-document lists that run: ``document`` (with ``w_document``), then ``document <model>``
+        per :attr:`ensemble` model."""
+        own = ("document",) if self.w_document > 0 else ()
+        return own + tuple(f"document {m}" for m in self.ensemble)
 
     @classmethod
     def seed004(cls) -> PipelineParams:
@@ -344,7 +377,7 @@ class HybridSearcher:
 
     def __init__(self, engine: Engine, index: str, params: PipelineParams | None = None, *,
                  vectors: VectorIndex | EngineVectors | None = None, reranker: Reranker | None = None,
-                 document_vectors: VectorIndex | None = None,
+                 document_vectors: VectorIndex | EngineVectors | None = None,
                  progress: bool = False, fields: str | Sequence[str] | None = None, build: bool = True) -> None:
         self.engine = engine
         self.index = index
@@ -360,6 +393,7 @@ class HybridSearcher:
         self.layout = layout
         self._vectors = vectors
         self._document_vectors = document_vectors
+        self._ensemble_vectors: dict[str, VectorIndex | EngineVectors] = {}
         self._progress = progress
         #: whether searches embed the documents that lack a vector (see the class's ``build``)
         self.build = build
@@ -382,15 +416,37 @@ class HybridSearcher:
         return self._vectors
 
     @property
-    def document_vectors(self) -> VectorIndex:
-        """One vector per whole document, for ``w_document`` (opened, and built if needed, on first use)."""
+    def document_vectors(self) -> VectorIndex | EngineVectors:
+        """One vector per whole document, for ``w_document`` (opened, and built if needed, on first
+        use): the engine's field of the model's whole-document vectors where the index has one,
+        else esbridge's exact index on disk."""
         if self._document_vectors is None:
-            from esbridge.semantic.vectors import VectorIndex
+            from esbridge.semantic.engine_vectors import open_document_vectors
 
-            self._document_vectors = VectorIndex.open(self.engine, self.index, self.vectors.encoder,
-                                                      fields=self.layout.fields, progress=self._progress,
-                                                      windows=False, build=self.build)
+            self._document_vectors = open_document_vectors(self.engine, self.index, self.vectors.encoder,
+                                                           fields=self.layout.fields, progress=self._progress,
+                                                           build=self.build)
         return self._document_vectors
+
+    def ensemble_vectors(self, model: str) -> VectorIndex | EngineVectors:
+        """One vector per whole document with the :attr:`PipelineParams.ensemble` model ``model``
+        (opened, and built if needed, on first use; in the engine where the index has its field)."""
+        with self._pool_lock:
+            got = self._ensemble_vectors.get(model)
+        if got is None:
+            from esbridge.semantic.engine_vectors import open_document_vectors
+            from esbridge.semantic.models import load_encoder
+
+            got = open_document_vectors(self.engine, self.index, load_encoder(model), fields=self.layout.fields,
+                                        progress=self._progress, build=self.build)
+            with self._pool_lock:
+                got = self._ensemble_vectors.setdefault(model, got)
+        return got
+
+    def _document_indexes(self) -> list[VectorIndex | EngineVectors]:
+        """The whole-document vectors the pipeline's lists read (:attr:`PipelineParams.document_lists`)."""
+        out = [self.document_vectors] if self.params.w_document > 0 else []
+        return out + [self.ensemble_vectors(m) for m in self.params.ensemble]
 
     def build_vectors(self) -> int:
         """Embed every document that has no vector yet (the semantic index's, and the whole-document
@@ -399,9 +455,9 @@ class HybridSearcher:
         from the vectors there are."""
         self.vectors.refresh(force=True, build=True)
         pending = self.vectors.pending
-        if self.params.w_document > 0:
-            self.document_vectors.refresh(force=True, build=True)
-            pending = max(pending, self.document_vectors.pending)
+        for vi in self._document_indexes():
+            vi.refresh(force=True, build=True)
+            pending = max(pending, vi.pending)
         return pending
 
     def prepare(self) -> int:
@@ -423,8 +479,11 @@ class HybridSearcher:
     def vectors_pending(self) -> int:
         """Documents without a vector as of the last check (0: the semantic search covers the index)."""
         pending = self.vectors.pending
-        if self.params.w_document > 0 and self._document_vectors is not None:
-            pending = max(pending, self._document_vectors.pending)
+        opened = [self._document_vectors] if self.params.w_document > 0 else []
+        opened += [self._ensemble_vectors.get(m) for m in self.params.ensemble]
+        for vi in opened:
+            if vi is not None:
+                pending = max(pending, vi.pending)
         return pending
 
     def close(self) -> None:
@@ -470,6 +529,27 @@ class HybridSearcher:
         dv = self.document_vectors
         dv.refresh(build=self.build)
         return self._filtered(dv.search(query_vector, depth or self.params.semantic_depth), filter)
+
+    def ensemble_document(self, model: str, text: str, *, filter: Any = None,
+                          depth: int | None = None) -> RankedList:
+        """The whole-document kNN list of the ensemble model ``model`` for a query text (its own
+        embedding of the query; with a filter, only the top documents that match it)."""
+        ev = self.ensemble_vectors(model)
+        ev.refresh(build=self.build)
+        if not len(ev):
+            return RankedList([], np.zeros(0))
+        return self._filtered(ev.search(ev.embed_query(text), depth or self.params.semantic_depth), filter)
+
+    def _document_lists(self, text: str, query_vector: np.ndarray | None, *, filter: Any = None,
+                        depth: int | None = None) -> dict[str, RankedList]:
+        """The whole-document lists that run (:attr:`PipelineParams.document_lists`) for a query."""
+        p = self.params
+        out: dict[str, RankedList] = {}
+        if p.w_document > 0 and query_vector is not None:
+            out["document"] = self.document(query_vector, filter=filter, depth=depth)
+        for m in p.ensemble:
+            out[f"document {m}"] = self.ensemble_document(m, text, filter=filter, depth=depth)
+        return out
 
     def _filtered(self, hits: SemanticHits, filter: Any) -> RankedList:
         """A vector search's hits as a list; with a filter, only those that match it."""
@@ -605,10 +685,10 @@ class HybridSearcher:
         self._calibration_checked = now
         stored = None
         if not force:
-            if self._calibration is not None and not self._calibration.stale(documents):
+            if self._calibration is not None and self._covers(self._calibration, documents):
                 return self._calibration
             stored = stored_calibration(self.engine, self.index, p.model, p.scorer, p.calibration)
-            if stored is not None and not stored.stale(documents):
+            if stored is not None and self._covers(stored, documents):
                 self._calibration = stored
                 return stored
         if not (self.build if may_measure is None else may_measure) or (not self.build and self._semantic_incomplete()):
@@ -633,13 +713,24 @@ class HybridSearcher:
         self._calibration = cal
         return cal
 
+    def _covers(self, cal: Calibration, documents: int) -> bool:
+        """Whether ``cal`` is fresh for ``documents`` and measured the ensemble's lists (when there is one)."""
+        needed = {"document", *(f"document {m}" for m in self.params.ensemble)} if self.params.ensemble else set()
+        return not cal.stale(documents) and needed <= set(cal.effectiveness)
+
     def _semantic_incomplete(self) -> bool:
         """Whether a vector strategy runs and documents lack their vectors."""
         p = self.params
-        if p.w_semantic <= 0 and p.w_document <= 0:
+        if p.w_semantic <= 0 and p.w_document <= 0 and not p.ensemble:
             return False
         self.vectors.refresh(build=False)
-        return self.vectors.pending > 0 or len(self.vectors) == 0
+        if self.vectors.pending > 0 or len(self.vectors) == 0:
+            return True
+        for vi in self._document_indexes():
+            vi.refresh(build=False)
+            if vi.pending > 0 or len(vi) == 0:
+                return True
+        return False
 
     def _known_item_rankings(self, text: str) -> dict[str, list[str]]:
         """Each strategy of weight > 0 alone for a calibration pseudo-query, its top ``depth``
@@ -656,6 +747,10 @@ class HybridSearcher:
         if p.w_keyword > 0:
             terms = self.keyword_terms(prepared, lexical, versions)
             out["keyword"] = list(self.keyword(terms, depth=depth).ids)
+        if p.ensemble:  # the ensemble's lists are weighed against the model's own whole-document list
+            out["document"] = list(self.document(self.vectors.embed_query(text), depth=depth).ids)
+            for m in p.ensemble:
+                out[f"document {m}"] = list(self.ensemble_document(m, text, depth=depth).ids)
         return out
 
     def fusion_weights(self, params: PipelineParams | None = None) -> dict[str, float]:
@@ -663,12 +758,21 @@ class HybridSearcher:
         times the factors measured on the index with ``weighting="calibrated"``."""
         p = params or self.params
         weights = p.weights
-        if p.weighting == "calibrated":
-            cal = self.calibration()
-            factors = weights_from(cal.effectiveness, p.calibration.sharpness) if cal is not None else {}
+        cal = self.calibration() if p.weighting == "calibrated" else None
+        if cal is not None:
+            measured = {s: m for s, m in cal.effectiveness.items() if s in STRATEGIES}
+            factors = weights_from(measured, p.calibration.sharpness)
             weights = {s: w * factors.get(s, 1.0) for s, w in weights.items()}
         if p.w_document > 0 and "semantic" in weights:
             weights["document"] = p.w_document * weights["semantic"]
+        if p.ensemble and p.w_ensemble > 0 and "semantic" in weights:
+            eff = cal.effectiveness if cal is not None else {}
+            for m in p.ensemble:
+                name = f"document {m}"
+                factor = 1.0
+                if eff.get("document", 0.0) > 0 and name in eff:
+                    factor = (max(eff[name], 0.0) / eff["document"]) ** p.ensemble_sharpness
+                weights[name] = p.w_ensemble * weights["semantic"] * factor
         return weights
 
     # ---- the pipeline ----------------------------------------------------------------
@@ -739,12 +843,13 @@ class HybridSearcher:
             expansion = self.keyword_terms(prepared, fb_list, fb_versions, narrative=narrative)
             lists["keyword"] = self.keyword(expansion, filter=filter)
             seconds["keyword"] = time.perf_counter() - t1
-        if p.w_document > 0 and qvec is not None:
+        if p.document_lists:
             t2 = time.perf_counter()
-            lists["document"] = self.document(qvec, filter=filter)
+            lists.update(self._document_lists(text, qvec, filter=filter))
             seconds["document"] = time.perf_counter() - t2
         t3 = time.perf_counter()
-        ordered = {k: lists[k] for k in (*STRATEGIES, "document") if k in lists and (k in wanted or k == "document")}
+        ordered = {k: lists[k] for k in (*STRATEGIES, *p.document_lists) if k in lists
+                   and (k in wanted or k in p.document_lists)}
         result = self.aggregate(ordered, qvec, filter=filter)
         if p.result_depth is not None:
             result.ids, result.scores = result.ids[:p.result_depth], result.scores[:p.result_depth]
@@ -767,8 +872,9 @@ class HybridSearcher:
         p = params or self.params
         # a strategy without a list (the semantic one of an index without vectors yet) is left out
         final = {k: w for k, w in self.fusion_weights(p).items() if k in lists}
-        # the whole-document list joins the last fusion only: the semantic feedback reads the first
-        weights = {k: w for k, w in final.items() if k != "document"}
+        # the whole-document lists join the last fusion only: the semantic feedback reads the first
+        whole = [k for k in final if k == "document" or k.startswith("document ")]
+        weights = {k: w for k, w in final.items() if k not in whole}
         out = dict(lists)
         fused = {k: v for k, v in lists.items() if k in weights}
         ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
@@ -785,8 +891,8 @@ class HybridSearcher:
                 fused["semantic"] = out["semantic_feedback"]
                 ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
             seconds["semantic_feedback"] = time.perf_counter() - t0
-        if "document" in final and "document" in lists:
-            fused["document"] = lists["document"]
+        if whole:
+            fused.update({k: lists[k] for k in whole})
             ids, scores, parts = fuse(fused, final, p.fusion, rrf_k=p.rrf_k)
         return PipelineResult(lists=out, ids=ids, scores=scores, parts=parts, seconds=seconds)
 

@@ -150,3 +150,21 @@ def test_nested_parameters_given_as_objects_are_read_or_refused_by_name() -> Non
         PipelineParams().with_overrides(calibration={"querys": 20})
     with pytest.raises(ConfigurationError, match="pipeline parameter keyword must be KeywordParams or an object"):
         PipelineParams(keyword=3)  # type: ignore[arg-type]
+
+
+def test_the_ensemble_names_other_models_once() -> None:
+    p = PipelineParams(ensemble=["e5-small-v2-q", "all-minilm-l6-v2-q"], w_document=1.0)  # type: ignore[arg-type]
+    assert p.ensemble == ("e5-small-v2-q", "all-minilm-l6-v2-q")
+    assert p.document_lists == ("document", "document e5-small-v2-q", "document all-minilm-l6-v2-q")
+    assert PipelineParams(ensemble=("e5-small-v2-q",)).document_lists == ("document e5-small-v2-q",)
+    assert PipelineParams().document_lists == ()
+    with pytest.raises(ConfigurationError, match="unknown model|no-such-model"):
+        PipelineParams(ensemble=("no-such-model",))
+    with pytest.raises(ConfigurationError, match="each model once"):
+        PipelineParams(ensemble=(PipelineParams().model,))
+    with pytest.raises(ConfigurationError, match="each model once"):
+        PipelineParams(ensemble=("e5-small-v2-q", "e5-small-v2-q"))
+    with pytest.raises(ConfigurationError, match="list of model names"):
+        PipelineParams(ensemble="e5-small-v2-q")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="w_ensemble"):
+        PipelineParams(w_ensemble=-1.0)
