@@ -418,27 +418,26 @@ class HybridSearcher:
     @property
     def document_vectors(self) -> VectorIndex | EngineVectors:
         """One vector per whole document, for ``w_document`` (opened, and built if needed, on first
-        use): the engine's field of the model's whole-document vectors where the index has one,
-        else esbridge's exact index on disk."""
+        use; esbridge's exact index on disk)."""
         if self._document_vectors is None:
-            from esbridge.semantic.engine_vectors import open_document_vectors
-
-            self._document_vectors = open_document_vectors(self.engine, self.index, self.vectors.encoder,
-                                                           fields=self.layout.fields, progress=self._progress,
-                                                           build=self.build)
+            self._document_vectors = self._whole_documents(self.vectors.encoder)
         return self._document_vectors
+
+    def _whole_documents(self, encoder: Any) -> VectorIndex:
+        from esbridge.semantic.vectors import VectorIndex
+
+        return VectorIndex.open(self.engine, self.index, encoder, fields=self.layout.fields, progress=self._progress,
+                                windows=False, build=self.build)
 
     def ensemble_vectors(self, model: str) -> VectorIndex | EngineVectors:
         """One vector per whole document with the :attr:`PipelineParams.ensemble` model ``model``
-        (opened, and built if needed, on first use; in the engine where the index has its field)."""
+        (opened, and built if needed, on first use; esbridge's exact index on disk)."""
         with self._pool_lock:
             got = self._ensemble_vectors.get(model)
         if got is None:
-            from esbridge.semantic.engine_vectors import open_document_vectors
             from esbridge.semantic.models import load_encoder
 
-            got = open_document_vectors(self.engine, self.index, load_encoder(model), fields=self.layout.fields,
-                                        progress=self._progress, build=self.build)
+            got = self._whole_documents(load_encoder(model))
             with self._pool_lock:
                 got = self._ensemble_vectors.setdefault(model, got)
         return got

@@ -372,3 +372,36 @@ def test_calibration_cuts_the_weight_of_a_useless_strategy(engine: Engine, hybri
     with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
         grown = hs.calibration()
         assert grown.documents == N_DOCS + 20
+
+
+def test_the_ensemble_adds_each_models_whole_document_list_weighed_by_the_index(  # type: ignore[no-untyped-def]
+        engine: Engine, hybrid_index: str, tmp_path: Path, encoder, cache) -> None:
+    other = PipelineParams().model  # the shipped model, beside the encoder fixture's
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
+    params = PipelineParams(model=MODEL, window=50, semantic_depth=50, w_document=1.0, ensemble=(other,),
+                            calibration={"queries": 20})
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        cal = hs.calibration(force=True)
+        assert cal is not None and {"document", f"document {other}"} <= set(cal.effectiveness)
+        eff = cal.effectiveness
+        weights = hs.fusion_weights()
+        # the three strategies' weights are those they had without the ensemble
+        base = {s: w * weights_from({k: eff[k] for k in ("semantic", "lexical", "keyword")},
+                                    params.calibration.sharpness)[s] for s, w in params.weights.items()}
+        assert {s: weights[s] for s in base} == pytest.approx(base)
+        assert weights["document"] == pytest.approx(weights["semantic"])
+        assert weights[f"document {other}"] == pytest.approx(
+            weights["semantic"] * (eff[f"document {other}"] / eff["document"]) ** params.ensemble_sharpness)
+        ev = hs.ensemble_vectors(other)
+        assert isinstance(ev, VectorIndex) and not ev.windows and len(ev) == len(vi.ids)
+        for q in [q["text"] for q in judged_queries(limit=2)]:
+            res = hs.run(q)
+            # the other model's own embedding of the query, against its own whole-document vectors
+            assert list(res.lists[f"document {other}"].ids) == ev.search(ev.embed_query(q), 50).ids
+            final = {"semantic": res.lists.get("semantic_feedback", res.lists["semantic"]),
+                     "lexical": res.lists["lexical"], "keyword": res.lists["keyword"],
+                     "document": res.lists["document"], f"document {other}": res.lists[f"document {other}"]}
+            ids, scores, _ = fuse(final, weights, params.fusion)
+            assert ids == res.ids
+            np.testing.assert_allclose(scores, res.scores)
