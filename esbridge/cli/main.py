@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -90,9 +91,15 @@ def _command_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace)
     return parser
 
 
+#: How an option is spelled: ``--name-with-dashes`` (lower case) or ``-x``.
+_OPTION_LIKE = re.compile(r"--[a-z][a-z0-9-]*|-[A-Za-z]")
+
+
 def _unrecognized(extras: Sequence[str], parser: argparse.ArgumentParser) -> str:
     """What argparse's "unrecognized arguments" says, without the arguments' values."""
-    options = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-") and len(arg) > 1]
+    # only what is spelled like an option is shown: a value that begins with "-" (an API key's random
+    # id, "-CLf...:C6Y...") is an argument like any other, not shown
+    options = [arg.split("=", 1)[0] for arg in extras if _OPTION_LIKE.fullmatch(arg.split("=", 1)[0])]
     others = len(extras) - len(options)
     known = [opt for action in parser._actions for opt in action.option_strings]
     parts = []

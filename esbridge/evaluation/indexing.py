@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,9 +58,10 @@ def index_name(prefix: str, dataset: BeirDataset, bm25: tuple[float, float] | No
 
 
 def mapping_fingerprint(layout: IndexLayout, bm25: tuple[float, float] | None,
-                        vector: VectorField | None = None) -> str:
-    """SHA-256 of esbridge's index body for ``layout``, ``bm25`` and ``vector`` (``_meta`` left out)."""
-    body = build_index_body(layout, bm25=bm25, vector=vector)
+                        vector: VectorField | None = None, document_vectors: Sequence[VectorField] = ()) -> str:
+    """SHA-256 of esbridge's index body for ``layout``, ``bm25``, ``vector`` and ``document_vectors``
+    (``_meta`` left out)."""
+    body = build_index_body(layout, bm25=bm25, vector=vector, document_vectors=document_vectors)
     body["mappings"].pop("_meta", None)
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -67,11 +69,13 @@ def mapping_fingerprint(layout: IndexLayout, bm25: tuple[float, float] | None,
 def ensure_index(engine: Engine, dataset: BeirDataset, name: str, *,
                  bm25: tuple[float, float], layout: IndexLayout | None = None,
                  reindex: bool = False, progress: bool = False,
-                 corpus_sha256: str | None = None, vector: VectorField | None = None) -> str:
+                 corpus_sha256: str | None = None, vector: VectorField | None = None,
+                 document_vectors: Sequence[VectorField] = ()) -> str:
     """``name`` holding ``dataset``'s corpus under BM25 ``(k1, b)``; built only when needed.
 
     ``vector``: the index also has this engine vector field (its vectors are filled by whoever
-    opens the index's semantic search, :func:`~esbridge.semantic.engine_vectors.open_vectors`).
+    opens the index's semantic search, :func:`~esbridge.semantic.engine_vectors.open_vectors`);
+    ``document_vectors``: and these whole-document ones (filled likewise).
 
     Returns:
         ``name``.
@@ -82,7 +86,7 @@ def ensure_index(engine: Engine, dataset: BeirDataset, name: str, *,
     layout = layout or IndexLayout()
     spec = IndexSpec(
         corpus_sha256=corpus_sha256 or dataset.fingerprint(),
-        mapping_sha256=mapping_fingerprint(layout, bm25, vector),
+        mapping_sha256=mapping_fingerprint(layout, bm25, vector, document_vectors),
         docs=dataset.corpus_size(),
         bm25=bm25,
     )
@@ -92,7 +96,8 @@ def ensure_index(engine: Engine, dataset: BeirDataset, name: str, *,
             return name
         log.info("index %r does not hold this collection's current content; rebuilding it", name)
     engine.delete_index(name)
-    create_index(engine, name, layout, shards=1, bm25=bm25, meta=spec.meta(), vector=vector)
+    create_index(engine, name, layout, shards=1, bm25=bm25, meta=spec.meta(), vector=vector,
+                 document_vectors=document_vectors)
     try:
         ingest(engine, name, read_jsonl(dataset.corpus_path), layout=layout, create=False,
                progress=progress, strict=True)

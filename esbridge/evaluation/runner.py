@@ -43,6 +43,7 @@ from esbridge.features.cache import TermVectorCache
 from esbridge.hybrid import engine_style
 from esbridge.hybrid.fusion import RankedList
 from esbridge.hybrid.pipeline import STRATEGIES, HybridSearcher, PipelineParams, PipelineResult
+from esbridge.index.definitions import VectorField
 from esbridge.index.facts import index_similarity, index_uuids
 from esbridge.jsoninput import parse_json
 from esbridge.rerank import FirstStage, Ranking, Reranker, SharedAnalysis
@@ -658,15 +659,19 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig, *,
     qrels = dataset.qrels(config.split)
     corpus_sha = dataset.fingerprint()
     vector = None
+    documents: list[VectorField] = []
     if config.pipeline is not None and config.vectors != "disk":
-        from esbridge.semantic.engine_vectors import new_vector_field
+        from esbridge.semantic.engine_vectors import new_document_vector_fields, new_vector_field
         from esbridge.semantic.models import load_encoder
 
-        vector = new_vector_field(engine, load_encoder(config.pipeline.model), config.vectors,
-                                  quantization=config.vector_quantization)
+        pp = config.pipeline
+        encoder = load_encoder(pp.model)
+        vector = new_vector_field(engine, encoder, config.vectors, quantization=config.vector_quantization)
+        documents = new_document_vector_fields(engine, vector, ([encoder] if pp.w_document > 0 else [])
+                                               + [load_encoder(m) for m in pp.ensemble])
     index = ensure_index(engine, dataset, index_name(config.index_prefix, dataset, PYSERINI_BM25),
                          bm25=PYSERINI_BM25, reindex=config.reindex, progress=config.progress,
-                         corpus_sha256=corpus_sha, vector=vector)
+                         corpus_sha256=corpus_sha, vector=vector, document_vectors=documents)
     default_index = None
     if config.baselines:
         default_index = ensure_index(engine, dataset,

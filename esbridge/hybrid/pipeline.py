@@ -418,20 +418,21 @@ class HybridSearcher:
     @property
     def document_vectors(self) -> VectorIndex | EngineVectors:
         """One vector per whole document, for ``w_document`` (opened, and built if needed, on first
-        use; esbridge's exact index on disk)."""
+        use): the engine's field of the model's whole-document vectors where the index has one,
+        else esbridge's exact index on disk."""
         if self._document_vectors is None:
             self._document_vectors = self._whole_documents(self.vectors.encoder)
         return self._document_vectors
 
-    def _whole_documents(self, encoder: Any) -> VectorIndex:
-        from esbridge.semantic.vectors import VectorIndex
+    def _whole_documents(self, encoder: Any) -> VectorIndex | EngineVectors:
+        from esbridge.semantic.engine_vectors import open_document_vectors
 
-        return VectorIndex.open(self.engine, self.index, encoder, fields=self.layout.fields, progress=self._progress,
-                                windows=False, build=self.build)
+        return open_document_vectors(self.engine, self.index, encoder, fields=self.layout.fields,
+                                     progress=self._progress, build=self.build)
 
     def ensemble_vectors(self, model: str) -> VectorIndex | EngineVectors:
         """One vector per whole document with the :attr:`PipelineParams.ensemble` model ``model``
-        (opened, and built if needed, on first use; esbridge's exact index on disk)."""
+        (opened, and built if needed, on first use; in the engine where the index has its field)."""
         with self._pool_lock:
             got = self._ensemble_vectors.get(model)
         if got is None:

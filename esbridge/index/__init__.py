@@ -8,10 +8,11 @@ from esbridge.index.definitions import (
     VectorField,
     build_index_body,
     create_index,
+    document_vector_field,
     read_layout,
 )
 from esbridge.index.listing import IndexEntry, list_indices
 from esbridge.index.plain import AddChannelsReport, add_channels, open_layout
 
 __all__ = ["VECTOR_FIELD", "AddChannelsReport", "IndexEntry", "IndexLayout", "VectorField", "add_channels",
-           "build_index_body", "create_index", "list_indices", "open_layout", "read_layout"]
+           "build_index_body", "create_index", "document_vector_field", "list_indices", "open_layout", "read_layout"]

@@ -332,6 +332,7 @@ def build_index_body(
     meta: Mapping[str, Any] | None = None,
     similarity: SimilaritySpec = None,
     vector: VectorField | None = None,
+    document_vectors: Sequence[VectorField] = (),
 ) -> dict[str, Any]:
     """The settings and mappings of an esbridge index.
 
@@ -349,8 +350,12 @@ def build_index_body(
             the channel sub-fields are unchanged.
         vector: a dense-vector field for the engine's kNN search (OpenSearch with the k-NN
             plugin: sets ``index.knn``, which cannot be changed after creation; Elasticsearch 8).
+        document_vectors: more dense-vector fields of one vector per whole document
+            (:func:`document_vector_field`, one per model, no ``passages``), for the hybrid
+            pipeline's whole-document lists; recorded in ``_meta.esbridge.document_vectors``.
     """
     layout = layout or IndexLayout()
+    _check_document_vectors(vector, document_vectors)
     sims = resolve_similarities(similarity)
     _check_body_args(layout, shards, replicas, bm25)
     body: dict[str, Any] = load_mapping_file("index.json")
@@ -365,14 +370,17 @@ def build_index_body(
     if similarities:
         body["settings"]["similarity"] = similarities
     excluded, id_values = _id_property(layout, props)
-    if vector is not None:
-        excluded += _vector_properties(vector, props, index_settings)
+    for field in (vector, *document_vectors):
+        if field is not None:
+            excluded += _vector_properties(field, props, index_settings)
     if excluded:
         body["mappings"]["_source"] = {"excludes": excluded}
     body["mappings"]["properties"] = props
     body["mappings"]["_meta"] = {"esbridge": {**replace(layout, id_values=id_values).to_meta(), **dict(meta or {})}}
     if vector is not None:
         body["mappings"]["_meta"]["esbridge"]["vector"] = vector.to_meta()
+    if document_vectors:
+        body["mappings"]["_meta"]["esbridge"]["document_vectors"] = [f.to_meta() for f in document_vectors]
     if sims:
         body["mappings"]["_meta"]["esbridge"]["similarities"] = {s.name: s.meta() for s in sims}
     return body
@@ -452,6 +460,27 @@ def _id_property(layout: IndexLayout, props: dict[str, Any]) -> tuple[list[str],
     return [ID_VALUES], ID_VALUES
 
 
+def document_vector_field(model: str, dim: int, type: str = "knn_vector", *,
+                          quantization: str | None = None) -> VectorField:
+    """The field of one vector per whole document of ``model`` (``esbridge_document_<model>``, the
+    model's name with every character other than a letter or digit written ``_``)."""
+    return VectorField(dim=dim, model=model, name=f"esbridge_document_{re.sub(r'[^A-Za-z0-9]', '_', model)}",
+                       type=type, quantization=quantization)
+
+
+def _check_document_vectors(vector: VectorField | None, document_vectors: Sequence[VectorField]) -> None:
+    models = [f.model for f in document_vectors]
+    for f in document_vectors:
+        if f.passages is not None:
+            raise ConfigurationError(f"document vector field {f.name!r} holds one vector per whole document: "
+                                     "it takes no passages")
+        if vector is not None and f.type != vector.type:
+            raise ConfigurationError(f"document vector field {f.name!r} is a {f.type}, the vector field a "
+                                     f"{vector.type}: one engine's vectors")
+    if len(set(models)) != len(models):
+        raise ConfigurationError(f"one document vector field per model, got {', '.join(models)}")
+
+
 def _vector_properties(vector: VectorField, props: dict[str, Any], index_settings: dict[str, Any]) -> list[str]:
     """The vector field and its doc-values copy, added to ``props`` (and the index settings the
     engine's kNN needs); the fields to leave out of ``_source``."""
@@ -482,11 +511,12 @@ def create_index(
     similarity: SimilaritySpec = None,
     vector: VectorField | None = None,
     term_vectors: bool | None = None,
+    document_vectors: Sequence[VectorField] = (),
 ) -> dict[str, Any]:
     """Create ``index`` with esbridge's mapping (or ``body``) and wait for it to be usable.
 
-    ``vector`` adds a dense-vector field (see :func:`build_index_body`); an engine without
-    vector search refuses it with a clear error.
+    ``vector`` adds a dense-vector field and ``document_vectors`` whole-document ones (see
+    :func:`build_index_body`); an engine without vector search refuses them with a clear error.
 
     ``term_vectors`` (:attr:`IndexLayout.term_vectors`): ``None`` (default) stores none where
     every node of the cluster runs esbridge's ``esbridge-features`` plugin, unless ``layout``
@@ -502,17 +532,18 @@ def create_index(
         require_painless(engine, f"create index {index!r} with the scripted similarities "
                                  f"{', '.join(sim.name for sim in sims)}")
     if body is None:
-        if vector is not None and engine.vector_search() != vector.type:
+        wanted = vector or (document_vectors[0] if document_vectors else None)
+        if wanted is not None and engine.vector_search() != wanted.type:
             can = engine.vector_search()
             raise ConfigurationError(
-                f"{engine.info.label} has no {vector.type} vector search"
+                f"{engine.info.label} has no {wanted.type} vector search"
                 + (f" (its vectors are {can}: VectorField(type={can!r}))" if can else
                    " esbridge can use (OpenSearch's k-NN plugin, Elasticsearch 8.12+)")
                 + "; or create the index without a vector field, and esbridge keeps the vectors on disk"
             )
         layout = replace(layout or IndexLayout(), term_vectors=_stores_term_vectors(engine, layout, term_vectors))
         body = build_index_body(layout, shards=shards, replicas=replicas, bm25=bm25, meta=meta,
-                                similarity=sims, vector=vector)
+                                similarity=sims, vector=vector, document_vectors=document_vectors)
     try:
         engine.request("PUT", f"/{path_segment(check_index_name(index))}", body=dict(body),
                        params={"wait_for_active_shards": "1"})

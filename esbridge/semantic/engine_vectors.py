@@ -38,14 +38,22 @@ from esbridge.engine.calls import ids_search_plan, ndjson_lines, path_segment, r
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
 from esbridge.errors import ConfigurationError, EsbridgeError
-from esbridge.index.definitions import ID_VALUES, PASSAGE_VECTOR, VectorField, index_meta, layout_from_meta
+from esbridge.index.definitions import (
+    ID_VALUES,
+    PASSAGE_VECTOR,
+    VectorField,
+    document_vector_field,
+    index_meta,
+    layout_from_meta,
+)
 from esbridge.index.facts import index_state
 from esbridge.semantic.cache import EmbeddingCache, Encoder, WindowEncoder
 from esbridge.semantic.spec import VECTOR_PLACES
 from esbridge.semantic.text import document_text
 from esbridge.semantic.vectors import SemanticHits, SemanticIndex, VectorIndex
 
-__all__ = ["VECTOR_PLACES", "EngineVectors", "new_vector_field", "open_vectors", "vector_field_of"]
+__all__ = ["VECTOR_PLACES", "EngineVectors", "document_vector_models", "new_document_vector_fields",
+           "new_vector_field", "open_document_vectors", "open_vectors", "vector_field_of"]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +106,26 @@ def new_vector_field(engine: Engine, encoder: Encoder, where: str = "auto", *,
     return None
 
 
+def new_document_vector_fields(engine: Engine, vector: VectorField | None, encoders: Sequence[Encoder],
+                               ) -> list[VectorField]:
+    """The whole-document vector fields (one per encoder) a new index gets beside its passages'
+    ``vector`` field (from :func:`new_vector_field`): none where that is ``None`` (the vectors are
+    kept on disk), else one of the same type and quantization per model."""
+    if vector is None:
+        return []
+    return [document_vector_field(e.name, e.dim, vector.type, quantization=vector.quantization) for e in encoders]
+
+
+def document_vector_models(engine: Engine, index: str) -> list[str]:
+    """The models whose whole-document vectors ``index`` holds in the engine (``_meta.esbridge.document_vectors``)."""
+    return [str(m.get("model")) for m in _document_metas(index_meta(engine, index))]
+
+
+def _document_metas(esbridge_meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    got = esbridge_meta.get("document_vectors")
+    return [dict(m) for m in got if isinstance(m, dict) and m.get("field")] if isinstance(got, list) else []
+
+
 def vector_field_of(engine: Engine, index: str) -> dict[str, Any] | None:
     """``_meta.esbridge.vector`` of ``index`` (field, dim, model), or ``None`` if it has none."""
     return _vector_meta(index_meta(engine, index))
@@ -116,11 +144,17 @@ class EngineVectors(SemanticIndex):
 
     def __init__(self, engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
                  cache: EmbeddingCache | None = None, check_interval: float = 1.0,
-                 progress: bool = False) -> None:
+                 progress: bool = False, whole_documents: bool = False) -> None:
         esb = index_meta(engine, index)
-        meta = _vector_meta(esb)
-        if meta is None:
-            raise ConfigurationError(f"index {index!r} has no engine vector field; use VectorIndex")
+        if whole_documents:
+            meta = next((m for m in _document_metas(esb) if m.get("model") == encoder.name), None)
+            if meta is None:
+                raise ConfigurationError(f"index {index!r} has no engine field of whole-document {encoder.name} "
+                                         "vectors; use VectorIndex(windows=False)")
+        else:
+            meta = _vector_meta(esb)
+            if meta is None:
+                raise ConfigurationError(f"index {index!r} has no engine vector field; use VectorIndex")
         #: the field whose doc values hold the documents' ids (searches read them from there)
         self.id_values = layout_from_meta(esb).id_values
         if meta.get("model") != encoder.name or int(meta.get("dim", -1)) != encoder.dim:
@@ -142,6 +176,10 @@ class EngineVectors(SemanticIndex):
         self.encoder = encoder
         self.fields = tuple(fields)
         self.field = str(meta["field"])
+        #: the index's other vector fields (``_meta`` entries) whose vectors a fill of this one writes
+        #: again: an update rebuilds a document from its ``_source``, which leaves every vector out
+        self.others = [m for m in [_vector_meta(esb), *_document_metas(esb)]
+                       if m is not None and m.get("field") != self.field]
         #: the field the kNN query searches: the nested passages' vectors, or the field itself
         self.vector_path = f"{self.field}.{PASSAGE_VECTOR}" if self.passages else self.field
         self.type = str(meta.get("type") or "knn_vector")
@@ -222,7 +260,11 @@ class EngineVectors(SemanticIndex):
         written = 0
         try:
             batch: list[dict[str, Any]] = []
-            body = {"query": self._missing_query(), "_source": list(self.fields), "seq_no_primary_term": True}
+            body: dict[str, Any] = {"query": self._missing_query(), "_source": list(self.fields),
+                                    "seq_no_primary_term": True}
+            carried = [str(m["values"]) for m in self.others if m.get("values")]
+            if carried:
+                body["docvalue_fields"] = carried
             for hit in self.engine.scroll(self.index, body, page=FILL_BATCH):
                 batch.append(hit)
                 if len(batch) >= FILL_BATCH:
@@ -261,7 +303,7 @@ class EngineVectors(SemanticIndex):
             value: Any = [{PASSAGE_VECTOR: row} for row in listed] if self.passages else listed[0]
             lines.append({"update": {"_id": hit["_id"], "if_seq_no": hit["_seq_no"],
                                      "if_primary_term": hit["_primary_term"]}})
-            doc: dict[str, Any] = {self.field: value}
+            doc: dict[str, Any] = {**self._carried(hit), self.field: value}
             if self.id_values == ID_VALUES:  # left out of _source, from which an update rebuilds the document
                 doc[ID_VALUES] = hit["_id"]
             if self.values is not None:
@@ -276,6 +318,24 @@ class EngineVectors(SemanticIndex):
         if progress is not None:
             progress(len(keep))
         return ok
+
+    def _carried(self, hit: Mapping[str, Any]) -> dict[str, Any]:
+        """The other vector fields' values of a document as its hit read them from their doc values,
+        to be written again beside this field's (a field the document lacks stays missing)."""
+        out: dict[str, Any] = {}
+        got = hit.get("fields") or {}
+        for meta in self.others:
+            packed = got.get(str(meta.get("values")))
+            if not packed:
+                continue
+            dim = int(meta["dim"])
+            rows = np.frombuffer(base64.b64decode(packed[0]), dtype="<f4")
+            if rows.size == 0 or rows.size % dim:
+                continue  # not whole vectors: left for that field's own fill
+            listed = rows.reshape(-1, dim).tolist()
+            out[str(meta["field"])] = [{PASSAGE_VECTOR: r} for r in listed] if meta.get("passages") else listed[0]
+            out[str(meta["values"])] = packed[0]
+        return out
 
     def _send(self, lines: list[dict[str, Any]]) -> int:
         """One bulk request of vector updates; how many were written."""
@@ -379,6 +439,17 @@ class EngineVectors(SemanticIndex):
         got = self.passages_of(ids)
         q = np.asarray(query_vector, dtype=np.float32)
         return np.array([float(np.max(got[d] @ q)) if d in got else np.nan for d in ids], dtype=np.float64)
+
+
+def open_document_vectors(engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],
+                          progress: bool = False, build: bool = True) -> EngineVectors | VectorIndex:
+    """One vector per whole document of ``index`` with ``encoder``'s model: the engine's field where
+    the index has one for that model (:func:`document_vector_models`), else esbridge's on-disk
+    exact index; built as :func:`open_vectors` builds."""
+    if encoder.name in document_vector_models(engine, index):
+        return EngineVectors.open(engine, index, encoder, fields=fields, progress=progress, build=build,
+                                  whole_documents=True)
+    return VectorIndex.open(engine, index, encoder, fields=fields, progress=progress, build=build, windows=False)
 
 
 def open_vectors(engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],

@@ -14,10 +14,15 @@ from esbridge.engine.client import Engine
 from esbridge.errors import ConfigurationError
 from esbridge.hybrid import HybridSearcher, PipelineParams
 from esbridge.index import IndexLayout, VectorField, create_index
-from esbridge.index.definitions import ID_VALUES
+from esbridge.index.definitions import ID_VALUES, document_vector_field
 from esbridge.ingest import ingest
 from esbridge.rerank import Reranker
-from esbridge.semantic.engine_vectors import EngineVectors, open_vectors
+from esbridge.semantic.engine_vectors import (
+    EngineVectors,
+    document_vector_models,
+    open_document_vectors,
+    open_vectors,
+)
 from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text
 from esbridge.semantic.vectors import VectorIndex
@@ -314,3 +319,82 @@ def test_int8_quantized_vectors_in_opensearch(knn_engine: Engine, encoder) -> No
 @pytest.mark.dense_vector
 def test_int8_quantized_vectors_in_elasticsearch(engine: Engine, encoder) -> None:  # type: ignore[no-untyped-def]
     _int8_agrees(engine, encoder, "dense_vector")
+
+
+@pytest.fixture
+def knn_whole_index(knn_engine: Engine, encoder) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """Passages, and whole-document fields of the encoder's model and of the shipped one."""
+    name = f"esb-test-knn-whole-{uuid.uuid4().hex[:8]}"
+    shipped = load_encoder(PipelineParams().model)
+    create_index(knn_engine, name, IndexLayout(), shards=2,
+                 vector=VectorField(dim=encoder.dim, model=encoder.name, passages=encoder.passage_tokens),
+                 document_vectors=[document_vector_field(encoder.name, encoder.dim),
+                                   document_vector_field(shipped.name, shipped.dim)])
+    assert ingest(knn_engine, name, _docs(), create=False, progress=False, strict=True).indexed == N_DOCS
+    yield name
+    knn_engine.delete_index(name)
+
+
+def test_whole_document_vectors_in_the_engine_equal_the_exact_search(  # type: ignore[no-untyped-def]
+        knn_engine: Engine, knn_whole_index: str, encoder) -> None:
+    assert document_vector_models(knn_engine, knn_whole_index) == [encoder.name, PipelineParams().model]
+    dv = open_document_vectors(knn_engine, knn_whole_index, encoder, fields=("title", "text"), progress=False)
+    assert isinstance(dv, EngineVectors) and dv.passages is None and len(dv) == N_DOCS
+    # the passages' field, filled after: each update rebuilds the document from its _source, which
+    # holds no vector; the whole-document vectors are written again with the passages
+    pv = open_vectors(knn_engine, knn_whole_index, encoder, fields=("title", "text"), progress=False)
+    assert isinstance(pv, EngineVectors) and pv.passages and len(pv) == N_DOCS
+    dv.refresh(force=True, build=False)
+    assert len(dv) == N_DOCS and dv.pending == 0
+    assert dv.field == document_vector_field(encoder.name, encoder.dim).name
+    docs = _docs()
+    whole = encoder.encode([document_text(d, ("title", "text")) for d in docs])
+    got = dv.passages_of([d["_id"] for d in docs[:5]])
+    for i, d in enumerate(docs[:5]):  # one vector per document, the model's embedding of its whole text
+        np.testing.assert_allclose(got[d["_id"]], whole[i:i + 1], atol=1e-5)
+    source = knn_engine.request("GET", f"/{knn_whole_index}/_doc/{docs[0]['_id']}")["_source"]
+    assert set(source) == {"title", "text"}  # the vectors are not in the stored source
+    q = judged_queries(limit=1)[0]["text"]
+    qv = dv.embed_query(q)
+    cos = whole @ qv
+    want = [docs[i]["_id"] for i in np.argsort(-cos, kind="stable")[:10]]
+    assert dv.search(qv, 10).ids == want
+    # a re-indexed document loses both; each field's fill gives it back its own, keeping the other's
+    changed = {"_id": docs[1]["_id"], "title": "Sorting networks", "text": "Batcher's bitonic sorter."}
+    ingest(knn_engine, knn_whole_index, [changed], create=False, progress=False, strict=True)
+    assert pv.refresh(force=True) and dv.refresh(force=True)
+    pv.refresh(force=True, build=False)
+    assert len(pv) == len(dv) == N_DOCS and pv.pending == dv.pending == 0
+    np.testing.assert_allclose(dv.passages_of([changed["_id"]])[changed["_id"]],
+                               encoder.encode([document_text(changed, ("title", "text"))]), atol=1e-5)
+    window = encoder.at_length(pv.passages)
+    np.testing.assert_allclose(pv.passages_of([changed["_id"]])[changed["_id"]], window.encode_ids(
+        window.windows([document_text(changed, ("title", "text"))])[0]), atol=1e-5)
+
+
+def test_the_pipeline_fuses_the_ensembles_whole_document_lists(  # type: ignore[no-untyped-def]
+        knn_engine: Engine, knn_whole_index: str, encoder) -> None:
+    from esbridge.hybrid.fusion import fuse
+
+    other = PipelineParams().model
+    params = PipelineParams(model=encoder.name, window=50, semantic_depth=50, w_document=1.0, ensemble=(other,),
+                            calibration={"queries": 20})
+    with HybridSearcher(knn_engine, knn_whole_index, params, progress=False) as hs:
+        assert isinstance(hs.document_vectors, EngineVectors)
+        assert isinstance(hs.ensemble_vectors(other), EngineVectors)
+        eff = hs.calibration().effectiveness  # type: ignore[union-attr]
+        assert {"document", f"document {other}"} <= set(eff)  # measured with the other strategies
+        weights = hs.fusion_weights()
+        assert weights["document"] == pytest.approx(weights["semantic"])
+        assert weights[f"document {other}"] == pytest.approx(
+            weights["semantic"] * (eff[f"document {other}"] / eff["document"]) ** params.ensemble_sharpness)
+        q = judged_queries(limit=1)[0]["text"]
+        res = hs.run(q)
+        ev = hs.ensemble_vectors(other)
+        assert list(res.lists[f"document {other}"].ids) == ev.search(ev.embed_query(q), 50).ids
+        # the semantic feedback reads the passages' vectors, which the whole-document fills kept
+        ids, scores, _ = fuse({"semantic": res.lists["semantic_feedback"], "lexical": res.lists["lexical"],
+                               "keyword": res.lists["keyword"], "document": res.lists["document"],
+                               f"document {other}": res.lists[f"document {other}"]}, weights, params.fusion)
+        assert ids == res.ids
+        np.testing.assert_allclose(scores, res.scores)

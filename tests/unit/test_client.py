@@ -131,6 +131,12 @@ def test_reports_never_carry_secrets(monkeypatch: pytest.MonkeyPatch, capsys: py
         build_parser().parse_args(["eval", "--dataset", "scifact", "--api", "id:SECRETKEY"])
     err = capsys.readouterr().err
     assert "SECRETKEY" not in err and "--api (did you mean --api-key?" in err
+    # an API key whose random id begins with "-" reads as an option of its own: not shown either
+    for argv in (["--api", "-Xy1:SECRETKEY"], ["--api", "-SECRETKEY"], ["--api-k", "--SECRETKEY"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["eval", "--dataset", "scifact", *argv])
+        err = capsys.readouterr().err
+        assert "SECRETKEY" not in err and "(not shown" in err, err
     assert redact_url("http://h:9200") == "http://h:9200"
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from esbridge.errors import ConfigurationError
 from esbridge.index import IndexLayout, VectorField
-from esbridge.index.definitions import build_index_body
+from esbridge.index.definitions import build_index_body, document_vector_field
 
 
 def test_one_vector_per_document_is_a_plain_knn_vector() -> None:
@@ -75,3 +77,34 @@ def test_int8_quantization_is_each_engines_own() -> None:
     assert os_.to_meta()["quantization"] == "int8" and "quantization" not in VectorField(dim=8, model="m").to_meta()
     with pytest.raises(ConfigurationError, match="quantization must be None or 'int8'"):
         VectorField(dim=8, model="m", quantization="bbq")
+
+
+@pytest.mark.parametrize("kind", ["knn_vector", "dense_vector"])
+def test_whole_document_vector_fields_beside_the_passages(kind: str) -> None:
+    passages = VectorField(dim=384, model="bge-small-en-v1.5-q", passages=64, type=kind)
+    docs = [document_vector_field("bge-small-en-v1.5-q", 384, kind), document_vector_field("e5-small-v2-q", 384, kind)]
+    assert [d.name for d in docs] == ["esbridge_document_bge_small_en_v1_5_q", "esbridge_document_e5_small_v2_q"]
+    body = build_index_body(IndexLayout(), vector=passages, document_vectors=docs)
+    props = body["mappings"]["properties"]
+    for d in docs:
+        assert props[d.name] == d.mapping() and "nested" not in json.dumps(props[d.name])
+        assert props[d.values] == {"type": "binary", "doc_values": True}
+        # left out of the stored source, like the passages' vectors
+        assert {d.name, d.values} <= set(body["mappings"]["_source"]["excludes"])
+    assert body["mappings"]["_meta"]["esbridge"]["document_vectors"] == [d.to_meta() for d in docs]
+    assert body["mappings"]["_meta"]["esbridge"]["vector"] == passages.to_meta()
+    # without whole-document fields the body is the one it always was
+    assert "document_vectors" not in build_index_body(IndexLayout(), vector=passages)["mappings"]["_meta"]["esbridge"]
+
+
+def test_whole_document_vector_fields_are_checked() -> None:
+    passages = VectorField(dim=384, model="m", passages=64)
+    with pytest.raises(ConfigurationError, match="one document vector field per model"):
+        build_index_body(IndexLayout(), vector=passages,
+                         document_vectors=[document_vector_field("m", 384), document_vector_field("m", 384)])
+    with pytest.raises(ConfigurationError, match="takes no passages"):
+        build_index_body(IndexLayout(), vector=passages,
+                         document_vectors=[VectorField(dim=384, model="x", passages=64)])
+    with pytest.raises(ConfigurationError, match="one engine's vectors"):
+        build_index_body(IndexLayout(), vector=passages,
+                         document_vectors=[document_vector_field("x", 384, "dense_vector")])
