@@ -89,6 +89,7 @@ RUNS = {
     ".": "vectors on disk, exact search (OpenSearch 3.8)",
     "opensearch-knn": "vectors in the engine, HNSW (OpenSearch 3.5 with k-NN)",
     "opensearch-knn-int8": "vectors in the engine, HNSW of int8 (OpenSearch 3.5 with k-NN)",
+    "ensemble": "`--pipeline ensemble`, vectors on disk (OpenSearch 3.8)",
 }
 FIGURE = re.compile(r"(<!-- results-figure (?P<name>[a-z0-9-]+) -->)(?P<body>.*?)(<!-- /results-figure -->)")
 BLOCK = re.compile(r"(<!-- results-table (?P<opts>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results-table -->)", re.S)
@@ -155,6 +156,12 @@ FIGURES: dict[str, tuple[str, tuple[str, ...], Callable[[list[float]], str]]] = 
     "engine-hybrid-gains": ("test", ENGINE_HYBRID_ROWS, _listed),
     "engine-hybrid-mean": ("test", ENGINE_HYBRID_ROWS, lambda g: _points(sum(g) / len(g))),
     "heldout-bm25-gains": ("heldout", BM25_ROWS, _listed),
+    # ``results/ensemble/`` (``esbridge eval --pipeline ensemble``, its own BM25 and engine-hybrid rows)
+    "ensemble-engine-hybrid-gains": ("ensemble", ENGINE_HYBRID_ROWS, _listed),
+    "ensemble-engine-hybrid-mean": ("ensemble", ENGINE_HYBRID_ROWS,
+                                    lambda g: f"{sum(g) / len(g):+.2f}".replace("-", "\u2212")),
+    "ensemble-bm25-mean": ("ensemble", BM25_ROWS, lambda g: _points(sum(g) / len(g))),
+    "ensemble-bm25-worst": ("ensemble", BM25_ROWS, lambda g: _points(min(g))),
 }
 
 
@@ -224,7 +231,8 @@ def summaries(results: Path) -> dict[str, str | None]:
 
 def figure(name: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
            heldout: Mapping[str, Mapping[str, Mapping[str, float]]],
-           latency: Mapping[tuple[str, int], tuple[float, str]] | None = None) -> str:
+           latency: Mapping[tuple[str, int], tuple[float, str]] | None = None,
+           runs: Callable[[str], Results] | None = None) -> str:
     """The text of the figure ``name`` (:data:`FIGURES`, :data:`LATENCY_FIGURES`, :data:`RECALL_FIGURES`)."""
     if name in LATENCY_FIGURES and latency is not None:
         return latency_figure(name, latency)
@@ -234,6 +242,10 @@ def figure(name: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
         raise SystemExit(f"no results-figure {name!r}; the figures are "
                          f"{', '.join([*FIGURES, *LATENCY_FIGURES, *RECALL_FIGURES, *SUMMARY_FIGURES])}")
     which, rows, written = FIGURES[name]
+    if which == "ensemble":
+        if runs is None:
+            raise SystemExit(f"results-figure {name!r} reads results/ensemble/, which was not given")
+        return written(_gains(runs("ensemble"), rows))
     return written(_gains(data if which == "test" else heldout, rows))
 
 
@@ -261,7 +273,7 @@ def render(text: str, data: Mapping[str, Mapping[str, Mapping[str, float]]],
         if name in SUMMARY_FIGURES:
             made = (summary or {}).get(name)
             return m.group(0) if made is None else m.group(1) + made + m.group(4)
-        return m.group(1) + figure(name, data, heldout, latency) + m.group(4)
+        return m.group(1) + figure(name, data, heldout, latency, runs) + m.group(4)
 
     return FIGURE.sub(fig, text)
 

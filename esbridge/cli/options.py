@@ -182,7 +182,7 @@ def augmentation_spec(args: argparse.Namespace) -> Any:
 
 
 #: ``--pipeline``: the hybrid pipeline's named parameter sets (:data:`esbridge.hybrid.pipeline.PRESETS`).
-PIPELINES = ("default", "seed004")
+PIPELINES = ("default", "seed004", "ensemble")
 
 
 def pipeline_arg(p: argparse.ArgumentParser, *, when: str = "") -> None:
@@ -191,7 +191,9 @@ def pipeline_arg(p: argparse.ArgumentParser, *, when: str = "") -> None:
                    help=f"{when}the pipeline's parameters: default (the shipped ones) or seed004 (its source, CAIR "
                         "2021, as written: BM25 k1=1.5 b=0.75, the narrative's TopicRank keyphrases, raw scores "
                         "summed, 500 documents; its scorer and window are the preset's, --pipeline-param changes "
-                        "them)")
+                        "them) or ensemble (the default with whole-document lists of its model and of "
+                        "e5-small-v2-q and all-minilm-l6-v2-q, weighed by the index; three more embeddings of "
+                        "every document)")
 
 
 def pipeline_items(args: argparse.Namespace) -> list[str]:

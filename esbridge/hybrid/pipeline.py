@@ -81,7 +81,9 @@ FEEDBACK_WINDOWS = ("first", "best")
 #: Where the keyword strategy takes its feedback documents from.
 KEYWORD_SOURCES = ("lexical", "fusion")
 #: The named parameter sets (:meth:`PipelineParams.preset`): the shipped defaults, and the source as written.
-PRESETS = ("default", "seed004")
+PRESETS = ("default", "seed004", "ensemble")
+#: The other small models of the ``ensemble`` preset (:meth:`PipelineParams.ensemble_preset`).
+ENSEMBLE_MODELS = ("e5-small-v2-q", "all-minilm-l6-v2-q")
 #: Where the strategies' weights come from: measured on the index, or the parameters alone.
 WEIGHTINGS = ("calibrated", "fixed")
 
@@ -259,12 +261,22 @@ class PipelineParams:
                    w_keyword=1.0, result_depth=500)
 
     @classmethod
+    def ensemble_preset(cls) -> PipelineParams:
+        """The shipped pipeline with the whole-document lists of its own model (``w_document=1``) and of
+        :data:`ENSEMBLE_MODELS`, weighed by the index (the lever chosen on every shared collection's
+        tuning judgments, ``benchmarks/results/engine-hybrid-levers.md``); every document is embedded
+        three more times."""
+        return cls(w_document=1.0, ensemble=ENSEMBLE_MODELS)
+
+    @classmethod
     def preset(cls, name: str) -> PipelineParams:
-        """The parameters named ``name`` (:data:`PRESETS`): ``default`` or ``seed004``."""
+        """The parameters named ``name`` (:data:`PRESETS`): ``default``, ``seed004`` or ``ensemble``."""
         if name == "default":
             return cls()
         if name == "seed004":
             return cls.seed004()
+        if name == "ensemble":
+            return cls.ensemble_preset()
         raise ConfigurationError(f"unknown pipeline {name!r}; choose one of {', '.join(PRESETS)}")
 
     def make_scorer_params(self) -> Any:

@@ -168,3 +168,13 @@ def test_the_ensemble_names_other_models_once() -> None:
         PipelineParams(ensemble="e5-small-v2-q")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="w_ensemble"):
         PipelineParams(w_ensemble=-1.0)
+
+
+def test_the_ensemble_preset() -> None:
+    p = PipelineParams.preset("ensemble")
+    assert p == PipelineParams(w_document=1.0, ensemble=("e5-small-v2-q", "all-minilm-l6-v2-q"))
+    assert p.document_lists == ("document", "document e5-small-v2-q", "document all-minilm-l6-v2-q")
+    assert (p.w_ensemble, p.ensemble_sharpness) == (1.0, 4.0)
+    # everything else is the shipped pipeline's
+    assert p.with_overrides(w_document=0.0, ensemble=()) == PipelineParams()
+    assert pipeline_params(["w_ensemble=0.5"], "ensemble").w_ensemble == 0.5
