@@ -351,6 +351,7 @@ def ingest(
     strict: bool = False,
     vector: VectorField | None = None,
     term_vectors: bool | None = None,
+    document_vectors: Sequence[VectorField] = (),
     allow_partial: bool = False,
     total: int | None = None,
 ) -> IngestReport:
@@ -378,6 +379,9 @@ def ingest(
         vector: when the index is created here, give it this dense-vector field (the
             engine's kNN search; the vectors are filled by
             :func:`esbridge.semantic.engine_vectors.open_vectors`).
+        document_vectors: when the index is created here, these whole-document vector fields too
+            (:func:`esbridge.index.document_vector_field`; filled by
+            :func:`esbridge.semantic.engine_vectors.open_document_vectors`).
         term_vectors: whether an index created here stores term vectors (see
             :func:`esbridge.index.create_index`: by default none where every node runs esbridge's
             engine plugin).
@@ -402,7 +406,8 @@ def ingest(
     started = time.monotonic()
     target, replaced, created, written = _target_index(
         engine, index, layout, create=create, replace=replace,
-        how={"shards": shards, "replicas": replicas, "bm25": bm25, "vector": vector, "term_vectors": term_vectors})
+        how={"shards": shards, "replicas": replicas, "bm25": bm25, "vector": vector, "term_vectors": term_vectors,
+             "document_vectors": tuple(document_vectors)})
     fields, id_field, id_values = written.fields, written.id_field, written.id_values
     report = IngestReport(index=index, target=target, term_vectors=written.term_vectors)
     indexed_ids: set[str] = set()

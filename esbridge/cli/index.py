@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from esbridge.cli.options import model_args, model_option
+from esbridge.cli.options import PIPELINES, model_args, model_option
 from esbridge.errors import ConfigurationError, EsbridgeError, IngestError
 from esbridge.semantic.spec import VECTOR_PLACES
 
@@ -82,24 +82,32 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
     if args.per_field_channels:
         layout = IndexLayout(fields=fields, field_channels=layout.channels)
     encoder = vector = kind = None
+    whole: list[Any] = []  # the encoders of the whole-document fields the --pipeline reads
+    document_fields: list[Any] = []  # ... and their engine fields, for a new index
     if not args.no_semantic:
         from esbridge.semantic.encoder import available
 
         if available():
-            from esbridge.semantic.engine_vectors import new_vector_field, vector_field_of
+            from esbridge.semantic.engine_vectors import new_document_vector_fields, new_vector_field, vector_field_of
             from esbridge.semantic.models import load_encoder
 
             encoder = load_encoder(model_option(args))
             kind = engine.vector_search()
             fresh = args.recreate or not engine.index_exists(index)
+            from esbridge.hybrid import PipelineParams
+
+            pp = PipelineParams.preset(args.pipeline)
+            whole = ([encoder] if pp.w_document > 0 else []) + [load_encoder(m) for m in pp.ensemble]
             if fresh:
                 vector = new_vector_field(engine, encoder, args.vectors)
+                document_fields = new_document_vector_fields(engine, vector, whole)
             elif args.vectors == "engine" and vector_field_of(engine, index) is None:
                 raise ConfigurationError(f"--vectors engine: index {index!r} exists without a vector field, "
                                          "which cannot be added to it; give --recreate as well")
     try:
         report = ingest(engine, index, docs, layout=layout, replace=args.recreate, shards=args.shards,
                         replicas=args.replicas, progress=not args.quiet, vector=vector,
+                        document_vectors=document_fields,
                         term_vectors={"auto": None, "yes": True, "no": False}[args.term_vectors],
                         allow_partial=args.allow_partial, total=total)
     except IngestError as err:
@@ -124,6 +132,7 @@ def _cmd_index(args: argparse.Namespace, connect: Callable[[argparse.Namespace],
                     where = "kept by esbridge on disk (exact search; each client machine embeds every document " \
                         "itself" + ("; the engine has no vector search)" if kind is None else ")")
                 print(f"semantic index: {len(vi)} document vectors ({vi.encoder.name}) for {index!r}, {where}")
+                _fill_whole_documents(engine, index, whole, fields, quiet=args.quiet)
             else:
                 print("semantic index skipped: install esbridge's 'semantic' extra (pip install 'esbridge[semantic]') "
                       "for hybrid search", file=sys.stderr)
@@ -160,6 +169,17 @@ def _cmd_indices(args: argparse.Namespace, connect: Callable[[argparse.Namespace
         print(f"no index at {engine.options.display_url} was made by esbridge"
               + ("" if args.all else " (--all lists the others)"))
     return 0
+
+
+def _fill_whole_documents(engine: Any, index: str, encoders: list[Any], fields: tuple[str, ...], *,
+                          quiet: bool) -> None:
+    """Embed the index's whole documents with each of ``encoders`` (the fields ``--pipeline`` asked for)."""
+    from esbridge.semantic.engine_vectors import EngineVectors, open_document_vectors
+
+    for enc in encoders:
+        dv = open_document_vectors(engine, index, enc, fields=fields, progress=not quiet)
+        where = "in the engine" if isinstance(dv, EngineVectors) else "on disk"
+        print(f"whole documents: {len(dv)} vectors ({enc.name}) for {index!r}, {where}")
 
 
 def _print_failures(report: IngestReport, limit: int) -> None:
@@ -212,6 +232,11 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="do not embed the documents for semantic search (the hybrid pipeline embeds them "
                         "on its first query instead)")
     model_args(p, when="unless --no-semantic: ")
+    p.add_argument("--pipeline", choices=PIPELINES, default="default",
+                   help="the hybrid pipeline the index is made for: default (its passages' vectors) or ensemble "
+                        "(also one vector per whole document of the model and of e5-small-v2-q and "
+                        "all-minilm-l6-v2-q, in the engine where it keeps the passages': --pipeline ensemble on "
+                        "search then reads them there); seed004 needs no more"),
     p.add_argument("--vectors", choices=VECTOR_PLACES, default="auto",
                    help="where a new index's passage vectors live: auto (the default) in the engine wherever it "
                         "can search vectors (OpenSearch with k-NN, Elasticsearch 8.12+: a nested vector field its "

@@ -398,3 +398,35 @@ def test_the_pipeline_fuses_the_ensembles_whole_document_lists(  # type: ignore[
                                f"document {other}": res.lists[f"document {other}"]}, weights, params.fusion)
         assert ids == res.ids
         np.testing.assert_allclose(scores, res.scores)
+
+
+def test_esbridge_index_with_the_ensemble_pipeline_keeps_every_vector_in_the_engine(  # type: ignore[no-untyped-def]
+        knn_engine: Engine, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.cli import run
+
+    name = f"esb-test-knn-cli-{uuid.uuid4().hex[:8]}"
+    url = knn_engine.options.url
+    docs = 30
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in _docs()[:docs]))
+    try:
+        code, out, err = run(capsys, "index", "--input", str(corpus), "--index", name, "--pipeline", "ensemble",
+                             "--vectors", "engine", "--quiet", "--url", url)
+        assert code == 0, err
+        shipped = PipelineParams().model
+        for model in (shipped, "e5-small-v2-q", "all-minilm-l6-v2-q"):
+            assert f"whole documents: {docs} vectors ({model}) for {name!r}, in the engine" in out
+        assert document_vector_models(knn_engine, name) == [shipped, "e5-small-v2-q", "all-minilm-l6-v2-q"]
+        with HybridSearcher(knn_engine, name, PipelineParams.preset("ensemble"), build=False) as hs:
+            assert isinstance(hs.vectors, EngineVectors) and len(hs.vectors) == docs
+            assert isinstance(hs.document_vectors, EngineVectors) and len(hs.document_vectors) == docs
+            for m in ("e5-small-v2-q", "all-minilm-l6-v2-q"):
+                ev = hs.ensemble_vectors(m)
+                assert isinstance(ev, EngineVectors) and len(ev) == docs and ev.pending == 0
+        code, out, err = run(capsys, "search", name, "blood glucose in diabetes", "--hybrid", "--pipeline", "ensemble",
+                             "--size", "3", "--json", "--url", url)
+        assert code == 0, err
+        weights = json.loads(out)["_esbridge"]["pipeline"]["weights"]
+        assert {"document", "document e5-small-v2-q", "document all-minilm-l6-v2-q"} <= set(weights)
+    finally:
+        knn_engine.delete_index(name)
