@@ -54,6 +54,7 @@ from esbridge.semantic.models import load_encoder, spec_for
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from common import weaken as add_noise  # noqa: E402
 from tune_hybrid import eval_index, strongest_bm25  # noqa: E402
 
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "med")
@@ -204,29 +205,16 @@ def collect(engine: Engine, folder: Path, model: str, passages: tuple[int, ...],
               "clean": evaluate(hs, ds, parts, clean, cal_clean, grid)}
     # the weakened semantic strategy
     orig = np.array(vi.vectors, dtype=np.float32)
-    rng = np.random.default_rng(0)
-    unit_noise = rng.standard_normal(orig.shape).astype(np.float32)
     tune_qrels = ds.qrels(parts["tune"])
     target = strongest["tune"] - weaken
 
-    def weakened(sigma: float) -> np.ndarray:
-        """The document vectors with noise of standard deviation ``sigma`` added, unit length again."""
-        noisy = orig + sigma * unit_noise
-        return noisy / np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
+    def alone() -> float:
+        return ndcg_of(ds, parts["tune"], {q: list(hs.semantic(clean[q]["qvec"]).ids) for q in tune_qrels})[0]
 
-    best: tuple[float, float] | None = None
-    for sigma in NOISE:
-        vi.vectors = weakened(sigma)
-        runs = {q: list(hs.semantic(clean[q]["qvec"]).ids) for q in tune_qrels}
-        nd = ndcg_of(ds, parts["tune"], runs)[0]
+    def said(sigma: float, nd: float) -> None:
         print(f"  noise {sigma:g}: semantic alone {nd:.4f} (target {target:.4f})", file=sys.stderr, flush=True)
-        if best is None or abs(nd - target) < abs(best[1] - target):
-            best = (sigma, nd)
-        if nd < target:
-            break
-    assert best is not None
-    sigma = best[0]
-    vi.vectors = weakened(sigma)
+
+    sigma, _ = add_noise(vi, alone, target, NOISE, said)
     weak, cal_weak = lists_and_calibration(keep / f"{tag}-weakened-{weaken:g}-{sigma:g}.pickle", clean)
     result["weakened"] = {"sigma": sigma, **evaluate(hs, ds, parts, weak, cal_weak, grid)}
     vi.vectors = orig

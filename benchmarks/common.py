@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +142,28 @@ def write_report(text: str, dest: Path) -> None:
     print(text)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(text + "\n", encoding="utf-8")
+
+
+def weaken(vi: Any, alone: Callable[[], float], target: float, grid: Sequence[float],
+           report: Callable[[float, float], None] | None = None) -> tuple[float, float]:
+    """Gaussian noise (seeded) on a vector index's document vectors, normalised again, its standard
+    deviation the first of ``grid`` at which ``alone()`` (the list alone, nDCG@10 on the tuning part)
+    is at ``target`` or below, or the one closest to it; the vectors are left weakened with it.
+    ``report(sigma, nDCG@10)`` hears every try.  Returns ``(sigma, nDCG@10)``."""
+    orig = np.array(vi.vectors, dtype=np.float32)
+    noise = np.random.default_rng(0).standard_normal(orig.shape).astype(np.float32)
+    best: tuple[float, float] | None = None
+    for sigma in grid:
+        noisy = orig + sigma * noise
+        vi.vectors = noisy / np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
+        nd = alone()
+        if report is not None:
+            report(sigma, nd)
+        if best is None or abs(nd - target) < abs(best[1] - target):
+            best = (sigma, nd)
+        if nd < target:
+            break
+    assert best is not None
+    noisy = orig + best[0] * noise
+    vi.vectors = noisy / np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
+    return best

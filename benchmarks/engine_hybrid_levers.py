@@ -58,6 +58,7 @@ from esbridge.home import cache_dir
 from esbridge.hybrid import PipelineParams, RankedList
 from esbridge.hybrid.engine_style import ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF
 from esbridge.hybrid.fusion import Fusion, fuse
+from esbridge.hybrid.pipeline import ensemble_factor
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -217,7 +218,7 @@ def levers(weights: Mapping[str, float], effectiveness: Mapping[str, float] | No
                     continue
                 w = {**weights, "document": d * weights["semantic"]}
                 for m in OTHER_MODELS:
-                    factor = 1.0 if sharp is None else (eff[f"document {m}"] / eff["document"]) ** sharp
+                    factor = 1.0 if sharp is None else ensemble_factor(eff, f"document {m}", sharp)
                     w[f"document {m}"] = o * weights["semantic"] * factor
                 name = f"+ document kNN {d:g} + other models {o:g}"
                 name += "" if sharp is None else f", calibrated {sharp:g}"
@@ -288,10 +289,10 @@ def report(results: dict[str, Any], meta: dict[str, Any]) -> str:
         lv = choose(tune, [x for x in cols if x != c])
         loco[c] = (lv, test[lv][c], test_bm25[lv][c])
         lines.append(f"| {c} | {lv} | {test[lv][c]:+.2f} | {test_bm25[lv][c]:+.2f} | {test['hybrid'][c]:+.2f} |")
-    g = [v[1] for v in loco.values()] or [float("nan")]
+    left_out = [v[1] for v in loco.values()] or [float("nan")]
     h = [test["hybrid"][c] for c in cols]
-    lines += ["", f"Leave-one-collection-out against the strongest engine row: mean {np.mean(g):+.2f}, worst "
-                  f"{min(g):+.2f} (the shipped hybrid: mean {np.mean(h):+.2f}, worst {min(h):+.2f}).", "",
+    lines += ["", f"Leave-one-collection-out against the strongest engine row: mean {np.mean(left_out):+.2f}, "
+                  f"worst {min(left_out):+.2f} (the shipped hybrid: mean {np.mean(h):+.2f}, worst {min(h):+.2f}).", "",
               "## Test judgments, every lever", "",
               "nDCG@10 / R@100 on each collection's whole test set.", "",
               "| system | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]

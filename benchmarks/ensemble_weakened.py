@@ -45,7 +45,7 @@ from esbridge.hybrid.calibration import measure
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import connect_engine, engine_arguments, machine  # noqa: E402
+from common import connect_engine, engine_arguments, machine, weaken  # noqa: E402
 from engine_hybrid_levers import BM25_ROWS, COLLECTIONS, OTHER_MODELS, parts_of  # noqa: E402
 
 #: the noise standard deviations tried, smallest first, until a list alone is below its target
@@ -59,26 +59,6 @@ def ndcg(qrels: dict[str, Any], runs: dict[str, list[str]]) -> float:
     return float(np.mean([pq[q]["ndcg@10"] for q in qrels]))
 
 
-def weaken(vi: Any, alone: Any, target: float) -> tuple[float, float]:
-    """Noise on ``vi``'s vectors until ``alone()`` (nDCG@10 on the tuning part) is at ``target`` or
-    below; the vectors are left weakened. ``(sigma, nDCG@10)``."""
-    orig = np.array(vi.vectors, dtype=np.float32)
-    noise = np.random.default_rng(0).standard_normal(orig.shape).astype(np.float32)
-    best: tuple[float, float] | None = None
-    for sigma in NOISE:
-        noisy = orig + sigma * noise
-        vi.vectors = noisy / np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
-        nd = alone()
-        if best is None or abs(nd - target) < abs(best[1] - target):
-            best = (sigma, nd)
-        if nd < target:
-            break
-    assert best is not None
-    noisy = orig + best[0] * noise
-    vi.vectors = noisy / np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
-    return best
-
-
 def run_both(hs: HybridSearcher, queries: dict[str, str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Every query through the ensemble pipeline, and the shipped one fused from the same lists."""
     ens: dict[str, list[str]] = {}
@@ -87,7 +67,7 @@ def run_both(hs: HybridSearcher, queries: dict[str, str]) -> tuple[dict[str, lis
         res = hs.run(text)
         ens[qid] = list(res.ids)
         qvec = hs.vectors.embed_query(text)
-        three = {k: res.lists[k] for k in ("semantic", "lexical", "keyword") if k in res.lists}
+        three: dict[str, Any] = {k: res.lists[k] for k in ("semantic", "lexical", "keyword") if k in res.lists}
         shipped[qid] = list(hs.aggregate(three, qvec, params=SHIPPED).ids)
         if n % 100 == 0:
             print(f"    {n}/{len(queries)} queries", file=sys.stderr, flush=True)
@@ -114,12 +94,12 @@ def collection(engine: Engine, folder: Path, weaken_points: float) -> dict[str, 
                 target = bm25["tune"] - weaken_points / 100
                 qv = {q: hs.vectors.embed_query(texts[q]) for q in tune}
                 sigmas["passages"] = weaken(hs.vectors, lambda qv=qv: ndcg(  # type: ignore[misc]
-                    tune, {q: list(hs.semantic(qv[q]).ids) for q in tune}), target)
+                    tune, {q: list(hs.semantic(qv[q]).ids) for q in tune}), target, NOISE)
                 for name, vi in [("document", hs.document_vectors),
                                  *[(f"document {m}", hs.ensemble_vectors(m)) for m in OTHER_MODELS]]:
                     mq = {q: vi.embed_query(texts[q]) for q in tune}
                     sigmas[name] = weaken(vi, lambda vi=vi, mq=mq: ndcg(  # type: ignore[misc]
-                        tune, {q: vi.search(mq[q], 1000).ids for q in tune}), target)
+                        tune, {q: vi.search(mq[q], 1000).ids for q in tune}), target, NOISE)
                 print(f"  {ds.name} weakened: {sigmas}", file=sys.stderr, flush=True)
             # the weights as the pipeline measures them on these vectors (kept here, not recorded in the index)
             hs._calibration = measure(engine, index, hs.layout.fields, hs._known_item_rankings, ENSEMBLE.calibration,

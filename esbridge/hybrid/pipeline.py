@@ -342,6 +342,16 @@ class PipelineResult:
     notes: list[str] = field(default_factory=list)
 
 
+def ensemble_factor(effectiveness: Mapping[str, float], name: str, sharpness: float) -> float:
+    """An ensemble list's factor: ``(m_name / m_document) ** sharpness``, its effectiveness on the
+    index's known-item pseudo-queries over the pipeline's own whole-document list's (1 where either
+    was not measured)."""
+    reference = effectiveness.get("document", 0.0)
+    if reference <= 0 or name not in effectiveness:
+        return 1.0
+    return float((max(effectiveness[name], 0.0) / reference) ** sharpness)
+
+
 def feedback_centroid(vectors: np.ndarray, fused_scores: np.ndarray, weighting: str) -> np.ndarray:
     """The weighted mean of the feedback documents' ``vectors`` (the top ``len(vectors)`` of a
     fused ranking whose scores, best first, are ``fused_scores``).
@@ -754,13 +764,14 @@ class HybridSearcher:
         lexical, versions = self.lexical(text, prepared=prepared, window=max(depth, 1))
         if p.w_lexical > 0:
             out["lexical"] = list(lexical.ids[:depth])
-        if p.w_semantic > 0:
-            out["semantic"] = list(self.semantic(text, depth=depth).ids)
+        qvec = self.vectors.embed_query(text) if p.w_semantic > 0 or p.ensemble else None
+        if qvec is not None and p.w_semantic > 0:
+            out["semantic"] = list(self.semantic(qvec, depth=depth).ids)
         if p.w_keyword > 0:
             terms = self.keyword_terms(prepared, lexical, versions)
             out["keyword"] = list(self.keyword(terms, depth=depth).ids)
-        if p.ensemble:  # the ensemble's lists are weighed against the model's own whole-document list
-            out["document"] = list(self.document(self.vectors.embed_query(text), depth=depth).ids)
+        if qvec is not None and p.ensemble:  # weighed against the model's own whole-document list
+            out["document"] = list(self.document(qvec, depth=depth).ids)
             for m in p.ensemble:
                 out[f"document {m}"] = list(self.ensemble_document(m, text, depth=depth).ids)
         return out
@@ -781,10 +792,7 @@ class HybridSearcher:
             eff = cal.effectiveness if cal is not None else {}
             for m in p.ensemble:
                 name = f"document {m}"
-                factor = 1.0
-                if eff.get("document", 0.0) > 0 and name in eff:
-                    factor = (max(eff[name], 0.0) / eff["document"]) ** p.ensemble_sharpness
-                weights[name] = p.w_ensemble * weights["semantic"] * factor
+                weights[name] = p.w_ensemble * weights["semantic"] * ensemble_factor(eff, name, p.ensemble_sharpness)
         return weights
 
     # ---- the pipeline ----------------------------------------------------------------

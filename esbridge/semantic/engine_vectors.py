@@ -71,6 +71,15 @@ MAX_KNN_DEPTH = 10_000
 VALUES_BATCH = 500
 
 
+def unpack_vectors(packed: str, dim: int) -> np.ndarray | None:
+    """The rows of a vector doc-values field's value (base64 of float32, little-endian, one row per
+    vector), or ``None`` where it holds no whole vectors of dimension ``dim``."""
+    flat = np.frombuffer(base64.b64decode(packed), dtype="<f4")
+    if flat.size == 0 or flat.size % dim:
+        return None
+    return flat.reshape(-1, dim).astype(np.float32)
+
+
 def new_vector_field(engine: Engine, encoder: Encoder, where: str = "auto", *,
                      quantization: str | None = None) -> VectorField | None:
     """The engine vector field a new index gets for ``encoder``'s passages, or ``None`` where esbridge
@@ -325,16 +334,13 @@ class EngineVectors(SemanticIndex):
         out: dict[str, Any] = {}
         got = hit.get("fields") or {}
         for meta in self.others:
-            packed = got.get(str(meta.get("values")))
-            if not packed:
-                continue
-            dim = int(meta["dim"])
-            rows = np.frombuffer(base64.b64decode(packed[0]), dtype="<f4")
-            if rows.size == 0 or rows.size % dim:
-                continue  # not whole vectors: left for that field's own fill
-            listed = rows.reshape(-1, dim).tolist()
+            packed = (got.get(str(meta.get("values"))) or [None])[0]
+            rows = unpack_vectors(packed, int(meta["dim"])) if packed else None
+            if rows is None:
+                continue  # none, or not whole vectors: left for that field's own fill
+            listed = rows.tolist()
             out[str(meta["field"])] = [{PASSAGE_VECTOR: r} for r in listed] if meta.get("passages") else listed[0]
-            out[str(meta["values"])] = packed[0]
+            out[str(meta["values"])] = packed
         return out
 
     def _send(self, lines: list[dict[str, Any]]) -> int:
@@ -417,12 +423,12 @@ class EngineVectors(SemanticIndex):
                 packed = (hit.get("fields") or {}).get(self.values)
                 if not packed:
                     continue
-                flat = np.frombuffer(base64.b64decode(packed[0]), dtype="<f4")
-                if flat.size == 0 or flat.size % self.encoder.dim:
-                    raise EsbridgeError(f"document {hit['_id']!r} of {self.index!r} holds {flat.size} numbers in "
-                                        f"{self.values!r}, not whole vectors of dimension {self.encoder.dim}; "
-                                        "index the document again: esbridge then fills its vectors anew")
-                out[str(hit["_id"])] = flat.reshape(-1, self.encoder.dim).astype(np.float32)
+                rows = unpack_vectors(packed[0], self.encoder.dim)
+                if rows is None:
+                    raise EsbridgeError(f"document {hit['_id']!r} of {self.index!r} holds no whole vectors of "
+                                        f"dimension {self.encoder.dim} in {self.values!r}; index the document "
+                                        "again: esbridge then fills its vectors anew")
+                out[str(hit["_id"])] = rows
         return out
 
     def vectors_of(self, ids: Sequence[str], query_vector: np.ndarray | None = None) -> np.ndarray:
