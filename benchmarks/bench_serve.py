@@ -1,18 +1,22 @@
 """What ``esbridge serve`` costs: the same queries through the server, through the Python API and
 straight to the engine, with 1 and 8 concurrent clients.
 
-Four ways to answer each judged query (its top 10):
+Seven ways to answer each judged query (its top 10):
 
 * **engine**: the engine's own BM25 query, sent to the engine by opensearch-py;
+* **byte relay**: the same, through ``byte_relay.py`` (a process that copies bytes between the
+  client and the engine and does nothing else): what one hop through Python costs;
 * **passed through**: the same request sent to the server with ``ext.esbridge.rerank`` false
   (what the server adds to a request it passes on);
 * **Python API**: :meth:`Reranker.search` (evolved, window 100), one reranker shared by the
   client threads;
 * **server**: opensearch-py pointed at ``esbridge serve`` (a process of its own, evolved, window
-  100), a ``match`` query: reranked as the Python API reranks it.
+  100), a ``match`` query: reranked as the Python API reranks it;
+* and, highlighted: the same ``match`` with ``highlight`` on ``text``, sent to the engine and to the
+  server (a search page's snippets).
 
 Each client thread (opensearch-py's own connection pool, one connection per thread) sends its
-share of the queries, in ``--rounds`` passes after one warm-up pass, the four paths taking turns
+share of the queries, in ``--rounds`` passes after one warm-up pass, the paths taking turns
 pass by pass; latency is per request, throughput is requests answered per second of the passes.
 
 Usage (one command; starts esbridge's local node when no --url is given; without ``--dataset`` the
@@ -94,6 +98,18 @@ def start_server(url: str, index: str, window: int, folder: Path) -> tuple[subpr
     raise SystemExit(f"esbridge serve did not start (exit code {proc.wait()})")
 
 
+def start_relay(url: str) -> tuple[subprocess.Popen[str], str]:
+    """``byte_relay.py`` in a process of its own, copying bytes to the engine at ``url``; the process and its URL."""
+    where = url.split("://", 1)[1].rstrip("/")
+    proc = subprocess.Popen([sys.executable, str(HERE / "byte_relay.py"), where], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = re.match(r"listening on (\d+)", line)
+    if not found:
+        raise SystemExit(f"byte_relay.py did not start (exit code {proc.wait()})")
+    return proc, f"http://127.0.0.1:{found.group(1)}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", help="BEIR-layout folder (default: the SciFact sample shipped with esbridge)")
@@ -121,13 +137,18 @@ def main() -> int:
         rr = Reranker(engine, index, scorer="evolved", window=args.window)
         field = rr.layout.subfield(rr.layout.combined, "base")  # type: ignore[union-attr]
         proc, server_url = start_server(prov.url, index, args.window, Path(tmp))
+        relay_proc, relay_url = start_relay(prov.url)
         try:
             max_clients = max(int(c) for c in args.clients.split(","))
             direct = OpenSearch(hosts=[prov.url], pool_maxsize=max_clients)
             served = OpenSearch(hosts=[server_url], pool_maxsize=max_clients, timeout=120)
+            relayed = OpenSearch(hosts=[relay_url], pool_maxsize=max_clients)
 
             def engine_query(q: str) -> object:
                 return direct.search(index=index, body={"size": 10, "query": {"match": {field: q}}})
+
+            def relay_query(q: str) -> object:
+                return relayed.search(index=index, body={"size": 10, "query": {"match": {field: q}}})
 
             def passed(q: str) -> object:
                 return served.search(index=index, body={"size": 10, "query": {"match": {field: q}},
@@ -139,14 +160,27 @@ def main() -> int:
             def server(q: str) -> object:
                 return served.search(index=index, body={"size": 10, "query": {"match": {"text": q}}})
 
+            highlight = {"fields": {"text": {}}}
+
+            def engine_highlighted(q: str) -> object:
+                return direct.search(index=index, body={"size": 10, "query": {"match": {"text": q}},
+                                                        "highlight": highlight})
+
+            def server_highlighted(q: str) -> object:
+                return served.search(index=index, body={"size": 10, "query": {"match": {"text": q}},
+                                                        "highlight": highlight})
+
             # the server ranks as the Python API does
             for q in queries[:5]:
                 a = [h["_id"] for h in server(q)["hits"]["hits"]]  # type: ignore[index]
                 b = [h["_id"] for h in rr.search(q, size=10)["hits"]["hits"]]
                 assert a == b, f"the server's ranking of {q!r} differs from the Python API's"
             load = os.getloadavg()[0]
-            ways = [("engine (BM25, direct)", engine_query), ("passed through the server", passed),
-                    ("Python API (Reranker.search)", python_api), ("server (reranked)", server)]
+            ways = [("engine (BM25, direct)", engine_query), ("engine through a byte relay", relay_query),
+                    ("passed through the server", passed),
+                    ("Python API (Reranker.search)", python_api), ("server (reranked)", server),
+                    ("engine, highlighted (`match` on `text`)", engine_highlighted),
+                    ("server (reranked), highlighted", server_highlighted)]
             for _, one in ways:  # warm: every candidate's term vectors fetched once, connections open
                 for q in queries:
                     one(q)
@@ -172,13 +206,18 @@ def main() -> int:
                      f"the end, on {os.cpu_count()} cores.{' ' + args.note if args.note else ''}", "",
                      f"Collection: {name} ({expected} documents, {len(queries)} judged queries), evolved, window "
                      f"{args.window}, top 10; {args.rounds} passes over the queries after a warm-up pass (term vectors "
-                     "in the reranker's cache), the four paths taking turns pass by pass.", "",
+                     "in the reranker's cache), the paths taking turns pass by pass. The byte relay "
+                     "(`benchmarks/byte_relay.py`, a process of its own) copies the engine search's bytes both ways "
+                     "and does nothing else: the cost of one hop through a Python process. The last two rows add "
+                     "`highlight` on `text` to the application's search: the engine's own, and through the "
+                     "server (the top 100 reranked, the page's 10 hits highlighted).", "",
                      f"Command: `python benchmarks/bench_serve.py --distribution {args.distribution}"
                      f"{f' --dataset <path to {name}>' if args.dataset else ''}`", "",
                      "| clients | path | p50 ms | p95 ms | requests/s |", "|---:|---|---:|---:|---:|", *rows]
         finally:
-            proc.terminate()
-            proc.wait(60)
+            for p in (proc, relay_proc):
+                p.terminate()
+                p.wait(60)
     rr.close()
     write_report("\n".join(lines), Path(args.out) if args.out else HERE / "results" / f"serve-{args.distribution}.md")
     return 0

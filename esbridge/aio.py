@@ -28,6 +28,7 @@ from esbridge.engine.async_client import AsyncEngine
 from esbridge.engine.plan import Plan, PlanLock, run_async
 from esbridge.features.cache import DocVersion
 from esbridge.rerank import AnalyzedQuery, Ranking, RerankerCore, Retrieved
+from esbridge.rerank.candidates import check_page
 from esbridge.scoring import ScoreResult, ScoringInput
 
 __all__ = ["AsyncEngine", "AsyncReranker"]
@@ -143,12 +144,13 @@ class AsyncReranker(RerankerCore):
                                                  original_weight=original_weight))
 
     async def search_rescored(self, body: Mapping[str, Any], query_text: str, *, window: int | None = None,
-                              params: Mapping[str, str] | None = None, explain: bool = False) -> dict[str, Any]:
+                              params: Mapping[str, str] | None = None, explain: bool = False,
+                              page: tuple[int, int] | None = None) -> dict[str, Any]:
         """Your own search ``body``, its top ``window`` hits reranked for ``query_text``
         (:meth:`Reranker.search_rescored <esbridge.rerank.Reranker.search_rescored>`: the same
         arguments, response and errors)."""
         return await self._run(self._search_rescored_plan(body, query_text, window=window or self.window,
-                                                          params=params, explain=explain))
+                                                          params=params, explain=explain, page=check_page(page)))
 
     async def rescore(self, response: Mapping[str, Any] | Any, query_text: str, *, window: int | None = None,
                       explain: bool = False, augmentations: Any = None,

@@ -52,6 +52,16 @@ def check_count(name: str, value: Any, *, allow_none: bool = False) -> None:
         raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
 
 
+def check_page(page: Any) -> tuple[int, int] | None:
+    """``page`` as ``(from, size)``, two integers >= 0 (or ``None``); the error names the parameter."""
+    if page is None:
+        return None
+    if (not isinstance(page, (tuple, list)) or len(page) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in page)):
+        raise ConfigurationError(f"page must be (from, size), two integers >= 0, got {page!r}")
+    return int(page[0]), int(page[1])
+
+
 def hit_version(hit: Mapping[str, Any]) -> HitVersion | None:
     """``_seq_no``, ``_primary_term`` and (when the search returned it) ``_version`` of a hit,
     ``None`` when it has no ``_seq_no``/``_primary_term``."""

@@ -109,6 +109,38 @@ log = logging.getLogger(__name__)
 #: What esbridge's first stage asks the engine for to key its caches, left out of the hits it answers.
 _VERSION_KEYS = ("_seq_no", "_primary_term", "_version")
 
+#: What a search body asks of each hit it answers, apart from its ``_id`` and ``_score``: a search whose
+#: page is fetched apart (:func:`page_body`) leaves them out of the search of its candidates.
+FETCH_KEYS = ("_source", "highlight", "stored_fields", "docvalue_fields", "fields", "script_fields", "version",
+              "seq_no_primary_term")
+
+
+def fetched_apart(body: Mapping[str, Any]) -> bool:
+    """Whether ``body``'s candidates can be searched without what it asks of each hit, the page's
+    hits fetched afterwards (:func:`page_body`): not where the engine explains its hits or leaves
+    out their ``_id`` (``stored_fields: _none_``)."""
+    return not body.get("explain") and body.get("stored_fields") != "_none_"
+
+
+def needs_page_fetch(body: Mapping[str, Any]) -> bool:
+    """Whether ``body``'s hits need more than ``_index``, ``_id`` and ``_score`` (its ``_source``,
+    which the engine returns unless told not to, or any other of :data:`FETCH_KEYS`)."""
+    return body.get("_source", True) is not False or any(k in body for k in FETCH_KEYS if k != "_source")
+
+
+def page_body(body: Mapping[str, Any], ids: Sequence[str]) -> dict[str, Any]:
+    """The search that brings the hits ``ids`` as ``body`` would have answered them: its own query
+    (which highlighting and named queries read) restricted to those ids, and what it asks of each
+    hit (:data:`FETCH_KEYS`); no aggregation, suggestion or total."""
+    out = {k: body[k] for k in FETCH_KEYS if k in body}
+    only = {"ids": {"values": list(ids)}}
+    query = body.get("query")
+    out["query"] = {"bool": {"must": [query], "filter": [only]}} if query is not None else {"bool": {"filter": [only]}}
+    out["size"] = len(ids)
+    out["track_total_hits"] = False
+    return out
+
+
 #: Windows up to this size fetch ``_source`` in the first stage (one request fewer), unless the index
 #: keeps its ids in doc values (:attr:`~esbridge.index.definitions.IndexLayout.id_values`) and the engine
 #: is reached over plain HTTP: then the first stage reads no stored field and the top hits' sources
@@ -663,22 +695,34 @@ class RerankerCore:
 
     def _search_rescored_plan(self, body: Mapping[str, Any], query_text: str, *, window: int,
                               params: Mapping[str, str] | None = None, explain: bool = False,
-                              ) -> Plan[dict[str, Any]]:
+                              page: tuple[int, int] | None = None) -> Plan[dict[str, Any]]:
         """The engine's answer to ``body`` (a search of the reranker's index as an application sent
         it: its own query, filters, aggregations, highlighting) with its top ``window`` hits
         reranked for ``query_text``, as :meth:`_rescore_plan` reranks a response.  Where the
         plugin can (:meth:`_analyses_inline_plan`), the one search brings with its hits the
         analysis of ``query_text``, the terms' statistics and each hit's features (the plugin's
         extension beside the body's own ``ext``): no other request; else the search, then
-        :meth:`_rescore_plan`."""
+        :meth:`_rescore_plan`.
+
+        ``page`` (``from``, ``size`` of the hits answered): only those hits need what the body asks
+        each hit for (``_source``, ``highlight``, ``fields``, ...).  Where the index keeps its ids in
+        doc values, the search then reads no stored field for the others, and a second search brings
+        the page's hits (:func:`page_body`); the hits outside the page have ``_index``, ``_id``,
+        ``_score`` and the named queries they matched only."""
         check_count("window", window)
         if (yield from self._analyses_inline_plan(query_text)):
             channels = analysed_channels(self.first_stage, self._layout, self.channels)
             sent = dict(body)
             sent["ext"] = {**(body.get("ext") or {}),
                            **analysing_ext(self._layout, query_text, channels, self.channels)}
+            apart = page is not None and bool(self._layout.id_values) and fetched_apart(body)
             try:
-                answer = yield from search_plan(self.index, sent, params=params)
+                if apart:
+                    lean = {k: v for k, v in sent.items() if k not in FETCH_KEYS}
+                    lean["_source"] = False
+                    answer = yield from ids_search_plan(self.index, lean, self._layout.id_values, params=params)
+                else:
+                    answer = yield from search_plan(self.index, sent, params=params)
             except EngineError as err:
                 if (clear := limit_error(err, self.index)) is not None:
                     raise clear from err
@@ -693,8 +737,31 @@ class RerankerCore:
             prepared, carried = taken
             head, _, gone = yield from self._rerank_hits_plan(prepared, hits[:window], explain,
                                                               stats_validated=True, carried=carried)
+            ranked = head + hits[window:]
+            shown = ranked[page[0]:page[0] + page[1]] if apart and page is not None else []
+            if shown and needs_page_fetch(body):
+                assert page is not None
+                try:
+                    got = yield from search_plan(self.index, page_body(body, [str(h["_id"]) for h in shown]),
+                                                 params=params)
+                except EngineError:  # a body the page's search cannot take (e.g. a query that must be alone)
+                    return (yield from self._search_rescored_plan(body, query_text, window=window, params=params,
+                                                                  explain=explain))
+                whole = {str(h["_id"]): h for h in got["hits"]["hits"]}
+                page_hits = []
+                for h in shown:
+                    full = whole.get(str(h["_id"]))
+                    if full is None:  # deleted since the first search
+                        gone.append(dropped_hit(h, "deleted"))
+                        continue
+                    full = dict(full)
+                    full["_score"] = h["_score"]
+                    if "_esbridge" in h:
+                        full["_esbridge"] = h["_esbridge"]
+                    page_hits.append(full)
+                ranked[page[0]:page[0] + page[1]] = page_hits
             out = dict(response)
-            out["hits"] = {**response["hits"], "hits": head + hits[window:]}
+            out["hits"] = {**response["hits"], "hits": ranked}
             out["hits"]["max_score"] = max((h["_score"] for h in head if h.get("_score") is not None),
                                            default=response["hits"].get("max_score"))
             out["_esbridge"] = response_meta(self.scorer, self.index, prepared, len(head), dropped=gone)

@@ -33,7 +33,7 @@ from esbridge.engine.client import Engine
 from esbridge.engine.plan import Plan, run
 from esbridge.features.cache import DocVersion
 from esbridge.rerank.augmentation import Augmentation
-from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion, Ranking, Retrieved
+from esbridge.rerank.candidates import AnalyzedQuery, CandidateUnion, Ranking, Retrieved, check_page
 from esbridge.rerank.pipeline import RerankerCore
 from esbridge.scoring import ScoreResult, ScoringInput
 
@@ -321,7 +321,8 @@ class Reranker(RerankerCore):
                                             augmentations=augmentations, original_weight=original_weight))
 
     def search_rescored(self, body: Mapping[str, Any], query_text: str, *, window: int | None = None,
-                        params: Mapping[str, str] | None = None, explain: bool = False) -> dict[str, Any]:
+                        params: Mapping[str, str] | None = None, explain: bool = False,
+                        page: tuple[int, int] | None = None) -> dict[str, Any]:
         """Run your own search ``body`` on the reranker's index and rerank its top ``window`` hits
         for ``query_text``: what :meth:`rescore` does to that search's response, in one request to
         the engine where its plugin can bring the hits' features and the query's analysis with the
@@ -330,12 +331,18 @@ class Reranker(RerankerCore):
         aggregations, highlighting and paging are the engine's; ``params`` go with the search
         (e.g. ``typed_keys``, ``preference``).
 
+        ``page``: the ``(from, size)`` of the hits you will show, of those answered.  Only they
+        then carry what the body asks of each hit (``_source``, ``highlight``, ``fields``, ...);
+        the others have ``_index``, ``_id``, ``_score`` and the named queries they matched.  Where
+        the index keeps its ids in doc values, this spares the engine reading the stored fields of
+        every candidate, for a second, small search that brings the page's hits.
+
         Raises:
             ConfigurationError: a bad window, or a text beyond the plugin's limits.
             EngineError: the engine refused the search.
         """
         return self._run(self._search_rescored_plan(body, query_text, window=window or self.window, params=params,
-                                                    explain=explain))
+                                                    explain=explain, page=check_page(page)))
 
     def _attach_sources(self, hits: list[dict[str, Any]], fields: Sequence[str] | None) -> None:
         self._run(self._sources.fetch_plan(hits, fields))

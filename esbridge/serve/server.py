@@ -9,6 +9,7 @@ import errno
 import itertools
 import json
 import logging
+import logging.handlers
 import signal
 import socket
 import ssl
@@ -619,7 +620,7 @@ class Server:
                     fetch = max(wanted, min(fetch, await reranker.max_result_window()))
                 return await reranker.search_rescored({**body, "size": fetch if wanted else 0}, text,
                                                       window=min(req.window, fetch), params=req.params or None,
-                                                      explain=explain)
+                                                      explain=explain, page=(req.from_, req.size))
 
             return await self._reranked(names[0], configs[names[0]], one)
         rerankers = {name: await self._reranker(name, configs[name]) for name in names}
@@ -869,6 +870,7 @@ async def serve(server: Server, host: str, port: int, *, ready: Callable[[str], 
                            handle_signals=False, keepalive_timeout=server.header_timeout)
     await runner.setup()
     loop = asyncio.get_running_loop()
+    lines_off_loop = _log_off_loop(access_log)
     signals = (signal.SIGTERM, signal.SIGINT) if stop is None else ()
     stopping = stop or asyncio.Event()
     for sig in signals:
@@ -889,4 +891,35 @@ async def serve(server: Server, host: str, port: int, *, ready: Callable[[str], 
         for sig in signals:
             loop.remove_signal_handler(sig)
         await runner.cleanup()
+        if lines_off_loop is not None:
+            lines_off_loop()  # the lines still queued are written first
     log.info("stopped")
+
+
+def _log_off_loop(logger: logging.Logger) -> Callable[[], None] | None:
+    """The lines of ``logger`` (one per request answered) written by a thread of their own: a
+    handler that blocks (a full pipe, a slow disk) never holds up the event loop.  The handlers its
+    records reach are read once.  Returns what writes the lines still queued and puts the logger
+    back as it was; ``None`` where its records reach no handler (nothing is written)."""
+    import queue
+    from logging.handlers import QueueHandler, QueueListener
+
+    handlers: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        handlers += current.handlers
+        current = current.parent if current.propagate else None
+    if not handlers:
+        return None
+    own, propagate = list(logger.handlers), logger.propagate
+    lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    listener = QueueListener(lines, *handlers, respect_handler_level=True)
+    logger.handlers = [QueueHandler(lines)]
+    logger.propagate = False
+    listener.start()
+
+    def stop() -> None:
+        listener.stop()
+        logger.handlers, logger.propagate = own, propagate
+
+    return stop

@@ -390,6 +390,51 @@ def test_your_own_search_rescored_is_one_request_where_the_plugin_can(engine: En
         assert rec.paths == [f"/{index}/_search"] * len(queries), rec.paths
 
 
+def test_your_own_search_rescored_fetches_only_the_page_it_shows(engine: Engine, sample_indices: dict[int, str],
+                                                                  plugin_expected: bool) -> None:
+    """With ``page``, the candidates' search reads no stored field and a second search brings the
+    page's hits: every hit's id and score as without ``page``, the page's hits whole (``_source``
+    filtered, highlighted, named queries) as the one search answers them, the others bare; the
+    totals and aggregations the engine's; a page beyond the window in the engine's order; a body
+    that asks nothing of its hits needs no second search."""
+    index = sample_indices[1]
+    queries = [q["text"] for q in judged_queries()[:4]]
+    rr = Reranker(engine, index, scorer="evolved", window=20)
+    rr.search("warm up: the layout, the plugin, the shard count", size=1)
+
+    def body(q: str) -> dict[str, Any]:
+        return {"query": {"match": {"text": {"query": q, "_name": "claim"}}}, "size": 40, "_source": ["title"],
+                "highlight": {"fields": {"text": {}}}, "aggs": {"n": {"filter": {"match": {"title": "cell"}}}}}
+
+    for q in queries:
+        want = rr.search_rescored(body(q), q, window=20)
+        for start, size in ((0, 10), (15, 10), (30, 10), (38, 10)):
+            with Recorder(engine) as rec:
+                got = rr.search_rescored(body(q), q, window=20, page=(start, size))
+            what = (q, start, size)
+            _same(got, want, str(what))
+            assert any("highlight" in h for h in got["hits"]["hits"][start:start + size]), what
+            assert got["hits"]["total"] == want["hits"]["total"] and got["aggregations"] == want["aggregations"]
+            for i, (g, w) in enumerate(zip(got["hits"]["hits"], want["hits"]["hits"], strict=True)):
+                if start <= i < start + size:
+                    assert g == w and g["matched_queries"] == ["claim"], (what, i)
+                else:
+                    assert set(g) <= {"_index", "_id", "_score", "_esbridge", "matched_queries"}, (what, i, sorted(g))
+            if plugin_expected:
+                searches = [b for _, p, b in rec.calls if p.endswith("/_search")]
+                assert len(searches) == len(rec.calls) == 2, rec.paths
+                assert searches[0]["stored_fields"] == "_none_" and "highlight" not in searches[0], searches[0]
+                assert searches[1]["size"] == min(size, 40 - start), searches[1]
+    bare = {"query": {"match": {"text": queries[0]}}, "size": 30, "_source": False}
+    with Recorder(engine) as rec:
+        got = rr.search_rescored(bare, queries[0], window=20, page=(0, 10))
+    _same(got, rr.search_rescored(bare, queries[0], window=20), "no _source")
+    if plugin_expected:
+        assert len(rec.calls) == 1, rec.paths
+    with pytest.raises(ConfigurationError, match=r"page must be \(from, size\)"):
+        rr.search_rescored(bare, queries[0], page=(0, -1))
+
+
 def test_the_hybrid_lexical_and_keyword_strategies_take_the_one_search_path(
         engine: Engine, sample_indices: dict[int, str], plugin_expected: bool) -> None:
     """The hybrid pipeline's lexical strategy ranks through ``retrieve``: on one shard with the

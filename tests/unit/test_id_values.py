@@ -101,3 +101,43 @@ def test_a_search_that_reads_stored_fields_anyway_is_sent_as_given(body: dict[st
     assert len(sent) == 1 and sent[0].body == body
     sent, _ = _drive(ids_search_plan("docs", {**body, "_source": False}, None), [_answer([])])
     assert sent[0].body == {**body, "_source": False}
+
+
+# ---- a search whose page is fetched apart (Reranker.search_rescored's page) ---------------------------
+
+def test_the_page_search_is_the_body_query_on_the_page_ids_with_what_it_asks_of_each_hit() -> None:
+    from esbridge.rerank.pipeline import page_body
+
+    body = {"query": {"match": {"text": "cells"}}, "size": 100, "_source": ["title"], "aggs": {"n": {}},
+            "highlight": {"fields": {"text": {}}}, "post_filter": {"term": {"a": 1}}, "track_total_hits": True,
+            "version": True, "docvalue_fields": ["year"], "min_score": 0.5, "suggest": {}}
+    got = page_body(body, ["b", "a"])
+    only = {"ids": {"values": ["b", "a"]}}
+    assert got == {"query": {"bool": {"must": [{"match": {"text": "cells"}}], "filter": [only]}}, "size": 2,
+                   "track_total_hits": False, "_source": ["title"], "highlight": {"fields": {"text": {}}},
+                   "version": True, "docvalue_fields": ["year"]}
+    assert page_body({"size": 3}, ["x"])["query"] == {"bool": {"filter": [{"ids": {"values": ["x"]}}]}}
+
+
+@pytest.mark.parametrize(("body", "apart", "fetch"), [
+    ({}, True, True),  # the engine returns _source unless told not to
+    ({"_source": False}, True, False),
+    ({"_source": False, "highlight": {"fields": {"t": {}}}}, True, True),
+    ({"_source": False, "fields": ["year"]}, True, True),
+    ({"_source": False, "explain": True}, False, False),
+    ({"stored_fields": "_none_"}, False, True),
+])
+def test_which_bodies_fetch_their_page_apart(body: dict[str, Any], apart: bool, fetch: bool) -> None:
+    from esbridge.rerank.pipeline import fetched_apart, needs_page_fetch
+
+    assert fetched_apart(body) is apart
+    assert needs_page_fetch(body) is fetch
+
+
+@pytest.mark.parametrize("page", [(0, -1), (-1, 10), (1.5, 2), (True, 3), (1, 2, 3), "0,10"])
+def test_a_page_is_two_integers_from_and_size(page: Any) -> None:
+    from esbridge.rerank.candidates import check_page
+
+    with pytest.raises(ConfigurationError, match=r"page must be \(from, size\)"):
+        check_page(page)
+    assert check_page([20, 0]) == (20, 0) and check_page(None) is None

@@ -159,3 +159,53 @@ def test_reads_pass_read_only(method: str, path: str) -> None:
 ])
 def test_writes_and_administration_do_not(method: str, path: str) -> None:
     assert not is_read(method, path)
+
+
+def test_the_access_log_is_written_by_a_thread_of_its_own() -> None:
+    """The lines of a logger go through a queue to the handlers they reached before (its own and
+    its parents'), written by the listener's thread (never by the event loop), all of them by the
+    time it stops; the logger as it was afterwards.  A logger whose records reach no handler is
+    left alone."""
+    import logging
+    import threading
+
+    from esbridge.serve.server import _log_off_loop
+
+    written: list[tuple[str, str, str]] = []
+
+    class Keep(logging.Handler):
+        def __init__(self, name: str) -> None:
+            super().__init__(logging.INFO)
+            self.label = name
+
+        def emit(self, record: logging.LogRecord) -> None:
+            written.append((self.label, record.getMessage(), threading.current_thread().name))
+
+    parent = logging.getLogger("esbridge-test-access")
+    child = logging.getLogger("esbridge-test-access.lines")
+    own = Keep("own")
+    parent.propagate = False
+    parent.addHandler(Keep("parent"))
+    child.addHandler(own)
+    child.setLevel(logging.INFO)
+    try:
+        stop = _log_off_loop(child)
+        assert stop is not None and not child.propagate
+        for i in range(50):
+            child.info("GET /x %d", i)
+        child.debug("not written")
+        stop()
+        for label in ("own", "parent"):
+            assert [m for h, m, _ in written if h == label] == [f"GET /x {i}" for i in range(50)]
+        assert all(name != threading.current_thread().name for _, _, name in written)
+        assert child.handlers == [own] and child.propagate
+    finally:
+        child.handlers.clear()
+        parent.handlers.clear()
+        parent.propagate = True
+    quiet = logging.getLogger("esbridge-test-quiet")
+    quiet.propagate = False
+    try:
+        assert _log_off_loop(logging.getLogger("esbridge-test-quiet.lines")) is None
+    finally:
+        quiet.propagate = True
