@@ -68,9 +68,11 @@ class Gather:
 @dataclass(frozen=True)
 class Offload:
     """Call ``fn()``, a blocking function; the result is its return value.  Under asyncio it
-    runs on a worker thread; a result that is awaitable (an ``async`` callable's) is awaited."""
+    runs on a worker thread (``small``: in the event loop's, the work taking less than handing it
+    to a thread and back); a result that is awaitable (an ``async`` callable's) is awaited."""
 
     fn: Callable[[], Any]
+    small: bool = False
 
 
 class PlanLock:
@@ -233,7 +235,7 @@ async def _perform_async(step: Step, engine: AsyncRequester) -> Any:
                 raise item
         return list(got)
     if isinstance(step, Offload):
-        out = await asyncio.to_thread(step.fn)
+        out = step.fn() if step.small else await asyncio.to_thread(step.fn)
         if inspect.isawaitable(out):
             out = await out
         return out

@@ -109,6 +109,11 @@ log = logging.getLogger(__name__)
 #: What esbridge's first stage asks the engine for to key its caches, left out of the hits it answers.
 _VERSION_KEYS = ("_seq_no", "_primary_term", "_version")
 
+#: Candidates up to this many are scored in the asynchronous reranker's event loop, not on a worker
+#: thread: their features and scores take less than handing them to a thread and back; more would
+#: hold the loop too long.
+SMALL_SCORING = 200
+
 #: What a search body asks of each hit it answers, apart from its ``_id`` and ``_score``: a search whose
 #: page is fetched apart (:func:`page_body`) leaves them out of the search of its candidates.
 FETCH_KEYS = ("_source", "highlight", "stored_fields", "docvalue_fields", "fields", "script_fields", "version",
@@ -346,7 +351,7 @@ class RerankerCore:
                             versions: Sequence[DocVersion | None], *,
                             stats_validated: bool = False) -> Plan[tuple[ScoringInput, list[bool]]]:
         build, found = yield from self._features_found_plan(prepared, ids, versions, stats_validated)
-        inputs: ScoringInput = yield Offload(build)
+        inputs: ScoringInput = yield Offload(build, small=len(ids) <= SMALL_SCORING)
         return inputs, found
 
     def _features_found_plan(self, prepared: AnalyzedQuery, ids: Sequence[str],
@@ -384,7 +389,7 @@ class RerankerCore:
                          ) -> Plan[tuple[ScoreResult, list[bool]]]:
         build, found = yield from self._features_found_plan(prepared, ids, versions, stats_validated, carried)
         scorer, params = self._scorer, self.params
-        result: ScoreResult = yield Offload(lambda: scorer.score(build(), params))
+        result: ScoreResult = yield Offload(lambda: scorer.score(build(), params), small=len(ids) <= SMALL_SCORING)
         return result, found
 
     def _augmented_inputs_plan(self, queries: Sequence[AnalyzedQuery], ids: Sequence[str],

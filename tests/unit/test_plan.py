@@ -191,6 +191,17 @@ def test_offload_runs_in_place_synchronously_and_on_a_worker_thread_under_asynci
     assert here != there
 
 
+def test_small_work_stays_in_the_event_loop() -> None:
+    def plan() -> Plan[tuple[int, int]]:
+        here = threading.get_ident()
+        there = yield Offload(threading.get_ident, small=True)
+        return here, there
+
+    async_, _, _ = async_engine([])
+    here, there = asyncio.run(run_async(plan(), async_))
+    assert here == there
+
+
 def test_an_async_callable_is_awaited_under_asyncio_and_refused_clearly_without() -> None:
     async def augmenter() -> list[tuple[str, float]]:
         await asyncio.sleep(0)
