@@ -80,6 +80,13 @@ ENSEMBLE_DOCUMENT = (1.0, 1.5, 2.0)
 #: ``None``: the other models' lists weigh the same; ``s``: each is weighed by ``(m / m_doc) ** s``, its
 #: mean reciprocal rank on the index's known-item pseudo-queries over the shipped model's whole-document list's
 ENSEMBLE_SHARPNESS = (None, 2.0, 4.0)
+#: the ensemble lever the levers below start from (chosen on every collection's tuning part before them)
+ENSEMBLE_CHOSEN = (1.0, 1.0, 4.0)
+#: agreement levers: the top k compared, and the power of the agreement's ratio to its mean
+AGREEMENT_DEPTHS = (10, 20)
+AGREEMENT_POWERS = (1.0, 2.0)
+#: the whole-document lists' depth in the fusion, against DOCUMENT_DEPTH
+SHORT_DEPTH = 100
 
 
 def parts_of(ds: Any) -> dict[str, SplitSpec]:
@@ -223,11 +230,57 @@ def levers(weights: Mapping[str, float], effectiveness: Mapping[str, float] | No
                 name = f"+ document kNN {d:g} + other models {o:g}"
                 name += "" if sharp is None else f", calibrated {sharp:g}"
                 out[name] = lambda g, w=w: fuse({k: g[k] for k in w}, w, Fusion.ZSCORE)[0]  # type: ignore[misc]
+    if eff:
+        base = ensemble_weights(weights, eff, ENSEMBLE_CHOSEN)
+        for k in AGREEMENT_DEPTHS:
+            for power in AGREEMENT_POWERS:
+                out[f"+ ensemble, agreement top {k}, power {power:g}"] = \
+                    lambda g, w=base, k=k, power=power: agreement_fuse(g, w, k, power)  # type: ignore[misc]
+            out[f"+ ensemble, agreement top {k} left out, power 1"] = \
+                lambda g, w=base, k=k: agreement_fuse(g, w, k, 1.0, leave_out=True)  # type: ignore[misc]
+        out[f"+ ensemble, whole-document lists top {SHORT_DEPTH}"] = lambda g, w=base: fuse(  # type: ignore[misc]
+            {k: truncated(g[k], SHORT_DEPTH) if k.startswith("document") else g[k] for k in w}, w, Fusion.ZSCORE)[0]
     for a in ENGINE_SHARES:
         out[f"+ engine-hybrid {a:g}"] = lambda g, a=a: fuse(  # type: ignore[misc]
             {"hybrid": g["hybrid"], "engine": g[ENGINE_HYBRID_MINMAX]}, {"hybrid": 1 - a, "engine": a},
             Fusion.MINMAX)[0]
     return out
+
+
+def ensemble_weights(weights: Mapping[str, float], effectiveness: Mapping[str, float],
+                     chosen: tuple[float, float, float]) -> dict[str, float]:
+    """The fusion weights of the ensemble lever ``chosen`` (the shipped model's whole-document weight,
+    the other models' weight, the sharpness), each times the semantic strategy's calibrated weight."""
+    d, o, sharp = chosen
+    w = {**weights, "document": d * weights["semantic"]}
+    for m in OTHER_MODELS:
+        w[f"document {m}"] = o * weights["semantic"] * ensemble_factor(effectiveness, f"document {m}", sharp)
+    return w
+
+
+def truncated(lst: RankedList, depth: int) -> RankedList:
+    return RankedList(list(lst.ids[:depth]), np.asarray(lst.scores[:depth]))
+
+
+def agreement_fuse(g: Mapping[str, RankedList], weights: Mapping[str, float], k: int, power: float, *,
+                   leave_out: bool = False) -> list[str]:
+    """The lists fused twice: each list's weight is multiplied by ``(a / mean a) ** power``, ``a`` the share
+    of its top ``k`` in the top ``k`` of the first fusion (``leave_out``: of the fusion of the other
+    lists), so that a list that disagrees with the rest on this query counts less.  No judgment, no
+    constant per strategy: the agreement is the query's own."""
+    lists = {name: g[name] for name in weights}
+    agree: dict[str, float] = {}
+    consensus = set(fuse(lists, weights, Fusion.ZSCORE)[0][:k]) if not leave_out else set()
+    for name in weights:
+        if leave_out:
+            others = {n: w for n, w in weights.items() if n != name}
+            consensus = set(fuse({n: lists[n] for n in others}, others, Fusion.ZSCORE)[0][:k])
+        agree[name] = len(consensus & set(lists[name].ids[:k])) / k
+    mean = float(np.mean([agree[n] for n, w in weights.items() if w > 0]))
+    if mean <= 0:
+        return fuse(lists, weights, Fusion.ZSCORE)[0]
+    moved = {n: w * (agree[n] / mean) ** power for n, w in weights.items()}
+    return fuse(lists, moved, Fusion.ZSCORE)[0]
 
 
 def measure(data: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:

@@ -501,12 +501,17 @@ class HybridSearcher:
     def vectors_pending(self) -> int:
         """Documents without a vector as of the last check (0: the semantic search covers the index)."""
         pending = self.vectors.pending
-        opened = [self._document_vectors] if self.params.w_document > 0 else []
-        opened += [self._ensemble_vectors.get(m) for m in self.params.ensemble]
-        for vi in opened:
-            if vi is not None:
-                pending = max(pending, vi.pending)
+        for _, vi in self._whole_document_indices():
+            pending = max(pending, vi.pending)
         return pending
+
+    def _whole_document_indices(self) -> list[tuple[str, VectorIndex | EngineVectors]]:
+        """The whole-document vector indices the pipeline's lists read, those opened so far, by model."""
+        with self._pool_lock:
+            opened = [(m, self._ensemble_vectors.get(m)) for m in self.params.ensemble]
+        if self.params.w_document > 0:
+            opened.insert(0, (self.params.model, self._document_vectors))
+        return [(m, vi) for m, vi in opened if vi is not None]
 
     def close(self) -> None:
         """Release the reranker's threads and the semantic strategy's."""
@@ -867,6 +872,11 @@ class HybridSearcher:
             t2 = time.perf_counter()
             lists.update(self._document_lists(text, qvec, filter=filter))
             seconds["document"] = time.perf_counter() - t2
+            for model, vi in self._whole_document_indices():
+                if vi.pending:
+                    notes.append(f"vectors_pending: {vi.pending} documents of [{self.index}] have no whole-document "
+                                 f"vector of {model} yet and are not in its list (`esbridge index` or "
+                                 "HybridSearcher.build_vectors() embeds them)")
         t3 = time.perf_counter()
         ordered = {k: lists[k] for k in (*STRATEGIES, *p.document_lists) if k in lists
                    and (k in wanted or k in p.document_lists)}

@@ -51,6 +51,21 @@ def _params() -> PipelineParams:
     return PipelineParams().with_overrides(**PIPELINE)
 
 
+def test_whole_document_lists_without_vectors_are_noted_too(engine: Engine, cold: tuple[str, list[str]]) -> None:
+    """An ensemble model's whole-document list of documents not embedded yet is empty, and the
+    answer says so for that model, beside the passages' note."""
+    index, queries = cold
+    model = "all-minilm-l6-v2-q"
+    params = _params().with_overrides(ensemble=[model])
+    with HybridSearcher(engine, index, params, build=False) as hs:
+        res = hs.run(queries[0])
+        assert res.lists[f"document {model}"].ids == [] and res.ids
+        assert [n.split(" yet")[0] for n in res.notes] == [
+            f"vectors_pending: 60 documents of [{index}] have no vector",
+            f"vectors_pending: 60 documents of [{index}] have no whole-document vector of {model}"]
+        assert hs.vectors_pending() == 60
+
+
 def test_a_searcher_that_does_not_build_answers_without_embedding(engine: Engine,
                                                                   cold: tuple[str, list[str]]) -> None:
     index, queries = cold
