@@ -76,7 +76,7 @@ OTHER_MODELS = ("e5-small-v2-q", "all-minilm-l6-v2-q")
 #: their weights, times the semantic strategy's calibrated weight
 OTHER_WEIGHTS = (0.5, 0.75, 1.0)
 #: the shipped model's whole-document list's weight in the ensemble levers (times the semantic weight)
-ENSEMBLE_DOCUMENT = (1.0, 1.5, 2.0)
+ENSEMBLE_DOCUMENT = (0.0, 1.0, 1.5, 2.0)
 #: ``None``: the other models' lists weigh the same; ``s``: each is weighed by ``(m / m_doc) ** s``, its
 #: mean reciprocal rank on the index's known-item pseudo-queries over the shipped model's whole-document list's
 ENSEMBLE_SHARPNESS = (None, 2.0, 4.0)

@@ -568,14 +568,18 @@ class HybridSearcher:
         return self._filtered(ev.search(ev.embed_query(text), depth or self.params.semantic_depth), filter)
 
     def _document_lists(self, text: str, query_vector: np.ndarray | None, *, filter: Any = None,
-                        depth: int | None = None) -> dict[str, RankedList]:
-        """The whole-document lists that run (:attr:`PipelineParams.document_lists`) for a query."""
+                        depth: int | None = None, running: Mapping[str, Future[RankedList]] | None = None,
+                        ) -> dict[str, RankedList]:
+        """The whole-document lists that run (:attr:`PipelineParams.document_lists`) for a query
+        (``running``: ensemble models' lists already under way, by model)."""
         p = self.params
         out: dict[str, RankedList] = {}
         if p.w_document > 0 and query_vector is not None:
             out["document"] = self.document(query_vector, filter=filter, depth=depth)
         for m in p.ensemble:
-            out[f"document {m}"] = self.ensemble_document(m, text, filter=filter, depth=depth)
+            job = (running or {}).get(m)
+            out[f"document {m}"] = job.result() if job is not None else self.ensemble_document(
+                m, text, filter=filter, depth=depth)
         return out
 
     def _filtered(self, hits: SemanticHits, filter: Any) -> RankedList:
@@ -843,6 +847,9 @@ class HybridSearcher:
                              + (" and were not searched semantically" if len(vectors) else
                                 "; the answer fuses the other strategies only")
                              + " (`esbridge index` or HybridSearcher.build_vectors() embeds them)")
+        # each ensemble model's list needs only the query's text: embedded and searched meanwhile too
+        ensemble = {m: self._semantic_pool().submit(self.ensemble_document, m, text, filter=filter)
+                    for m in p.ensemble}
         if "lexical" in wanted or "keyword" in wanted:
             prepared, lists["lexical"], versions = self._lexical(text, filter=filter)
             seconds["lexical"] = time.perf_counter() - t0
@@ -870,7 +877,7 @@ class HybridSearcher:
             seconds["keyword"] = time.perf_counter() - t1
         if p.document_lists:
             t2 = time.perf_counter()
-            lists.update(self._document_lists(text, qvec, filter=filter))
+            lists.update(self._document_lists(text, qvec, filter=filter, running=ensemble))
             seconds["document"] = time.perf_counter() - t2
             for model, vi in self._whole_document_indices():
                 if vi.pending:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -395,6 +397,14 @@ def test_the_ensemble_adds_each_models_whole_document_list_weighed_by_the_index(
             weights["semantic"] * (eff[f"document {other}"] / eff["document"]) ** params.ensemble_sharpness)
         ev = hs.ensemble_vectors(other)
         assert isinstance(ev, VectorIndex) and not ev.windows and len(ev) == len(vi.ids)
+        threads: list[str] = []
+        own = hs.ensemble_document
+
+        def ensemble_document(*args: Any, **kwargs: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return own(*args, **kwargs)
+
+        hs.ensemble_document = ensemble_document  # type: ignore[method-assign]
         for q in [q["text"] for q in judged_queries(limit=2)]:
             res = hs.run(q)
             # the other model's own embedding of the query, against its own whole-document vectors
@@ -405,3 +415,5 @@ def test_the_ensemble_adds_each_models_whole_document_list_weighed_by_the_index(
             ids, scores, _ = fuse(final, weights, params.fusion)
             assert ids == res.ids
             np.testing.assert_allclose(scores, res.scores)
+        # each model's list ran on the semantic strategy's threads, while the lexical one waited on the engine
+        assert len(threads) == 2 and all(t.startswith("esbridge-semantic") for t in threads), threads
