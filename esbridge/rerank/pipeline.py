@@ -120,17 +120,26 @@ FETCH_KEYS = ("_source", "highlight", "stored_fields", "docvalue_fields", "field
               "seq_no_primary_term")
 
 
-def fetched_apart(body: Mapping[str, Any]) -> bool:
+#: The URL parameters that ask the same of each hit as :data:`FETCH_KEYS`.
+FETCH_PARAMS = ("_source", "_source_includes", "_source_excludes", "stored_fields", "docvalue_fields", "version",
+                "seq_no_primary_term")
+
+
+def fetched_apart(body: Mapping[str, Any], params: Mapping[str, str] | None = None) -> bool:
     """Whether ``body``'s candidates can be searched without what it asks of each hit, the page's
     hits fetched afterwards (:func:`page_body`): not where the engine explains its hits or leaves
-    out their ``_id`` (``stored_fields: _none_``)."""
-    return not body.get("explain") and body.get("stored_fields") != "_none_"
+    out their ``_id`` (``stored_fields: _none_``), nor for a search whose query is the URL's ``q``."""
+    p = params or {}
+    return (not body.get("explain") and body.get("stored_fields") != "_none_" and "q" not in p
+            and str(p.get("explain", "false")).lower() == "false" and p.get("stored_fields") != "_none_")
 
 
-def needs_page_fetch(body: Mapping[str, Any]) -> bool:
+def needs_page_fetch(body: Mapping[str, Any], params: Mapping[str, str] | None = None) -> bool:
     """Whether ``body``'s hits need more than ``_index``, ``_id`` and ``_score`` (its ``_source``,
-    which the engine returns unless told not to, or any other of :data:`FETCH_KEYS`)."""
-    return body.get("_source", True) is not False or any(k in body for k in FETCH_KEYS if k != "_source")
+    which the engine returns unless told not to, or any other of :data:`FETCH_KEYS`, in the body or
+    as URL parameters :data:`FETCH_PARAMS`)."""
+    return (body.get("_source", True) is not False or any(k in body for k in FETCH_KEYS if k != "_source")
+            or any(k in (params or {}) for k in FETCH_PARAMS))
 
 
 def page_body(body: Mapping[str, Any], ids: Sequence[str]) -> dict[str, Any]:
@@ -720,12 +729,13 @@ class RerankerCore:
             sent = dict(body)
             sent["ext"] = {**(body.get("ext") or {}),
                            **analysing_ext(self._layout, query_text, channels, self.channels)}
-            apart = page is not None and bool(self._layout.id_values) and fetched_apart(body)
+            apart = page is not None and bool(self._layout.id_values) and fetched_apart(body, params)
             try:
                 if apart:
                     lean = {k: v for k, v in sent.items() if k not in FETCH_KEYS}
                     lean["_source"] = False
-                    answer = yield from ids_search_plan(self.index, lean, self._layout.id_values, params=params)
+                    answer = yield from ids_search_plan(self.index, lean, self._layout.id_values, params={
+                        k: v for k, v in (params or {}).items() if k not in FETCH_PARAMS})
                 else:
                     answer = yield from search_plan(self.index, sent, params=params)
             except EngineError as err:
@@ -744,7 +754,7 @@ class RerankerCore:
                                                               stats_validated=True, carried=carried)
             ranked = head + hits[window:]
             shown = ranked[page[0]:page[0] + page[1]] if apart and page is not None else []
-            if shown and needs_page_fetch(body):
+            if shown and needs_page_fetch(body, params):
                 assert page is not None
                 try:
                     got = yield from search_plan(self.index, page_body(body, [str(h["_id"]) for h in shown]),

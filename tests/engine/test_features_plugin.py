@@ -425,6 +425,24 @@ def test_your_own_search_rescored_fetches_only_the_page_it_shows(engine: Engine,
                 assert len(searches) == len(rec.calls) == 2, rec.paths
                 assert searches[0]["stored_fields"] == "_none_" and "highlight" not in searches[0], searches[0]
                 assert searches[1]["size"] == min(size, 40 - start), searches[1]
+    # what each hit carries asked in the URL: the same; a URI search (q) is one request as before
+    plain = {"query": {"match": {"text": queries[0]}}, "size": 30}
+    url = {"_source_includes": "title", "version": "true"}
+    want = rr.search_rescored(plain, queries[0], window=20, params=url)
+    with Recorder(engine) as rec:
+        got = rr.search_rescored(plain, queries[0], window=20, params=url, page=(0, 10))
+    _same(got, want, "URL parameters")
+    assert got["hits"]["hits"][:10] == want["hits"]["hits"][:10]
+    assert all(set(h["_source"]) == {"title"} and "_version" in h for h in got["hits"]["hits"][:10])
+    if plugin_expected:
+        assert len(rec.calls) == 2, rec.paths  # the first without the URL's _source (else the engine refuses it)
+    with Recorder(engine) as rec:
+        uri = rr.search_rescored({"size": 30}, queries[0], window=20, params={"q": f"text:({queries[0]})"},
+                                 page=(0, 10))
+    _same(uri, rr.search_rescored({"size": 30}, queries[0], window=20, params={"q": f"text:({queries[0]})"}),
+          "q")
+    if plugin_expected:
+        assert len(rec.calls) == 1, rec.paths
     bare = {"query": {"match": {"text": queries[0]}}, "size": 30, "_source": False}
     with Recorder(engine) as rec:
         got = rr.search_rescored(bare, queries[0], window=20, page=(0, 10))

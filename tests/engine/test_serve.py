@@ -539,6 +539,13 @@ def test_the_engines_parts_of_the_answer_are_kept(engine: Engine, collection: tu
         status, headers, got = http_headers(engine, "GET", f"{url}/{index}/_search", params={"q": "text:vitamin"})
         own = engine.search(index, {"query": {"query_string": {"query": "text:vitamin"}}})
         assert headers["x-esbridge-reranked"] == "true" and got["hits"]["total"] == own["hits"]["total"]
+        # what each hit carries asked in the URL
+        status, headers, got = http_headers(engine, "POST", f"{url}/{index}/_search",
+                                            {"query": {"match": {"text": q}}, "size": 5},
+                                            {"_source_includes": "title", "version": "true"})
+        assert status == 200 and headers["x-esbridge-reranked"] == "true", got
+        assert ranking(got) == ranking(want)[:5]
+        assert all(set(h["_source"]) == {"title"} and "_version" in h for h in got["hits"]["hits"])
 
 
 def test_a_fixed_order_is_the_engines(engine: Engine, collection: tuple[str, list[str]]) -> None:

@@ -134,6 +134,23 @@ def test_which_bodies_fetch_their_page_apart(body: dict[str, Any], apart: bool, 
     assert needs_page_fetch(body) is fetch
 
 
+@pytest.mark.parametrize(("params", "apart", "fetch"), [
+    ({"_source_includes": "title"}, True, True),
+    ({"version": "true"}, True, True),
+    ({"typed_keys": "true", "preference": "_local"}, True, False),
+    ({"explain": "true"}, False, False),
+    ({"explain": "false"}, True, False),
+    ({"stored_fields": "_none_"}, False, True),
+    ({"q": "text:cells"}, False, False),
+])
+def test_which_url_parameters_fetch_the_page_apart(params: dict[str, str], apart: bool, fetch: bool) -> None:
+    from esbridge.rerank.pipeline import fetched_apart, needs_page_fetch
+
+    body = {"_source": False}
+    assert fetched_apart(body, params) is apart
+    assert needs_page_fetch(body, params) is fetch
+
+
 @pytest.mark.parametrize("page", [(0, -1), (-1, 10), (1.5, 2), (True, 3), (1, 2, 3), "0,10"])
 def test_a_page_is_two_integers_from_and_size(page: Any) -> None:
     from esbridge.rerank.candidates import check_page
