@@ -416,7 +416,7 @@ def test_your_own_search_rescored_fetches_only_the_page_it_shows(engine: Engine,
             assert any("highlight" in h for h in got["hits"]["hits"][start:start + size]), what
             assert got["hits"]["total"] == want["hits"]["total"] and got["aggregations"] == want["aggregations"]
             for i, (g, w) in enumerate(zip(got["hits"]["hits"], want["hits"]["hits"], strict=True)):
-                if start <= i < start + size:
+                if start <= i < start + size or not plugin_expected:  # without the plugin: one search, as before
                     assert g == w and g["matched_queries"] == ["claim"], (what, i)
                 else:
                     assert set(g) <= {"_index", "_id", "_score", "_esbridge", "matched_queries"}, (what, i, sorted(g))
