@@ -223,10 +223,7 @@ def levers(weights: Mapping[str, float], effectiveness: Mapping[str, float] | No
             for sharp in ENSEMBLE_SHARPNESS:
                 if sharp is not None and not eff:
                     continue
-                w = {**weights, "document": d * weights["semantic"]}
-                for m in OTHER_MODELS:
-                    factor = 1.0 if sharp is None else ensemble_factor(eff, f"document {m}", sharp)
-                    w[f"document {m}"] = o * weights["semantic"] * factor
+                w = ensemble_weights(weights, eff, (d, o, sharp))
                 name = f"+ document kNN {d:g} + other models {o:g}"
                 name += "" if sharp is None else f", calibrated {sharp:g}"
                 out[name] = lambda g, w=w: fuse({k: g[k] for k in w}, w, Fusion.ZSCORE)[0]  # type: ignore[misc]
@@ -248,13 +245,15 @@ def levers(weights: Mapping[str, float], effectiveness: Mapping[str, float] | No
 
 
 def ensemble_weights(weights: Mapping[str, float], effectiveness: Mapping[str, float],
-                     chosen: tuple[float, float, float]) -> dict[str, float]:
+                     chosen: tuple[float, float, float | None]) -> dict[str, float]:
     """The fusion weights of the ensemble lever ``chosen`` (the shipped model's whole-document weight,
-    the other models' weight, the sharpness), each times the semantic strategy's calibrated weight."""
+    the other models' weight, the sharpness: ``None``, the other models weigh alike), each times the
+    semantic strategy's calibrated weight."""
     d, o, sharp = chosen
     w = {**weights, "document": d * weights["semantic"]}
     for m in OTHER_MODELS:
-        w[f"document {m}"] = o * weights["semantic"] * ensemble_factor(effectiveness, f"document {m}", sharp)
+        factor = 1.0 if sharp is None else ensemble_factor(effectiveness, f"document {m}", sharp)
+        w[f"document {m}"] = o * weights["semantic"] * factor
     return w
 
 
