@@ -417,6 +417,9 @@ class SystemSet:
             described = searcher.describe()  # calibrates the weights on the index first, when they are
             weights = ", ".join(f"{k} {v:.3g}" for k, v in described["weights"].items())
             how = " (weights measured on the index)" if "calibration" in described else ""
+            if pp.document_feedback and pp.document_lists:
+                how += (f"; each whole-document list run again from the fused top {pp.document_feedback} "
+                        f"(beta {pp.document_beta:g}, share {pp.document_feedback_share:g})")
             self.systems[HYBRID] = SystemRun(HYBRID, f"esbridge hybrid pipeline: {pp.fusion.value} fusion of {weights}"
                                              f"{how} (lexical = {pp.scorer} over the top {pp.window})", "pipeline",
                                              params={**params, "fusion": jsonable(described)})

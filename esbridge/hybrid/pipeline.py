@@ -138,6 +138,14 @@ class PipelineParams:
             embeds every document once more.
         w_ensemble: see ``ensemble``.
         ensemble_sharpness: see ``ensemble``.
+        document_feedback: documents of the fused ranking (the whole-document lists included)
+            whose vectors, each list's own model's, move each whole-document list's query vector
+            (Rocchio's feedback again, one pass per model) before that list runs once more and the
+            lists are fused again (0, the default: one pass).  The second pass of list ``L`` is the
+            list ``L feedback``.
+        document_beta: the weight of the feedback documents' mean vector (the query's weighs 1).
+        document_feedback_share: the share of each whole-document list's weight its second pass
+            takes (1: the second pass replaces the first).
         rrf_k: the rank offset of reciprocal rank fusion.
         model: the semantic strategy's sentence-embedding model
             (:data:`esbridge.semantic.models.MODELS`).
@@ -164,6 +172,9 @@ class PipelineParams:
     ensemble: tuple[str, ...] = ()
     w_ensemble: float = 1.0
     ensemble_sharpness: float = 4.0
+    document_feedback: int = 0
+    document_beta: float = 0.25
+    document_feedback_share: float = 0.5
     rrf_k: float = 60.0
     model: str = DEFAULT_MODEL
     scorer_params: Mapping[str, Any] = field(default_factory=dict, hash=False)  # compared, not hashed
@@ -200,12 +211,16 @@ class PipelineParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"pipeline parameter {name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.semantic_feedback, bool) or not isinstance(self.semantic_feedback, int) \
-                or self.semantic_feedback < 0:
-            raise ConfigurationError(f"pipeline parameter semantic_feedback must be an integer >= 0, "
-                                     f"got {self.semantic_feedback!r}")
+        for name in ("semantic_feedback", "document_feedback"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigurationError(f"pipeline parameter {name} must be an integer >= 0, got {value!r}")
+        share = self.document_feedback_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise ConfigurationError(f"pipeline parameter document_feedback_share must be a number from 0 to 1, "
+                                     f"got {share!r}")
         for name in ("w_semantic", "w_lexical", "w_keyword", "w_document", "w_ensemble", "ensemble_sharpness",
-                     "rrf_k", "semantic_beta"):
+                     "rrf_k", "semantic_beta", "document_beta"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
                 raise ConfigurationError(f"pipeline parameter {name} must be a finite number >= 0, got {value!r}")
@@ -262,11 +277,14 @@ class PipelineParams:
 
     @classmethod
     def ensemble_preset(cls) -> PipelineParams:
-        """The shipped pipeline with the whole-document lists of its own model (``w_document=1``) and of
-        :data:`ENSEMBLE_MODELS`, weighed by the index (the lever chosen on every shared collection's
-        tuning judgments, ``benchmarks/results/engine-hybrid-levers.md``); every document is embedded
-        three more times."""
-        return cls(w_document=1.0, ensemble=ENSEMBLE_MODELS)
+        """The shipped pipeline with the whole-document lists of its own model (``w_document=1.5``) and
+        of :data:`ENSEMBLE_MODELS`, weighed by the index, each run a second time from the fused
+        ranking's top 5 documents (``document_feedback=5``, ``document_beta=0.25``, half of each
+        list's weight to its second pass): the lever chosen on every shared collection's tuning
+        judgments, worst collection first (``benchmarks/results/engine-hybrid-levers.md``).  Every
+        document is embedded three more times."""
+        return cls(w_document=1.5, ensemble=ENSEMBLE_MODELS, document_feedback=5, document_beta=0.25,
+                   document_feedback_share=0.5)
 
     @classmethod
     def preset(cls, name: str) -> PipelineParams:
@@ -561,26 +579,56 @@ class HybridSearcher:
                           depth: int | None = None) -> RankedList:
         """The whole-document kNN list of the ensemble model ``model`` for a query text (its own
         embedding of the query; with a filter, only the top documents that match it)."""
+        return self._ensemble_run(model, text, filter=filter, depth=depth)[1]
+
+    def _ensemble_run(self, model: str, text: str, *, filter: Any = None,
+                      depth: int | None = None) -> tuple[np.ndarray | None, RankedList]:
+        """:meth:`ensemble_document` with the model's query vector (``None`` where the index has no
+        vector of it yet)."""
         ev = self.ensemble_vectors(model)
         ev.refresh(build=self.build)
         if not len(ev):
-            return RankedList([], np.zeros(0))
-        return self._filtered(ev.search(ev.embed_query(text), depth or self.params.semantic_depth), filter)
+            return None, RankedList([], np.zeros(0))
+        qvec = ev.embed_query(text)
+        return qvec, self._filtered(ev.search(qvec, depth or self.params.semantic_depth), filter)
+
+    def _whole_list_index(self, name: str) -> VectorIndex | EngineVectors:
+        """The vectors the whole-document list ``name`` (``document`` or ``document <model>``) reads."""
+        return self.document_vectors if name == "document" else self.ensemble_vectors(name[len("document "):])
+
+    def _document_feedback(self, name: str, query_vector: np.ndarray, ids: Sequence[str], scores: np.ndarray,
+                           filter: Any, depth: int | None) -> RankedList | None:
+        """The whole-document list ``name`` run again from its query vector moved towards the fused
+        ranking's top documents (their vectors of the list's own model); ``None`` when none of them
+        has one."""
+        p = self.params
+        vi = self._whole_list_index(name)
+        fb = vi.vectors_of(ids[:p.document_feedback])
+        if not len(fb):
+            return None
+        moved = query_vector + p.document_beta * feedback_centroid(fb, scores, p.semantic_feedback_weighting)
+        moved /= max(float(np.linalg.norm(moved)), 1e-12)
+        return self._filtered(vi.search(moved.astype(np.float32), depth or p.semantic_depth), filter)
 
     def _document_lists(self, text: str, query_vector: np.ndarray | None, *, filter: Any = None,
-                        depth: int | None = None, running: Mapping[str, Future[RankedList]] | None = None,
-                        ) -> dict[str, RankedList]:
+                        depth: int | None = None,
+                        running: Mapping[str, Future[tuple[np.ndarray | None, RankedList]]] | None = None,
+                        ) -> tuple[dict[str, RankedList], dict[str, np.ndarray]]:
         """The whole-document lists that run (:attr:`PipelineParams.document_lists`) for a query
-        (``running``: ensemble models' lists already under way, by model)."""
+        (``running``: ensemble models' lists already under way, by model), and each list's query vector."""
         p = self.params
         out: dict[str, RankedList] = {}
+        vectors: dict[str, np.ndarray] = {}
         if p.w_document > 0 and query_vector is not None:
             out["document"] = self.document(query_vector, filter=filter, depth=depth)
+            vectors["document"] = query_vector
         for m in p.ensemble:
             job = (running or {}).get(m)
-            out[f"document {m}"] = job.result() if job is not None else self.ensemble_document(
+            qvec, out[f"document {m}"] = job.result() if job is not None else self._ensemble_run(
                 m, text, filter=filter, depth=depth)
-        return out
+            if qvec is not None:
+                vectors[f"document {m}"] = qvec
+        return out, vectors
 
     def _filtered(self, hits: SemanticHits, filter: Any) -> RankedList:
         """A vector search's hits as a list; with a filter, only those that match it."""
@@ -848,7 +896,7 @@ class HybridSearcher:
                                 "; the answer fuses the other strategies only")
                              + " (`esbridge index` or HybridSearcher.build_vectors() embeds them)")
         # each ensemble model's list needs only the query's text: embedded and searched meanwhile too
-        ensemble = {m: self._semantic_pool().submit(self.ensemble_document, m, text, filter=filter)
+        ensemble = {m: self._semantic_pool().submit(self._ensemble_run, m, text, filter=filter)
                     for m in p.ensemble}
         if "lexical" in wanted or "keyword" in wanted:
             prepared, lists["lexical"], versions = self._lexical(text, filter=filter)
@@ -877,7 +925,8 @@ class HybridSearcher:
             seconds["keyword"] = time.perf_counter() - t1
         if p.document_lists:
             t2 = time.perf_counter()
-            lists.update(self._document_lists(text, qvec, filter=filter, running=ensemble))
+            whole, document_vectors = self._document_lists(text, qvec, filter=filter, running=ensemble)
+            lists.update(whole)
             seconds["document"] = time.perf_counter() - t2
             for model, vi in self._whole_document_indices():
                 if vi.pending:
@@ -887,7 +936,7 @@ class HybridSearcher:
         t3 = time.perf_counter()
         ordered = {k: lists[k] for k in (*STRATEGIES, *p.document_lists) if k in lists
                    and (k in wanted or k in p.document_lists)}
-        result = self.aggregate(ordered, qvec, filter=filter)
+        result = self.aggregate(ordered, qvec, filter=filter, document_vectors=document_vectors)
         if p.result_depth is not None:
             result.ids, result.scores = result.ids[:p.result_depth], result.scores[:p.result_depth]
             result.parts = {k: v[:p.result_depth] for k, v in result.parts.items()}
@@ -898,10 +947,14 @@ class HybridSearcher:
         return result
 
     def aggregate(self, lists: Mapping[str, RankedList], query_vector: np.ndarray | None, *,
-                  params: PipelineParams | None = None, filter: Any = None) -> PipelineResult:
+                  params: PipelineParams | None = None, filter: Any = None,
+                  document_vectors: Mapping[str, np.ndarray] | None = None) -> PipelineResult:
         """The aggregator: fuse the strategies' ``lists`` (those of weight > 0), then, with
         semantic feedback on, run the semantic strategy again from the query vector moved
-        towards the first fusion's top documents and fuse once more.
+        towards the first fusion's top documents and fuse once more; the whole-document lists
+        join that last fusion.  With :attr:`PipelineParams.document_feedback`, each whole-document
+        list whose query vector ``document_vectors`` gives (list name → vector) runs once more
+        from it moved towards the top documents of that fusion, and everything is fused again.
 
         ``params`` overrides the pipeline's fusion settings (its strategy settings are what
         produced ``lists``); used to measure settings without running the strategies again.
@@ -931,6 +984,23 @@ class HybridSearcher:
         if whole:
             fused.update({k: lists[k] for k in whole})
             ids, scores, parts = fuse(fused, final, p.fusion, rrf_k=p.rrf_k)
+            again = [k for k in whole if k in (document_vectors or {})] if p.document_feedback > 0 and ids else []
+            if again:
+                t0 = time.perf_counter()
+                assert document_vectors is not None
+                jobs = {k: self._semantic_pool().submit(self._document_feedback, k, document_vectors[k], ids,
+                                                        scores, filter, None) for k in again}
+                share = float(p.document_feedback_share)
+                final = dict(final)
+                for k, job in jobs.items():
+                    second = job.result()
+                    if second is None:
+                        continue
+                    out[f"{k} feedback"] = fused[f"{k} feedback"] = second
+                    final[f"{k} feedback"] = final[k] * share
+                    final[k] *= 1 - share
+                ids, scores, parts = fuse(fused, final, p.fusion, rrf_k=p.rrf_k)
+                seconds["document_feedback"] = time.perf_counter() - t0
         return PipelineResult(lists=out, ids=ids, scores=scores, parts=parts, seconds=seconds)
 
     def describe(self) -> dict[str, Any]:

@@ -378,7 +378,8 @@ def test_the_pipeline_fuses_the_ensembles_whole_document_lists(  # type: ignore[
 
     other = PipelineParams().model
     params = PipelineParams(model=encoder.name, window=50, semantic_depth=50, w_document=1.0, ensemble=(other,),
-                            calibration={"queries": 20})
+                            calibration={"queries": 20}, document_feedback=3, document_feedback_share=0.5)
+    whole = ("document", f"document {other}")
     with HybridSearcher(knn_engine, knn_whole_index, params, progress=False) as hs:
         assert isinstance(hs.document_vectors, EngineVectors)
         assert isinstance(hs.ensemble_vectors(other), EngineVectors)
@@ -393,9 +394,19 @@ def test_the_pipeline_fuses_the_ensembles_whole_document_lists(  # type: ignore[
         ev = hs.ensemble_vectors(other)
         assert list(res.lists[f"document {other}"].ids) == ev.search(ev.embed_query(q), 50).ids
         # the semantic feedback reads the passages' vectors, which the whole-document fills kept
-        ids, scores, _ = fuse({"semantic": res.lists["semantic_feedback"], "lexical": res.lists["lexical"],
-                               "keyword": res.lists["keyword"], "document": res.lists["document"],
-                               f"document {other}": res.lists[f"document {other}"]}, weights, params.fusion)
+        lists = {"semantic": res.lists["semantic_feedback"], "lexical": res.lists["lexical"],
+                 "keyword": res.lists["keyword"], **{k: res.lists[k] for k in whole}}
+        ids, scores, _ = fuse(lists, weights, params.fusion)
+        # each whole-document list ran again in the engine, from its model's vectors of that fusion's top 3
+        margins = np.maximum(scores[:3] - scores[3], 0)
+        for k, vecs in (("document", hs.document_vectors), (f"document {other}", ev)):
+            moved = vecs.embed_query(q) + params.document_beta * (
+                vecs.vectors_of(ids[:3]) * (margins / margins.sum())[:, None]).sum(axis=0)
+            expected = vecs.search((moved / np.linalg.norm(moved)).astype(np.float32), 50)
+            assert list(res.lists[f"{k} feedback"].ids) == expected.ids
+            lists[f"{k} feedback"] = res.lists[f"{k} feedback"]
+        halves = {**weights, **{k: weights[k] / 2 for k in whole}, **{f"{k} feedback": weights[k] / 2 for k in whole}}
+        ids, scores, _ = fuse(lists, halves, params.fusion)
         assert ids == res.ids
         np.testing.assert_allclose(scores, res.scores)
 

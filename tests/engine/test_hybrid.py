@@ -398,13 +398,13 @@ def test_the_ensemble_adds_each_models_whole_document_list_weighed_by_the_index(
         ev = hs.ensemble_vectors(other)
         assert isinstance(ev, VectorIndex) and not ev.windows and len(ev) == len(vi.ids)
         threads: list[str] = []
-        own = hs.ensemble_document
+        own = hs._ensemble_run
 
-        def ensemble_document(*args: Any, **kwargs: Any) -> Any:
+        def ensemble_run(*args: Any, **kwargs: Any) -> Any:
             threads.append(threading.current_thread().name)
             return own(*args, **kwargs)
 
-        hs.ensemble_document = ensemble_document  # type: ignore[method-assign]
+        hs._ensemble_run = ensemble_run  # type: ignore[method-assign]
         for q in [q["text"] for q in judged_queries(limit=2)]:
             res = hs.run(q)
             # the other model's own embedding of the query, against its own whole-document vectors
@@ -417,3 +417,49 @@ def test_the_ensemble_adds_each_models_whole_document_list_weighed_by_the_index(
             np.testing.assert_allclose(scores, res.scores)
         # each model's list ran on the semantic strategy's threads, while the lexical one waited on the engine
         assert len(threads) == 2 and all(t.startswith("esbridge-semantic") for t in threads), threads
+
+
+def test_each_whole_document_list_runs_again_from_the_fused_rankings_top_documents(  # type: ignore[no-untyped-def]
+        engine: Engine, hybrid_index: str, tmp_path: Path, encoder, cache) -> None:
+    other = PipelineParams().model
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
+    params = PipelineParams(model=MODEL, window=50, semantic_depth=50, w_document=1.5, ensemble=(other,),
+                            calibration={"queries": 20}, document_feedback=3, document_beta=0.25,
+                            document_feedback_share=0.25)
+    whole = ("document", f"document {other}")
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        weights = hs.fusion_weights()
+        indices = {"document": hs.document_vectors, f"document {other}": hs.ensemble_vectors(other)}
+        for q in [q["text"] for q in judged_queries(limit=3)]:
+            res = hs.run(q)
+            first = {"semantic": res.lists.get("semantic_feedback", res.lists["semantic"]),
+                     "lexical": res.lists["lexical"], "keyword": res.lists["keyword"],
+                     **{k: res.lists[k] for k in whole}}
+            ids, scores, _ = fuse(first, weights, params.fusion)
+            moved_weights = dict(weights)
+            for k in whole:
+                # the list's own model embeds the query; its vectors of the fused ranking's top 3 move it
+                vecs = indices[k]
+                qv = vecs.embed_query(q)
+                top = vecs.vectors_of(ids[:3])
+                margins = np.maximum(scores[:3] - scores[3], 0)
+                moved = qv + 0.25 * (top * (margins / margins.sum())[:, None]).sum(axis=0)
+                expected = vecs.search((moved / np.linalg.norm(moved)).astype(np.float32), 50)
+                second = res.lists[f"{k} feedback"]
+                assert list(second.ids) == expected.ids and second.ids != res.lists[k].ids
+                np.testing.assert_allclose(second.scores, expected.scores, rtol=1e-5)
+                first[f"{k} feedback"] = second
+                moved_weights[f"{k} feedback"] = 0.25 * weights[k]
+                moved_weights[k] = 0.75 * weights[k]
+            ids, scores, _ = fuse(first, moved_weights, params.fusion)
+            assert ids == res.ids
+            np.testing.assert_allclose(scores, res.scores)
+            assert "document_feedback" in res.seconds
+        # the second pass replaces the first at share 1; none without the parameter
+        hs.params = replace(params, document_feedback_share=1.0)
+        res = hs.run("vitamin d and bone density")
+        assert {f"{k} feedback" for k in whole} <= set(res.parts) and not set(whole) & {
+            k for k, v in res.parts.items() if np.any(v != 0)}
+        hs.params = replace(params, document_feedback=0)
+        assert not any(k.endswith("feedback") and k != "semantic_feedback" for k in hs.run("vitamin d").lists)

@@ -170,11 +170,25 @@ def test_the_ensemble_names_other_models_once() -> None:
         PipelineParams(w_ensemble=-1.0)
 
 
+def test_the_whole_document_lists_feedback_parameters_are_checked() -> None:
+    assert PipelineParams().document_feedback == 0  # one pass unless asked
+    with pytest.raises(ConfigurationError, match="document_feedback must be an integer >= 0, got -1"):
+        PipelineParams(document_feedback=-1)
+    with pytest.raises(ConfigurationError, match="document_feedback must be an integer >= 0, got True"):
+        PipelineParams(document_feedback=True)
+    with pytest.raises(ConfigurationError, match="document_beta must be a finite number >= 0"):
+        PipelineParams(document_beta=float("nan"))
+    with pytest.raises(ConfigurationError, match="document_feedback_share must be a number from 0 to 1, got 1.5"):
+        PipelineParams(document_feedback_share=1.5)
+    assert pipeline_params(["document_feedback=3", "document_feedback_share=1"], "default").document_feedback == 3
+
+
 def test_the_ensemble_preset() -> None:
     p = PipelineParams.preset("ensemble")
-    assert p == PipelineParams(w_document=1.0, ensemble=("e5-small-v2-q", "all-minilm-l6-v2-q"))
+    assert p == PipelineParams(w_document=1.5, ensemble=("e5-small-v2-q", "all-minilm-l6-v2-q"), document_feedback=5,
+                               document_beta=0.25, document_feedback_share=0.5)
     assert p.document_lists == ("document", "document e5-small-v2-q", "document all-minilm-l6-v2-q")
     assert (p.w_ensemble, p.ensemble_sharpness) == (1.0, 4.0)
     # everything else is the shipped pipeline's
-    assert p.with_overrides(w_document=0.0, ensemble=()) == PipelineParams()
+    assert p.with_overrides(w_document=0.0, ensemble=(), document_feedback=0) == PipelineParams()
     assert pipeline_params(["w_ensemble=0.5"], "ensemble").w_ensemble == 0.5
