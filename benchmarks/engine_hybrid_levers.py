@@ -17,7 +17,13 @@ Levers:
 * ``+ passage-mean kNN r``: the same with each document's vector the mean of its passages' vectors
   (normalised), which needs no embedding beyond the passages;
 * ``+ engine-hybrid a``: the pipeline's fused list and ``engine-hybrid-minmax``'s, each min-max
-  normalised, weighted ``1 - a`` and ``a``.
+  normalised, weighted ``1 - a`` and ``a``;
+* ``+ document kNN d + other models o`` (``, calibrated s``): the ensemble, the shipped model's
+  whole-document list and those of :data:`OTHER_MODELS` in the last fusion;
+* ``…, feedback k × b, share f``: the ensemble with each whole-document list run again from its model's
+  query vector moved towards the fused ranking's top ``k`` documents (``b`` times their weighted mean
+  vector, :attr:`esbridge.hybrid.PipelineParams.document_feedback`), the second pass taking the share
+  ``f`` of the list's weight, computed exactly as the pipeline does from the vectors on disk.
 
 Parts: SciFact tunes on its training judgments; the other collections on a fixed seeded half of
 their test queries (``test:tune``), the other half (``test:heldout``) never seen. Rule: the lever
@@ -58,7 +64,7 @@ from esbridge.home import cache_dir
 from esbridge.hybrid import PipelineParams, RankedList
 from esbridge.hybrid.engine_style import ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF
 from esbridge.hybrid.fusion import Fusion, fuse
-from esbridge.hybrid.pipeline import ensemble_factor
+from esbridge.hybrid.pipeline import ensemble_factor, feedback_centroid
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -87,6 +93,12 @@ AGREEMENT_DEPTHS = (10, 20)
 AGREEMENT_POWERS = (1.0, 2.0)
 #: the whole-document lists' depth in the fusion, against DOCUMENT_DEPTH
 SHORT_DEPTH = 100
+#: the ensembles the whole-document feedback levers start from (document weight, other models' weight,
+#: sharpness), the feedback documents, the feedback vector's weights and the second passes' shares
+FEEDBACK_BASES = tuple((d, o, sharp) for d in (1.0, 1.5) for o in (0.75, 1.0) for sharp in (None, 4.0))
+FEEDBACK_DOCUMENTS = (3, 5, 10)
+FEEDBACK_BETAS = (0.25, 0.5)
+FEEDBACK_SHARES = (0.5, 1.0)
 
 
 def parts_of(ds: Any) -> dict[str, SplitSpec]:
@@ -152,7 +164,7 @@ def add_other_models(engine: Engine, folder: Path, keep: Path, data: dict[str, A
     from esbridge.semantic.vectors import VectorIndex
 
     missing = [m for m in OTHER_MODELS if f"document {m}" not in data.get("models", ())]
-    if not missing and "document_effectiveness" in data:
+    if not missing and "document_effectiveness" in data and "query_vectors" in data:
         return data
     ds = load_dataset(folder, progress=False)
     index = index_name("esbridge-eval", ds, PYSERINI_BM25)
@@ -170,9 +182,24 @@ def add_other_models(engine: Engine, folder: Path, keep: Path, data: dict[str, A
             "open_seconds": built, "query_seconds": (time.perf_counter() - t1) / max(len(data["queries"]), 1)}
         (keep / f"{ds.name}.pickle").write_bytes(pickle.dumps(data))
         print(f"  {ds.name}: {model} added", file=sys.stderr, flush=True)
-    data["document_effectiveness"] = document_effectiveness(engine, index)
+    if "document_effectiveness" not in data:
+        data["document_effectiveness"] = document_effectiveness(engine, index)
+    if "query_vectors" not in data:
+        data["query_vectors"] = {}
+        for name, vi in whole_document_indices(engine, index).items():
+            data["query_vectors"][name] = {qid: vi.embed_query(texts[qid]) for qid in data["queries"]}
     (keep / f"{ds.name}.pickle").write_bytes(pickle.dumps(data))
     return data
+
+
+def whole_document_indices(engine: Engine, index: str) -> dict[str, Any]:
+    """List name (``document``, ``document <model>``) -> the whole-document vectors it reads (on disk)."""
+    from esbridge.semantic.models import load_encoder
+    from esbridge.semantic.vectors import VectorIndex
+
+    return {("document" if m == PipelineParams().model else f"document {m}"):
+            VectorIndex.open(engine, index, load_encoder(m), fields=("title", "text"), windows=False)
+            for m in (PipelineParams().model, *OTHER_MODELS)}
 
 
 def document_effectiveness(engine: Engine, index: str) -> dict[str, float]:
@@ -202,10 +229,54 @@ def passage_means(vectors: Any) -> tuple[list[str], np.ndarray]:
 
 
 def levers(weights: Mapping[str, float], effectiveness: Mapping[str, float] | None = None,
-           ) -> dict[str, Callable[[dict[str, RankedList]], list[str]]]:
-    """Lever name -> the ranking it gives a query from that query's lists (``effectiveness``: each
+           indices: Mapping[str, Any] | None = None,
+           query_vectors: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+           ) -> dict[str, Callable[[str, dict[str, RankedList]], list[str]]]:
+    """Lever name -> the ranking it gives a query (its id and lists) (``effectiveness``: each
     whole-document list's mean reciprocal rank on the index's known-item pseudo-queries, for the
-    calibrated ensemble levers)."""
+    calibrated ensemble levers; ``indices`` and ``query_vectors``: each whole-document list's vectors
+    and query vectors, for the feedback levers)."""
+    out: dict[str, Callable[[str, dict[str, RankedList]], list[str]]] = {
+        name: (lambda q, g, f=f: f(g)) for name, f in single_pass_levers(weights, effectiveness).items()}  # type: ignore[misc]
+    if effectiveness and indices and query_vectors:
+        for base in FEEDBACK_BASES:
+            w = ensemble_weights(weights, effectiveness, base)
+            for k in FEEDBACK_DOCUMENTS:
+                for beta in FEEDBACK_BETAS:
+                    for share in FEEDBACK_SHARES:
+                        out[f"{ensemble_name(base)}, feedback {k} × {beta:g}, share {share:g}"] = \
+                            lambda q, g, w=w, k=k, beta=beta, share=share: feedback_fuse(  # type: ignore[misc]
+                                g, w, {n: query_vectors[n][q] for n in query_vectors}, indices, k, beta, share)
+    return out
+
+
+def ensemble_name(chosen: tuple[float, float, float | None]) -> str:
+    d, o, sharp = chosen
+    return f"+ document kNN {d:g} + other models {o:g}" + ("" if sharp is None else f", calibrated {sharp:g}")
+
+
+def feedback_fuse(g: Mapping[str, RankedList], weights: Mapping[str, float], query_vectors: Mapping[str, np.ndarray],
+                  indices: Mapping[str, Any], k: int, beta: float, share: float) -> list[str]:
+    """The ensemble's fusion, then each whole-document list run again from its query vector moved
+    towards that fusion's top ``k`` documents, its weight shared with the second pass, fused again
+    (the pipeline's ``document_feedback``)."""
+    lists = {n: g[n] for n in weights}
+    ids, scores, _ = fuse(lists, weights, Fusion.ZSCORE)
+    final = dict(weights)
+    for name in [n for n in weights if n.startswith("document")]:
+        vi = indices[name]
+        moved = query_vectors[name] + beta * feedback_centroid(vi.vectors_of(ids[:k]), scores, "score")
+        moved /= max(float(np.linalg.norm(moved)), 1e-12)
+        hits = vi.search(moved.astype(np.float32), DOCUMENT_DEPTH)
+        lists[f"{name} feedback"] = RankedList(hits.ids, hits.scores)
+        final[f"{name} feedback"] = weights[name] * share
+        final[name] = weights[name] * (1 - share)
+    return fuse(lists, final, Fusion.ZSCORE)[0]
+
+
+def single_pass_levers(weights: Mapping[str, float], effectiveness: Mapping[str, float] | None = None,
+                       ) -> dict[str, Callable[[dict[str, RankedList]], list[str]]]:
+    """The levers that fuse a query's lists as they are (see :func:`levers`)."""
     out: dict[str, Callable[[dict[str, RankedList]], list[str]]] = {"hybrid": lambda g: list(g["hybrid"].ids)}
     for name in ENGINE_ROWS:
         out[name] = lambda g, name=name: list(g[name].ids)  # type: ignore[misc]
@@ -224,9 +295,8 @@ def levers(weights: Mapping[str, float], effectiveness: Mapping[str, float] | No
                 if sharp is not None and not eff:
                     continue
                 w = ensemble_weights(weights, eff, (d, o, sharp))
-                name = f"+ document kNN {d:g} + other models {o:g}"
-                name += "" if sharp is None else f", calibrated {sharp:g}"
-                out[name] = lambda g, w=w: fuse({k: g[k] for k in w}, w, Fusion.ZSCORE)[0]  # type: ignore[misc]
+                out[ensemble_name((d, o, sharp))] = \
+                    lambda g, w=w: fuse({k: g[k] for k in w}, w, Fusion.ZSCORE)[0]  # type: ignore[misc]
     if eff:
         base = ensemble_weights(weights, eff, ENSEMBLE_CHOSEN)
         for k in AGREEMENT_DEPTHS:
@@ -282,11 +352,13 @@ def agreement_fuse(g: Mapping[str, RankedList], weights: Mapping[str, float], k:
     return fuse(lists, moved, Fusion.ZSCORE)[0]
 
 
-def measure(data: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
-    """Lever -> part -> mean nDCG@10 and R@100."""
+def measure(data: dict[str, Any], indices: Mapping[str, Any] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """Lever -> part -> mean nDCG@10 and R@100 (``indices``: the whole-document vectors, for the
+    feedback levers)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for name, rank in levers(data["weights"], data.get("document_effectiveness")).items():
-        runs = {qid: rank(g) for qid, g in data["queries"].items()}
+    for name, rank in levers(data["weights"], data.get("document_effectiveness"), indices,
+                             data.get("query_vectors")).items():
+        runs = {qid: rank(qid, g) for qid, g in data["queries"].items()}
         out[name] = {}
         for part, qrels in data["qrels"].items():
             pq = per_query_metrics(qrels, {q: runs.get(q, []) for q in qrels})
@@ -379,7 +451,8 @@ def main() -> int:
     for name in args.collections.split(","):
         data = add_other_models(engine, args.data / name, keep, collect(engine, args.data / name, keep))
         seconds += data["seconds"]
-        results[name] = measure(data)
+        ds = load_dataset(args.data / name, progress=False)
+        results[name] = measure(data, whole_document_indices(engine, index_name("esbridge-eval", ds, PYSERINI_BM25)))
         print(f"{name}: done", file=sys.stderr, flush=True)
     meta = {"engine": engine.info.label, "model": PipelineParams().model, "seconds": seconds,
             "machine": machine()}

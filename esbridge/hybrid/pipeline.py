@@ -174,7 +174,7 @@ class PipelineParams:
     ensemble_sharpness: float = 4.0
     document_feedback: int = 0
     document_beta: float = 0.25
-    document_feedback_share: float = 0.5
+    document_feedback_share: float = 1.0
     rrf_k: float = 60.0
     model: str = DEFAULT_MODEL
     scorer_params: Mapping[str, Any] = field(default_factory=dict, hash=False)  # compared, not hashed
@@ -277,14 +277,12 @@ class PipelineParams:
 
     @classmethod
     def ensemble_preset(cls) -> PipelineParams:
-        """The shipped pipeline with the whole-document lists of its own model (``w_document=1.5``) and
-        of :data:`ENSEMBLE_MODELS`, weighed by the index, each run a second time from the fused
-        ranking's top 5 documents (``document_feedback=5``, ``document_beta=0.25``, half of each
-        list's weight to its second pass): the lever chosen on every shared collection's tuning
-        judgments, worst collection first (``benchmarks/results/engine-hybrid-levers.md``).  Every
-        document is embedded three more times."""
-        return cls(w_document=1.5, ensemble=ENSEMBLE_MODELS, document_feedback=5, document_beta=0.25,
-                   document_feedback_share=0.5)
+        """The shipped pipeline with the whole-document lists of its own model (``w_document=1``) and of
+        :data:`ENSEMBLE_MODELS`, weighed by the index, each run a second time from the fused ranking's
+        top 3 documents (``document_feedback=3``, ``document_beta=0.25``; the second pass replaces the
+        first): the lever chosen on every shared collection's tuning judgments, worst collection first
+        (``benchmarks/results/engine-hybrid-levers.md``).  Every document is embedded three more times."""
+        return cls(w_document=1.0, ensemble=ENSEMBLE_MODELS, document_feedback=3)
 
     @classmethod
     def preset(cls, name: str) -> PipelineParams:
@@ -923,6 +921,7 @@ class HybridSearcher:
             expansion = self.keyword_terms(prepared, fb_list, fb_versions, narrative=narrative)
             lists["keyword"] = self.keyword(expansion, filter=filter)
             seconds["keyword"] = time.perf_counter() - t1
+        document_vectors: dict[str, np.ndarray] = {}
         if p.document_lists:
             t2 = time.perf_counter()
             whole, document_vectors = self._document_lists(text, qvec, filter=filter, running=ensemble)
@@ -988,12 +987,19 @@ class HybridSearcher:
             if again:
                 t0 = time.perf_counter()
                 assert document_vectors is not None
+                # a search in the engine waits on the network: those run side by side; a scan of the
+                # vectors on disk is a millisecond of numpy, cheaper than a thread's round trip
+                from esbridge.semantic.engine_vectors import EngineVectors
+
                 jobs = {k: self._semantic_pool().submit(self._document_feedback, k, document_vectors[k], ids,
-                                                        scores, filter, None) for k in again}
+                                                        scores, filter, None) for k in again
+                        if isinstance(self._whole_list_index(k), EngineVectors)}
                 share = float(p.document_feedback_share)
                 final = dict(final)
-                for k, job in jobs.items():
-                    second = job.result()
+                for k in again:
+                    job = jobs.get(k)
+                    second = job.result() if job is not None else self._document_feedback(
+                        k, document_vectors[k], ids, scores, filter, None)
                     if second is None:
                         continue
                     out[f"{k} feedback"] = fused[f"{k} feedback"] = second

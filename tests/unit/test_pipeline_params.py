@@ -185,8 +185,8 @@ def test_the_whole_document_lists_feedback_parameters_are_checked() -> None:
 
 def test_the_ensemble_preset() -> None:
     p = PipelineParams.preset("ensemble")
-    assert p == PipelineParams(w_document=1.5, ensemble=("e5-small-v2-q", "all-minilm-l6-v2-q"), document_feedback=5,
-                               document_beta=0.25, document_feedback_share=0.5)
+    assert p == PipelineParams(w_document=1.0, ensemble=("e5-small-v2-q", "all-minilm-l6-v2-q"), document_feedback=3)
+    assert (p.document_beta, p.document_feedback_share) == (0.25, 1.0)
     assert p.document_lists == ("document", "document e5-small-v2-q", "document all-minilm-l6-v2-q")
     assert (p.w_ensemble, p.ensemble_sharpness) == (1.0, 4.0)
     # everything else is the shipped pipeline's
