@@ -595,18 +595,17 @@ class HybridSearcher:
         return self.document_vectors if name == "document" else self.ensemble_vectors(name[len("document "):])
 
     def _document_feedback(self, name: str, query_vector: np.ndarray, ids: Sequence[str], scores: np.ndarray,
-                           filter: Any, depth: int | None) -> RankedList | None:
+                           filter: Any, p: PipelineParams) -> RankedList | None:
         """The whole-document list ``name`` run again from its query vector moved towards the fused
-        ranking's top documents (their vectors of the list's own model); ``None`` when none of them
-        has one."""
-        p = self.params
+        ranking's top documents (their vectors of the list's own model), with the feedback settings
+        of ``p``; ``None`` when none of them has one."""
         vi = self._whole_list_index(name)
         fb = vi.vectors_of(ids[:p.document_feedback])
         if not len(fb):
             return None
         moved = query_vector + p.document_beta * feedback_centroid(fb, scores, p.semantic_feedback_weighting)
         moved /= max(float(np.linalg.norm(moved)), 1e-12)
-        return self._filtered(vi.search(moved.astype(np.float32), depth or p.semantic_depth), filter)
+        return self._filtered(vi.search(moved.astype(np.float32), p.semantic_depth), filter)
 
     def _document_lists(self, text: str, query_vector: np.ndarray | None, *, filter: Any = None,
                         depth: int | None = None,
@@ -992,14 +991,14 @@ class HybridSearcher:
                 from esbridge.semantic.engine_vectors import EngineVectors
 
                 jobs = {k: self._semantic_pool().submit(self._document_feedback, k, document_vectors[k], ids,
-                                                        scores, filter, None) for k in again
+                                                        scores, filter, p) for k in again
                         if isinstance(self._whole_list_index(k), EngineVectors)}
                 share = float(p.document_feedback_share)
                 final = dict(final)
                 for k in again:
                     job = jobs.get(k)
                     second = job.result() if job is not None else self._document_feedback(
-                        k, document_vectors[k], ids, scores, filter, None)
+                        k, document_vectors[k], ids, scores, filter, p)
                     if second is None:
                         continue
                     out[f"{k} feedback"] = fused[f"{k} feedback"] = second

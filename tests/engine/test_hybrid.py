@@ -456,6 +456,16 @@ def test_each_whole_document_list_runs_again_from_the_fused_rankings_top_documen
             assert ids == res.ids
             np.testing.assert_allclose(scores, res.scores)
             assert "document_feedback" in res.seconds
+        # the aggregator alone reproduces the answer from the lists and query vectors, with the
+        # feedback settings of the parameters it is given
+        base = {k: res.lists[k] for k in ("semantic", "lexical", "keyword", *whole)}
+        qv = hs.vectors.embed_query(q)
+        vectors = {k: indices[k].embed_query(q) for k in whole}
+        assert hs.aggregate(base, qv, document_vectors=vectors).ids == res.ids
+        farther = hs.aggregate(base, qv, params=replace(params, document_beta=2.0), document_vectors=vectors)
+        assert any(farther.lists[f"{k} feedback"].ids != res.lists[f"{k} feedback"].ids for k in whole)
+        assert not any(k.endswith(" feedback") for k in hs.aggregate(
+            base, qv, params=replace(params, document_feedback=0), document_vectors=vectors).lists)
         # the second pass replaces the first at share 1; none without the parameter
         hs.params = replace(params, document_feedback_share=1.0)
         res = hs.run("vitamin d and bone density")
