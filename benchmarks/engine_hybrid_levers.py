@@ -64,7 +64,7 @@ from esbridge.home import cache_dir
 from esbridge.hybrid import PipelineParams, RankedList
 from esbridge.hybrid.engine_style import ENGINE_HYBRID_MINMAX, ENGINE_HYBRID_RRF
 from esbridge.hybrid.fusion import Fusion, fuse
-from esbridge.hybrid.pipeline import ensemble_factor, feedback_centroid
+from esbridge.hybrid.pipeline import ensemble_factor, feedback_vector
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -206,16 +206,12 @@ def document_effectiveness(engine: Engine, index: str) -> dict[str, float]:
     """Each whole-document kNN list's mean reciprocal rank (top 100) on the known-item pseudo-queries
     the pipeline calibrates its weights with (:mod:`esbridge.hybrid.calibration`): no judgment used."""
     from esbridge.hybrid.calibration import CalibrationParams, mean_reciprocal_rank, pseudo_queries
-    from esbridge.semantic.models import load_encoder
-    from esbridge.semantic.vectors import VectorIndex
 
     params = CalibrationParams()
     pairs = pseudo_queries(engine, index, ("title", "text"), params)
     out = {}
-    for model in (PipelineParams().model, *OTHER_MODELS):
-        vi = VectorIndex.open(engine, index, load_encoder(model), fields=("title", "text"), windows=False)
+    for name, vi in whole_document_indices(engine, index).items():
         ranks = [vi.search(vi.embed_query(text), params.depth).ids for _, text in pairs]
-        name = "document" if model == PipelineParams().model else f"document {model}"
         out[name] = mean_reciprocal_rank([d for d, _ in pairs], ranks, params.depth)
     return out
 
@@ -265,9 +261,8 @@ def feedback_fuse(g: Mapping[str, RankedList], weights: Mapping[str, float], que
     final = dict(weights)
     for name in [n for n in weights if n.startswith("document")]:
         vi = indices[name]
-        moved = query_vectors[name] + beta * feedback_centroid(vi.vectors_of(ids[:k]), scores, "score")
-        moved /= max(float(np.linalg.norm(moved)), 1e-12)
-        hits = vi.search(moved.astype(np.float32), DOCUMENT_DEPTH)
+        hits = vi.search(feedback_vector(query_vectors[name], vi.vectors_of(ids[:k]), scores, beta, "score"),
+                         DOCUMENT_DEPTH)
         lists[f"{name} feedback"] = RankedList(hits.ids, hits.scores)
         final[f"{name} feedback"] = weights[name] * share
         final[name] = weights[name] * (1 - share)

@@ -387,6 +387,14 @@ def feedback_centroid(vectors: np.ndarray, fused_scores: np.ndarray, weighting: 
     return np.asarray((vectors * (w / w.sum())[:, None]).sum(axis=0))
 
 
+def feedback_vector(query_vector: np.ndarray, vectors: np.ndarray, fused_scores: np.ndarray, beta: float,
+                    weighting: str) -> np.ndarray:
+    """Rocchio's feedback in the embedding space: ``query_vector`` plus ``beta`` times the feedback
+    documents' :func:`feedback_centroid`, normalised again (float32, for a search)."""
+    moved = query_vector + beta * feedback_centroid(vectors, fused_scores, weighting)
+    return (moved / max(float(np.linalg.norm(moved)), 1e-12)).astype(np.float32)
+
+
 class HybridSearcher:
     """The semantic + lexical + keyword pipeline over one index.
 
@@ -593,19 +601,6 @@ class HybridSearcher:
     def _whole_list_index(self, name: str) -> VectorIndex | EngineVectors:
         """The vectors the whole-document list ``name`` (``document`` or ``document <model>``) reads."""
         return self.document_vectors if name == "document" else self.ensemble_vectors(name[len("document "):])
-
-    def _document_feedback(self, name: str, query_vector: np.ndarray, ids: Sequence[str], scores: np.ndarray,
-                           filter: Any, p: PipelineParams) -> RankedList | None:
-        """The whole-document list ``name`` run again from its query vector moved towards the fused
-        ranking's top documents (their vectors of the list's own model), with the feedback settings
-        of ``p``; ``None`` when none of them has one."""
-        vi = self._whole_list_index(name)
-        fb = vi.vectors_of(ids[:p.document_feedback])
-        if not len(fb):
-            return None
-        moved = query_vector + p.document_beta * feedback_centroid(fb, scores, p.semantic_feedback_weighting)
-        moved /= max(float(np.linalg.norm(moved)), 1e-12)
-        return self._filtered(vi.search(moved.astype(np.float32), p.semantic_depth), filter)
 
     def _document_lists(self, text: str, query_vector: np.ndarray | None, *, filter: Any = None,
                         depth: int | None = None,
@@ -972,9 +967,8 @@ class HybridSearcher:
             fb = self.vectors.vectors_of(ids[:p.semantic_feedback],
                                          query_vector if p.semantic_feedback_window == "best" else None)
             if len(fb):
-                moved = query_vector + p.semantic_beta * feedback_centroid(fb, scores, p.semantic_feedback_weighting)
-                moved /= max(float(np.linalg.norm(moved)), 1e-12)
-                out["semantic_feedback"] = self.semantic(moved.astype(np.float32), filter=filter,
+                moved = feedback_vector(query_vector, fb, scores, p.semantic_beta, p.semantic_feedback_weighting)
+                out["semantic_feedback"] = self.semantic(moved, filter=filter,
                                                          depth=p.semantic_feedback_depth or p.semantic_depth)
                 fused["semantic"] = out["semantic_feedback"]
                 ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
@@ -986,21 +980,28 @@ class HybridSearcher:
             if again:
                 t0 = time.perf_counter()
                 assert document_vectors is not None
+                from esbridge.semantic.engine_vectors import EngineVectors, vectors_of_many
+
+                indices = [self._whole_list_index(k) for k in again]
+                # the feedback documents' vectors of every model in one request (where the engine keeps them)
+                feedback = vectors_of_many(indices, ids[:p.document_feedback])
+                moved_to = {k: feedback_vector(document_vectors[k], fb, scores, p.document_beta,
+                                               p.semantic_feedback_weighting)
+                            for k, fb in zip(again, feedback) if len(fb)}
+
+                def search(vi: VectorIndex | EngineVectors, vector: np.ndarray) -> RankedList:
+                    return self._filtered(vi.search(vector, p.semantic_depth), filter)
+
                 # a search in the engine waits on the network: those run side by side; a scan of the
                 # vectors on disk is a millisecond of numpy, cheaper than a thread's round trip
-                from esbridge.semantic.engine_vectors import EngineVectors
-
-                jobs = {k: self._semantic_pool().submit(self._document_feedback, k, document_vectors[k], ids,
-                                                        scores, filter, p) for k in again
-                        if isinstance(self._whole_list_index(k), EngineVectors)}
+                jobs = {k: self._semantic_pool().submit(search, vi, moved_to[k]) for k, vi in zip(again, indices)
+                        if k in moved_to and isinstance(vi, EngineVectors)}
                 share = float(p.document_feedback_share)
                 final = dict(final)
-                for k in again:
-                    job = jobs.get(k)
-                    second = job.result() if job is not None else self._document_feedback(
-                        k, document_vectors[k], ids, scores, filter, p)
-                    if second is None:
+                for k, vi in zip(again, indices):
+                    if k not in moved_to:
                         continue
+                    second = jobs[k].result() if k in jobs else search(vi, moved_to[k])
                     out[f"{k} feedback"] = fused[f"{k} feedback"] = second
                     final[f"{k} feedback"] = final[k] * share
                     final[k] *= 1 - share

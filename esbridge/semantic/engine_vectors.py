@@ -391,51 +391,31 @@ class EngineVectors(SemanticIndex):
     def passages_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Per document of ``ids`` that has vectors, its vectors as the engine holds them, one row per
         passage (one row where the field holds one vector per document)."""
-        if not ids:
-            return {}
-        if self.values is not None:
-            return self._values(ids)
-        resp = self.engine.request("POST", f"/{path_segment(self.index, patterns=True)}/_mget",
-                                   body={"ids": list(ids)}, params={"_source_includes": self.field},
-                                   context=f"reading document vectors of {self.index!r}")
-        raise_mget_errors(resp, self.index, "reading document vectors")
-        out: dict[str, np.ndarray] = {}
-        for d in resp.get("docs", []):
-            v = (d.get("_source") or {}).get(self.field) if d.get("found") else None
-            if v and self.passages:
-                rows = [p[PASSAGE_VECTOR] for p in v if isinstance(p, dict) and p.get(PASSAGE_VECTOR)]
-                if rows:
-                    out[str(d["_id"])] = np.asarray(rows, dtype=np.float32)
-            elif v:
-                out[str(d["_id"])] = np.asarray([v], dtype=np.float32)
-        return out
+        return passages_of_many([self], ids)[0]
 
-    def _values(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """:meth:`passages_of` from the binary doc values of :attr:`values` (the vectors are not in
-        ``_source``), by a search of the ids, ``VALUES_BATCH`` at a time."""
-        assert self.values is not None
-        out: dict[str, np.ndarray] = {}
-        unique = list(dict.fromkeys(str(d) for d in ids))
-        for start in range(0, len(unique), VALUES_BATCH):
-            chunk = unique[start:start + VALUES_BATCH]
-            body = {"size": len(chunk), "_source": False, "query": {"ids": {"values": chunk}},
-                    "docvalue_fields": [self.values]}
-            for hit in run(ids_search_plan(self.index, body, self.id_values), self.engine)["hits"]["hits"]:
-                packed = (hit.get("fields") or {}).get(self.values)
-                if not packed:
-                    continue
-                rows = unpack_vectors(packed[0], self.encoder.dim)
-                if rows is None:
-                    raise EsbridgeError(f"document {hit['_id']!r} of {self.index!r} holds no whole vectors of "
-                                        f"dimension {self.encoder.dim} in {self.values!r}; index the document "
-                                        "again: esbridge then fills its vectors anew")
-                out[str(hit["_id"])] = rows
-        return out
+    def _source_rows(self, value: Any) -> np.ndarray | None:
+        """A document's vectors from its ``_source`` value of :attr:`field`."""
+        if value and self.passages:
+            rows = [p[PASSAGE_VECTOR] for p in value if isinstance(p, dict) and p.get(PASSAGE_VECTOR)]
+            return np.asarray(rows, dtype=np.float32) if rows else None
+        return np.asarray([value], dtype=np.float32) if value else None
+
+    def _value_rows(self, doc_id: str, packed: str) -> np.ndarray:
+        """A document's vectors from its doc value of :attr:`values`."""
+        rows = unpack_vectors(packed, self.encoder.dim)
+        if rows is None:
+            raise EsbridgeError(f"document {doc_id!r} of {self.index!r} holds no whole vectors of "
+                                f"dimension {self.encoder.dim} in {self.values!r}; index the document "
+                                "again: esbridge then fills its vectors anew")
+        return rows
 
     def vectors_of(self, ids: Sequence[str], query_vector: np.ndarray | None = None) -> np.ndarray:
         """The vectors of those ``ids`` that have one (ids without a vector are left out): each
         document's first passage, or with ``query_vector`` its passage closest to that query."""
-        got = self.passages_of(ids)
+        return self._chosen_rows(self.passages_of(ids), ids, query_vector)
+
+    def _chosen_rows(self, got: dict[str, np.ndarray], ids: Sequence[str],
+                     query_vector: np.ndarray | None = None) -> np.ndarray:
         q = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
         rows = [got[d][0 if q is None else int(np.argmax(got[d] @ q))] for d in ids if d in got]
         return np.stack(rows) if rows else np.zeros((0, self.encoder.dim), dtype=np.float32)
@@ -446,6 +426,54 @@ class EngineVectors(SemanticIndex):
         got = self.passages_of(ids)
         q = np.asarray(query_vector, dtype=np.float32)
         return np.array([float(np.max(got[d] @ q)) if d in got else np.nan for d in ids], dtype=np.float64)
+
+
+def passages_of_many(vectors: Sequence[EngineVectors], ids: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    """:meth:`EngineVectors.passages_of` of several vector fields at once: per index, one ``_mget`` for
+    the fields kept in ``_source`` and one search (per ``VALUES_BATCH`` ids) for those in doc values,
+    however many fields there are."""
+    out: list[dict[str, np.ndarray]] = [{} for _ in vectors]
+    if not ids:
+        return out
+    groups: dict[tuple[int, str], list[int]] = {}
+    for i, v in enumerate(vectors):
+        groups.setdefault((id(v.engine), v.index), []).append(i)
+    for members in groups.values():
+        first = vectors[members[0]]
+        in_source = [i for i in members if vectors[i].values is None]
+        if in_source:
+            resp = first.engine.request(
+                "POST", f"/{path_segment(first.index, patterns=True)}/_mget", body={"ids": list(ids)},
+                params={"_source_includes": ",".join(vectors[i].field for i in in_source)},
+                context=f"reading document vectors of {first.index!r}")
+            raise_mget_errors(resp, first.index, "reading document vectors")
+            for d in resp.get("docs", []):
+                src = (d.get("_source") or {}) if d.get("found") else {}
+                for i in in_source:
+                    rows = vectors[i]._source_rows(src.get(vectors[i].field))
+                    if rows is not None:
+                        out[i][str(d["_id"])] = rows
+        in_values = [i for i in members if vectors[i].values is not None]
+        unique = list(dict.fromkeys(str(d) for d in ids)) if in_values else []
+        for start in range(0, len(unique), VALUES_BATCH):
+            chunk = unique[start:start + VALUES_BATCH]
+            body = {"size": len(chunk), "_source": False, "query": {"ids": {"values": chunk}},
+                    "docvalue_fields": [vectors[i].values for i in in_values]}
+            for hit in run(ids_search_plan(first.index, body, first.id_values), first.engine)["hits"]["hits"]:
+                fields = hit.get("fields") or {}
+                for i in in_values:
+                    packed = fields.get(vectors[i].values)
+                    if packed:
+                        out[i][str(hit["_id"])] = vectors[i]._value_rows(str(hit["_id"]), packed[0])
+    return out
+
+
+def vectors_of_many(indices: Sequence[VectorIndex | EngineVectors], ids: Sequence[str]) -> list[np.ndarray]:
+    """Each index's :meth:`vectors_of` ``ids`` (every document's first vector), the engine-kept ones
+    read together (:func:`passages_of_many`): one request per index for any number of models."""
+    kept = [v for v in indices if isinstance(v, EngineVectors)]
+    got = dict(zip(map(id, kept), passages_of_many(kept, ids)))
+    return [v._chosen_rows(got[id(v)], ids) if isinstance(v, EngineVectors) else v.vectors_of(ids) for v in indices]
 
 
 def open_document_vectors(engine: Engine, index: str, encoder: Encoder, *, fields: Sequence[str],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -405,6 +406,25 @@ def test_the_pipeline_fuses_the_ensembles_whole_document_lists(  # type: ignore[
             expected = vecs.search((moved / np.linalg.norm(moved)).astype(np.float32), 50)
             assert list(res.lists[f"{k} feedback"].ids) == expected.ids
             lists[f"{k} feedback"] = res.lists[f"{k} feedback"]
+        # both models' vectors of the feedback documents come in one request, the same as each alone
+        from esbridge.semantic.engine_vectors import vectors_of_many
+
+        sent: list[str] = []
+        request = knn_engine.request
+
+        def counted(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+            sent.append(path)
+            return request(method, path, *args, **kwargs)
+
+        knn_engine.request = counted  # type: ignore[method-assign]
+        try:
+            together = vectors_of_many([hs.document_vectors, ev], ids[:3])
+        finally:
+            knn_engine.request = request  # type: ignore[method-assign]
+        assert len(sent) == 1, sent
+        for got, vecs in zip(together, (hs.document_vectors, ev), strict=True):
+            assert got.shape == (3, vecs.encoder.dim)
+            np.testing.assert_array_equal(got, vecs.vectors_of(ids[:3]))
         halves = {**weights, **{k: weights[k] / 2 for k in whole}, **{f"{k} feedback": weights[k] / 2 for k in whole}}
         ids, scores, _ = fuse(lists, halves, params.fusion)
         assert ids == res.ids
