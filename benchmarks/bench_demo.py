@@ -56,12 +56,12 @@ def readme_first_command(readme: Path = ROOT / "README.md") -> str:
     return str(blocks[0]).strip()
 
 
-def parts(command: str, index: str) -> list[str]:
-    """The ``&&`` parts of ``command``, the demo's (the last) given ``--index index``."""
+def parts(command: str, index: str, extra: str = "") -> list[str]:
+    """The ``&&`` parts of ``command``, the demo's (the last) given ``--index index`` (and ``extra``)."""
     split = [p.strip() for p in command.split(" && ")]
     if not re.search(r"esbridge demo\b", split[-1]):
         raise SystemExit(f"the README's first command does not end with esbridge demo: {command!r}")
-    split[-1] += f" --index {index}"
+    split[-1] += f" --index {index}" + (f" {extra.strip()}" if extra.strip() else "")
     return split
 
 
@@ -133,14 +133,15 @@ def summary(total: float, timed: list[tuple[str, float]], demo_steps: list[tuple
 
 
 def report(command: str, index: str, timed: list[tuple[str, float]], demo_steps: list[tuple[str, float, float]],
-           machine: str, cpu_text: str, demo_out: str) -> str:
+           machine: str, cpu_text: str, demo_out: str, demo_args: str = "") -> str:
     """The Markdown of ``results/demo.md``."""
     total = sum(s for _, s in timed)
     result = re.search(r"nDCG@10 over \d+ judged queries: [^\n]*", demo_out)
     lines = ["# The README's first command", "",
              f"Machine: {machine}.", "",
              f"CPU: {cpu_text}.", "",
-             f"Command: `{command}`, run in a fresh copy of the project, the demo with `--index {index}` "
+             f"Command: `{command}`, run in a fresh copy of the project, the demo with `--index {index}"
+             + (f" {demo_args.strip()}" if demo_args.strip() else "") + "` "
              "(a new index, in a node of a fresh home, stopped afterwards).", "",
              f"Summary: {summary(total, timed, demo_steps, cpu_text)}", "",
              "| part | s |", "|---|---:|"]
@@ -173,6 +174,9 @@ def _stop_nodes(project: Path, env: dict[str, str], home: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--demo-args", default="",
+                    help="more options for the demo, e.g. '--pipeline ensemble' (the report then names them; "
+                         "give another --out, the README cites results/demo.md)")
     args = ap.parse_args()
     from common import machine
 
@@ -198,7 +202,7 @@ def main() -> int:
                 (fresh / name).symlink_to(cache_dir() / name)
         env["ESBRIDGE_HOME"] = str(fresh)
         project = _copy_project(Path(tmp) / "esbridge")
-        split = parts(command, index)
+        split = parts(command, index, args.demo_args)
         for part in split[:-1]:
             print(f"running {part!r} ...", file=sys.stderr)
             timed.append((part, run_part(part, project, env, watch=False)[0]))
@@ -209,7 +213,8 @@ def main() -> int:
             _stop_nodes(project, env, fresh)
         timed.append((split[-1], seconds))
     demo_steps = steps(progress.seen, timed[-1][1])
-    args.out.write_text(report(command, index, timed, demo_steps, machine(), cpu_text, out), encoding="utf-8")
+    args.out.write_text(report(command, index, timed, demo_steps, machine(), cpu_text, out, args.demo_args),
+                        encoding="utf-8")
     print(f"wrote {args.out}: {summary(sum(s for _, s in timed), timed, demo_steps, cpu_text)}", file=sys.stderr)
     return 0
 

@@ -180,10 +180,11 @@ def _counted(docs: Iterable[Any], bar: Any) -> Iterator[Any]:
 
 
 def ensure_demo_index(engine: Engine, dataset: BeirDataset, name: str, *, progress: bool = False,
-                      vector: VectorField | None = None) -> tuple[str, bool]:
+                      vector: VectorField | None = None,
+                      document_vectors: Sequence[VectorField] = ()) -> tuple[str, bool]:
     """``name`` holding ``dataset``'s corpus with the engine's default BM25 (and the engine vector
-    field ``vector``, if given), indexed only when its recorded content fingerprint (the ``eval``
-    command's) does not match.
+    field ``vector`` and whole-document vector fields ``document_vectors``, if given), indexed only
+    when its recorded content fingerprint (the ``eval`` command's) does not match.
 
     Returns:
         ``(name, built)``.
@@ -197,12 +198,14 @@ def ensure_demo_index(engine: Engine, dataset: BeirDataset, name: str, *, progre
     layout = IndexLayout()
     total = dataset.corpus_size()
     spec = IndexSpec(corpus_sha256=dataset.fingerprint(),
-                     mapping_sha256=mapping_fingerprint(layout, DEMO_BM25, vector), docs=total, bm25=DEMO_BM25)
+                     mapping_sha256=mapping_fingerprint(layout, DEMO_BM25, vector, document_vectors), docs=total,
+                     bm25=DEMO_BM25)
     if engine.index_exists(name):
         if index_meta(engine, name).get("eval") == spec.meta()["eval"] and engine.count(name) == total:
             return name, False
         engine.delete_index(name)
-    create_index(engine, name, layout, shards=1, bm25=DEMO_BM25, meta=spec.meta(), vector=vector)
+    create_index(engine, name, layout, shards=1, bm25=DEMO_BM25, meta=spec.meta(), vector=vector,
+                 document_vectors=document_vectors)
     bar = tqdm(total=total, desc=f"indexing {name}", unit="doc", disable=not progress, file=sys.stderr)
     try:
         with bar:
@@ -292,7 +295,7 @@ def _titles(engine: Engine, index: str, ids: Sequence[str]) -> dict[str, str]:
 
 def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, hybrid: bool | None = None,
              window: int = 1000, show: int = 3, top: int = 5, progress: bool = False,
-             split: str = "test", model: str | None = None) -> DemoResult:
+             split: str = "test", model: str | None = None, pipeline: str = "default") -> DemoResult:
     """Index ``dataset`` if needed and rank every judged query of ``split`` with the engine's BM25
     and with esbridge.
 
@@ -302,6 +305,9 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
         window: first-stage hits the engine returns and esbridge reranks.
         show: queries to show side by side: the first judged queries whose top ``top`` differ.
         model: the hybrid pipeline's sentence-embedding model (default: the pipeline's).
+        pipeline: the hybrid pipeline's named parameters (:data:`esbridge.hybrid.pipeline.PRESETS`);
+            the index gets the engine fields of the whole-document vectors they read, and every
+            vector is embedded before the queries run.
     """
     from tqdm import tqdm
 
@@ -324,15 +330,22 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
     if not queries:
         raise ConfigurationError(f"collection {dataset.name!r} has no judged queries in split {split!r}")
     name = index or index_name("esbridge-demo", dataset, None)
-    encoder = vector = None
+    encoder = vector = params = None
+    document_fields: list[VectorField] = []
     if hybrid:
-        from esbridge.semantic.engine_vectors import new_vector_field
+        from esbridge.hybrid import PipelineParams
+        from esbridge.semantic.engine_vectors import new_document_vector_fields, new_vector_field
         from esbridge.semantic.models import load_encoder
 
+        params = PipelineParams.preset(pipeline).with_overrides(
+            model=model or PIPELINE_MODEL, **({"window": window} if pipeline == "default" else {}))
         with working("loading the sentence-embedding model", enabled=progress):
-            encoder = load_encoder(model or PIPELINE_MODEL)
+            encoder = load_encoder(params.model)
+            whole = ([encoder] if params.w_document > 0 else []) + [load_encoder(m) for m in params.ensemble]
         vector = new_vector_field(engine, encoder)  # in the engine where it searches vectors
-    name, built = ensure_demo_index(engine, dataset, name, progress=progress, vector=vector)
+        document_fields = new_document_vector_fields(engine, vector, whole)
+    name, built = ensure_demo_index(engine, dataset, name, progress=progress, vector=vector,
+                                    document_vectors=document_fields)
     if not built:
         notes.append(f"index {name!r} already held this collection and was reused")
     rr = Reranker(engine, name, scorer="evolved", window=window)
@@ -341,17 +354,20 @@ def run_demo(engine: Engine, dataset: BeirDataset, *, index: str | None = None, 
         raise ConfigurationError(f"window {window} is above index.max_result_window ({limit}) of {name!r}")
     searcher = None
     if encoder is not None:
-        from esbridge.hybrid import HybridSearcher, PipelineParams
+        from esbridge.hybrid import HybridSearcher
         from esbridge.semantic.engine_vectors import open_vectors
 
-        params = PipelineParams(window=window, model=encoder.name)
-        assert rr.layout is not None
+        assert rr.layout is not None and params is not None
         vectors = open_vectors(engine, name, encoder, fields=rr.layout.fields, progress=progress)
-        searcher = HybridSearcher(engine, name, params, vectors=vectors, reranker=rr, progress=progress)
+        searcher = HybridSearcher(engine, name, params, vectors=vectors, progress=progress,
+                                  reranker=rr if rr.scorer == params.scorer else None)
+        searcher.build_vectors()  # the whole documents the lists read, embedded now rather than by a query
         weights = ", ".join(f"{k} {v:g}" for k, v in params.weights.items())
         system = "esbridge hybrid"
-        note = (f"esbridge hybrid: the hybrid pipeline with its shipped defaults ({encoder.name} semantic "
-                f"search, evolved over the engine's top {window}, keyword feedback; {params.fusion.value} "
+        lists = "".join(f", {n} kNN" for n in params.document_lists)
+        what = "with its shipped defaults" if pipeline == "default" else f"with its {pipeline!r} parameters"
+        note = (f"esbridge hybrid: the hybrid pipeline {what} ({encoder.name} semantic search{lists}, "
+                f"{params.scorer} over the engine's top {params.window}, keyword feedback; {params.fusion.value} "
                 f"fusion, weights {weights})")
     else:
         system = "esbridge evolved"

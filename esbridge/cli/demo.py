@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from esbridge.cli.options import model_args, model_option
+from esbridge.cli.options import model_args, model_option, pipeline_arg
 from esbridge.errors import ConfigurationError
 
 
@@ -22,7 +22,7 @@ def _cmd_demo(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     engine = demo.connect_with_progress(args, connect, progress=progress)
     result = demo.run_demo(engine, dataset, index=args.index, hybrid=False if args.lexical else None,
                            window=args.window, show=args.queries, top=args.top, progress=progress,
-                           model=model_option(args))
+                           model=model_option(args), pipeline=args.pipeline)
     sys.stdout.write(demo.render(result, demo.stop_hint(engine.options.url, result.index)))
     return 0
 
@@ -53,5 +53,6 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="first-stage hits the engine returns and esbridge reranks (default 1000)")
     p.add_argument("--quiet", action="store_true", help="no progress on standard error")
     model_args(p, when="for the hybrid pipeline: ")
+    pipeline_arg(p, when="for the hybrid pipeline: ")
     connection_args(p)
     p.set_defaults(func=lambda a: _cmd_demo(a, connect))

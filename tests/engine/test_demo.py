@@ -170,3 +170,46 @@ def test_demo_folder_default_system(engine: Engine, small_collection: tuple[Path
             _check_cells(left, result.runs["engine"][qid][rank], qrels[qid], titles)
             _check_cells(right, result.runs["esbridge"][qid][rank], qrels[qid], titles)
     assert _expected_stop_hint(engine.options.url) in out.replace("\n    ", " ")
+
+
+def test_demo_pipeline_preset(engine: Engine, small_collection: tuple[Path, str],
+                              capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--pipeline ensemble``: every whole-document vector is embedded before the queries run, and the demo
+    ranks exactly as the pipeline with those parameters does on that index."""
+    from esbridge.hybrid import HybridSearcher, PipelineParams
+
+    folder, index = small_collection
+    run = HybridSearcher.run
+    seen: list[list[tuple[str, int]]] = []
+
+    def checked(self: HybridSearcher, *args: object, **kwargs: object) -> object:
+        seen.append([(model, vi.pending) for model, vi in self._whole_document_indices()])
+        return run(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(HybridSearcher, "run", checked)
+    code = main(["demo", "--dataset", str(folder), "--index", index, "--queries", "1", "--pipeline", "ensemble",
+                 "--url", engine.options.url])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "the hybrid pipeline with its 'ensemble' parameters" in out.replace("\n  ", " ")
+    assert "document e5-small-v2-q kNN" in out.replace("\n  ", " ")
+    ranking = err.index("ranking 5 judged queries")
+    docs = sum(1 for line in open(folder / "corpus.jsonl") if line.strip())
+    for model in ("all-minilm-l6-v2-q", "e5-small-v2-q"):  # their whole documents, embedded before ranking
+        with HybridSearcher(engine, index, PipelineParams.preset("ensemble"), build=False) as hs:
+            vi = hs.ensemble_vectors(model)
+            assert len(vi) == docs and vi.pending == 0
+    assert err.rfind("embedding", 0, ranking) > err.index(f"indexing {index}")
+    # when the first query ran, the three whole-document indices were open and complete
+    assert seen and seen[0] == [("bge-small-en-v1.5-q", 0), ("e5-small-v2-q", 0), ("all-minilm-l6-v2-q", 0)]
+    monkeypatch.undo()
+    dataset = BeirDataset(folder)
+    result = demo.run_demo(engine, dataset, index=index, show=1, progress=False, pipeline="ensemble")
+    assert any("reused" in note for note in result.notes)
+    with HybridSearcher(engine, index, PipelineParams.preset("ensemble")) as hs:
+        for q in dataset.queries("test"):
+            assert result.runs["esbridge"][q.id] == hs.run(q.text).ids
+    # where the engine searches vectors, the whole documents' fields are part of the index a preset asks
+    # for, so the default's demo builds its own; elsewhere they are on disk and the index is reused
+    again = demo.run_demo(engine, dataset, index=index, show=1, progress=False)
+    assert any("reused" in note for note in again.notes) == (engine.vector_search() is None)

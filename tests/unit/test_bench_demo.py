@@ -22,6 +22,7 @@ def test_the_readme_command_is_split_and_the_demo_given_its_own_index() -> None:
     assert split[-1].endswith("esbridge demo --index esbridge-demo-bench-1")
     with pytest.raises(SystemExit):
         bd.parts("python3 -m venv .venv && .venv/bin/esbridge search x", "i")
+    assert bd.parts(command, "i", " --pipeline ensemble ")[-1].endswith("esbridge demo --index i --pipeline ensemble")
 
 
 def test_the_steps_are_timed_from_their_first_progress_line() -> None:
