@@ -36,7 +36,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from esbridge.engine.calls import ndjson_lines
 from esbridge.engine.client import Engine
 from esbridge.engine.plan import run
 from esbridge.features.plugin import features_plugin_plan
@@ -50,7 +49,7 @@ from esbridge.semantic.vectors import VectorIndex
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import bench_index, judged_queries, machine, ms, settle_vector_index, write_report  # noqa: E402
+from common import bench_index, engine_hybrid, judged_queries, machine, ms, settle_vector_index, write_report  # noqa: E402
 
 
 def main() -> int:
@@ -163,29 +162,13 @@ def main() -> int:
                         sem[f"{name}, top {k}"].append(time.perf_counter() - t0)
             overlap = [len(set(hs.vectors.search(qv, 10).ids) & set(exact.search(qv, 10).ids)) / 10 for qv in qvecs]
             sem_rows = [f"| {name} | {ms(v, 50):.1f} / {ms(v, 95):.1f} |" for name, v in sem.items()]
-            knn_query = hs.vectors.knn_query  # type: ignore[union-attr]
-
-            def engine_hybrid(q: str, depth: int = 100) -> list[str]:
-                """The engine's kNN and BM25 in one _msearch, min-max normalised, averaged."""
-                qv = hs.vectors.embed_query(q)
-                lines = [{}, {**bm25_body(q), "size": depth}, {},
-                         {"size": depth, "_source": False, "query": knn_query(qv, depth)}]
-                resp = engine.request("POST", f"/{index}/_msearch", body=ndjson_lines(lines), ndjson=True)
-                fused: dict[str, float] = {}
-                for answer in resp["responses"]:
-                    hits = answer["hits"]["hits"]
-                    if not hits:
-                        continue
-                    top, low = float(hits[0]["_score"]), float(hits[-1]["_score"])
-                    for h in hits:
-                        norm = (float(h["_score"]) - low) / (top - low) if top > low else 1.0
-                        fused[h["_id"]] = fused.get(h["_id"], 0.0) + norm / 2
-                return sorted(fused, key=lambda d: -fused[d])[:10]
+            def own_hybrid(q: str) -> list[str]:
+                return engine_hybrid(engine, index, hs.vectors, bm25_body, q, 100)
 
             eh_t: list[float] = []
             eb_t: list[float] = []
             for q in queries:
-                beside(q, engine_hybrid, eb_t, eh_t)
+                beside(q, own_hybrid, eb_t, eh_t)
             sem_rows.append(f"| the engine's own hybrid: query embedding, then its `knn` and BM25 top 100 in one "
                             f"`_msearch`, min-max normalised and averaged | {ms(eh_t, 50):.1f} / {ms(eh_t, 95):.1f} "
                             f"({ms(eh_t, 50) / ms(eb_t, 50):.1f}x the engine's BM25 at size 10, "

@@ -167,3 +167,23 @@ def weaken(vi: Any, alone: Callable[[], float], target: float, grid: Sequence[fl
     noisy = orig + best[0] * noise
     vi.vectors = noisy / np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-12)
     return best
+
+
+def engine_hybrid(engine: Engine, index: str, vectors: Any, first_stage: Callable[[str], dict[str, Any]],
+                  q: str, depth: int) -> list[str]:
+    """The engine's own hybrid for ``q``: the query embedded, the engine's BM25 and kNN top ``depth`` in one
+    ``_msearch``, min-max normalised, averaged; the top 10."""
+    qv = vectors.embed_query(q)
+    lines = [{}, {**first_stage(q), "size": depth, "_source": False}, {},
+             {"size": depth, "_source": False, "query": vectors.knn_query(qv, depth)}]
+    resp = engine.request("POST", f"/{index}/_msearch", body=ndjson_lines(lines), ndjson=True)
+    fused: dict[str, float] = {}
+    for answer in resp["responses"]:
+        hits = answer["hits"]["hits"]
+        if not hits:
+            continue
+        top, low = float(hits[0]["_score"]), float(hits[-1]["_score"])
+        for h in hits:
+            norm = (float(h["_score"]) - low) / (top - low) if top > low else 1.0
+            fused[h["_id"]] = fused.get(h["_id"], 0.0) + norm / 2
+    return sorted(fused, key=lambda d: -fused[d])[:10]

@@ -1,0 +1,246 @@
+"""How the hybrid pipeline's cost grows with the collection, beside the engine's own hybrid search.
+
+At each size ``N`` a synthetic corpus of ``N`` documents (drawn as in ``bench_scale.py`` from the words and
+document lengths of the collections in ``DATA``) is indexed by esbridge into a node that searches vectors
+(OpenSearch with its k-NN plugin by default), its passages' vectors kept in the engine as ``esbridge index``
+keeps them. The vectors are **synthetic**: every passage is cut from the real word pieces by the shipped
+model's tokenizer, as indexing cuts it, but its vector is a random unit vector instead of the model's (a
+million documents' embedding would take this machine days); queries are embedded by the real model.
+Random vectors are at least as hard for the engine's HNSW graph as real ones (they cluster less), so the
+kNN figures err on the slow side; nothing here is about quality.
+
+In the same run, against the same node, per query (``--queries`` of the collections' judged queries, each
+system in turn on the same query):
+
+* *engine BM25*: the lexical first stage's own query, ``size`` 10;
+* *engine hybrid*: the engine's own hybrid with the same model: the query embedded, then the engine's
+  BM25 and its kNN over the same passages (best passage per document) in one ``_msearch``, each list's top
+  ``k``, min-max normalised and averaged as OpenSearch's normalization processor does by default, at
+  ``k`` = 100 (the engines' usual) and ``k`` = 1,000 (the pipeline's depths);
+* *esbridge*: the hybrid pipeline with its shipped defaults (``HybridSearcher.search``, size 10, its
+  weights measured once on the index first), with where its time goes.
+
+Also: the time to index and to fill the vectors, the index's size on disk, and this process's resident
+memory after the searches (the model, Python, and whatever esbridge keeps: no vector is kept on the client).
+
+Usage (one command; starts esbridge's local node with vector search when no --url is given):
+
+    python benchmarks/bench_hybrid_scale.py --data DATA --sizes 5000,50000
+
+Results go to ``benchmarks/results/hybrid-scale-<distribution>.md`` and ``.json`` (``--merge`` keeps
+the earlier JSON's rows of sizes not run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esbridge.engine.client import Engine
+from esbridge.hybrid import HybridSearcher, PipelineParams
+from esbridge.ingest import ingest, read_jsonl
+from esbridge.nodes.provision import provision
+from esbridge.semantic.cache import EmbeddingCache
+from esbridge.semantic.engine_vectors import EngineVectors, new_vector_field
+from esbridge.semantic.models import load_encoder
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_scale import Vocabulary, store_bytes  # noqa: E402
+from common import engine_hybrid, judged_queries, machine, ms, settle_vector_index, write_report  # noqa: E402
+
+ENGINE_DEPTHS = (100, 1000)
+
+
+class SyntheticVectors:
+    """An encoder that cuts texts exactly as ``real`` does (its tokenizer, windows and passage lengths) and
+    embeds queries with it, but gives every document window a random unit vector: the engine's cost of
+    holding and searching a corpus's vectors, without the days its embedding would take.  Its vectors are
+    filed under a ``cache_id`` of their own, never mixed with the model's."""
+
+    def __init__(self, real: Any, seed: int = 0) -> None:
+        self._real = real
+        self._rng = np.random.default_rng(seed)
+
+    def __getattr__(self, name: str) -> Any:  # the real encoder's tokenizer, windows, lengths, name, dim
+        return getattr(self._real, name)
+
+    @property
+    def cache_id(self) -> str:
+        return f"synthetic-{self._real.cache_id}"
+
+    def at_length(self, passage_tokens: int) -> SyntheticVectors:
+        out = SyntheticVectors(self._real.at_length(passage_tokens))
+        out._rng = self._rng
+        return out
+
+    def encode_ids(self, ids: Sequence[Sequence[int]], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
+        vecs = self._rng.standard_normal((len(ids), self._real.dim)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        if progress is not None:
+            progress(len(ids))
+        return vecs
+
+    def encode(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
+        return self.encode_ids([[0]] * len(texts), progress=progress)
+
+
+def rss_mb() -> tuple[float, float]:
+    """This process's resident memory now and at its peak, MB."""
+    now = 0.0
+    try:
+        for line in open("/proc/self/status", encoding="ascii"):
+            if line.startswith("VmRSS:"):
+                now = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir: Path) -> dict[str, Any]:
+    params = PipelineParams()
+    real = load_encoder(params.model)
+    synthetic = SyntheticVectors(real)
+    index = f"bench-hybrid-scale-{n}"
+    engine.delete_index(index)
+    vector = new_vector_field(engine, real, "engine")
+    t0 = time.perf_counter()
+    ingest(engine, index, read_jsonl(corpus), progress=True, strict=True, vector=vector)
+    t_index = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ev = EngineVectors.open(engine, index, synthetic, fields=("title", "text"), progress=True,  # type: ignore[arg-type]
+                            cache=EmbeddingCache(cache_dir / str(n), real.dim))
+    t_vectors = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    settle_vector_index(engine, index)
+    t_settle = time.perf_counter() - t0
+    passages = int(engine.request("GET", f"/{index}/_stats/docs")["_all"]["primaries"]["docs"]["count"]) - n
+    row: dict[str, Any] = {"docs": n, "passages": passages, "index_s": t_index, "vectors_s": t_vectors,
+                           "settle_s": t_settle, "mb": store_bytes(engine, index) / 1e6}
+    with HybridSearcher(engine, index, params, vectors=ev) as hs:
+        t0 = time.perf_counter()
+        hs.prepare()  # the weights, measured once per index as a first search would
+        row["calibrate_s"] = time.perf_counter() - t0
+        rr = hs.reranker
+
+        def first_stage(q: str) -> dict[str, Any]:
+            return {"size": 10, "_source": False, "query": rr.first_stage_query(rr.analyze(q), q)}
+
+        for q in queries:  # the analysis cache warm for every system alike
+            rr.analyze(q)
+        for q in queries[:10]:  # warm-up
+            hs.search(q, size=10)
+        times: dict[str, list[float]] = {"engine BM25": [], **{f"engine hybrid {k}": [] for k in ENGINE_DEPTHS},
+                                         "esbridge": []}
+        steps: dict[str, list[float]] = {}
+        for q in queries:
+            t0 = time.perf_counter()
+            engine.search(index, first_stage(q))
+            times["engine BM25"].append(time.perf_counter() - t0)
+            for k in ENGINE_DEPTHS:
+                t0 = time.perf_counter()
+                engine_hybrid(engine, index, ev, first_stage, q, k)
+                times[f"engine hybrid {k}"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            resp = hs.search(q, size=10)
+            times["esbridge"].append(time.perf_counter() - t0)
+            for step, s in resp["_esbridge"]["seconds"].items():
+                steps.setdefault(step, []).append(s)
+    row["latency"] = {name: [ms(v, 50), ms(v, 95)] for name, v in times.items()}
+    row["steps"] = {step: ms(v, 50) for step, v in steps.items()}
+    row["rss_mb"], row["peak_rss_mb"] = rss_mb()
+    engine.delete_index(index)
+    return row
+
+
+def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = [f"# Hybrid pipeline at scale: {meta['engine']}", "",
+             f"Machine: {meta['machine']}. Engine: {meta['engine']} (local node, same machine).", "",
+             f"Corpus: synthetic, drawn from the words and the document lengths of {meta['collections']}; passages "
+             f"cut by {meta['model']}'s tokenizer (64 word pieces, overlapping by half), each given a **random** unit "
+             f"vector (see the script's text); {meta['queries']} of the collections' judged queries, embedded by the "
+             "real model. The pipeline with its shipped defaults (every depth 1,000); the engine's own hybrid at "
+             "each list's top 100 and top 1,000.", "",
+             f"Command: `{meta['command']}`", "",
+             "## Per-query latency, p50 / p95 ms (ratios of p50)", "",
+             "| docs | engine BM25 | engine hybrid, top 100 | engine hybrid, top 1,000 | esbridge | esbridge / engine "
+             "hybrid 100 | esbridge / engine hybrid 1,000 | esbridge / engine BM25 | esbridge p50 by step, ms |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    def cell(lat: dict[str, list[float]], name: str) -> str:
+        return f"{lat[name][0]:.1f} / {lat[name][1]:.1f}"
+
+    for r in rows:
+        lat = r["latency"]
+        esb = lat["esbridge"][0]
+        lines.append(f"| {r['docs']} | {cell(lat, 'engine BM25')} | {cell(lat, 'engine hybrid 100')} | "
+                     f"{cell(lat, 'engine hybrid 1000')} | {cell(lat, 'esbridge')} | "
+                     f"{esb / lat['engine hybrid 100'][0]:.2f}x | "
+                     f"{esb / lat['engine hybrid 1000'][0]:.2f}x | {esb / lat['engine BM25'][0]:.1f}x | "
+                     + ", ".join(f"{k} {v:.1f}" for k, v in r["steps"].items()) + " |")
+    lines += ["", "## Building, size and memory", "",
+              "| docs | passages | indexing s | vectors into the engine s | flush and merge s | weights measured s "
+              "| index MB | client RSS MB (now / peak) |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['docs']} | {r['passages']} | {r['index_s']:.0f} | {r['vectors_s']:.0f} | "
+                     f"{r['settle_s']:.0f} | {r['calibrate_s']:.0f} | {r['mb']:.0f} | {r['rss_mb']:.0f} / "
+                     f"{r['peak_rss_mb']:.0f} |")
+    lines += ["", "The peak includes writing the vectors (built in batches here, as `esbridge index` builds them); "
+              "the figure after the searches is what a client holds while it answers."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="folder holding BEIR-layout collections")
+    ap.add_argument("--sizes", default="5000,50000", help="corpus sizes, comma-separated (default 5000,50000)")
+    ap.add_argument("--distribution", default="opensearch-knn", choices=["opensearch-knn", "elasticsearch8"])
+    ap.add_argument("--url", help="engine URL (default: esbridge's local node)")
+    ap.add_argument("--queries", type=int, default=100, help="queries to time at each size (default 100)")
+    ap.add_argument("--out", default=None, help="output stem (default benchmarks/results/hybrid-scale-<distribution>)")
+    ap.add_argument("--merge", action="store_true", help="keep the earlier JSON's rows of sizes not run")
+    args = ap.parse_args()
+    data = Path(args.data)
+    corpora = sorted(data.glob("*/corpus.jsonl"))
+    if not corpora:
+        ap.error(f"--data {args.data}: no */corpus.jsonl below it")
+    vocab = Vocabulary(corpora)
+    per = max(1, args.queries // len(corpora))
+    queries = [q for c in corpora for q in judged_queries(c.parent, per)][:args.queries]
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
+    engine = Engine.connect(prov.options())
+    if engine.vector_search() is None:
+        raise SystemExit(f"{engine.info.label} has no vector search: use --distribution opensearch-knn or "
+                         "elasticsearch8")
+    stem = Path(args.out) if args.out else HERE / "results" / f"hybrid-scale-{args.distribution}"
+    earlier = json.loads(stem.with_suffix(".json").read_text()) if args.merge and stem.with_suffix(".json").exists() \
+        else {"rows": []}
+    rows = [r for r in earlier["rows"] if r["docs"] not in sizes]
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            corpus = Path(tmp) / f"synthetic-{n}.jsonl"
+            vocab.write_corpus(n, corpus)
+            rows.append(one_size(engine, n, corpus, queries, Path(tmp) / "vectors"))
+            print(f"{n} documents: done", file=sys.stderr, flush=True)
+    rows.sort(key=lambda r: r["docs"])
+    meta = {"engine": engine.info.label, "machine": machine(), "collections": ", ".join(c.parent.name for c in corpora),
+            "queries": len(queries), "model": PipelineParams().model,
+            "command": f"python benchmarks/bench_hybrid_scale.py --data <folder of collections> --sizes "
+                       f"{','.join(str(r['docs']) for r in rows)} --distribution {args.distribution}"}
+    stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    write_report(report(rows, meta), stem.with_suffix(".md"))
+    print(stem.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,30 @@
+"""``benchmarks/bench_hybrid_scale.py``'s synthetic vectors: the real model's windows, random unit vectors,
+a cache of their own, queries by the real model (nothing of an engine here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from esbridge.semantic.cache import EmbeddingCache
+from esbridge.semantic.models import load_encoder
+from tests.scripts import benchmark_script
+
+TEXTS = ["short text", " ".join(f"word{i} of a longer abstract" for i in range(60))]
+
+
+def test_synthetic_vectors_cut_as_the_model_and_embed_queries_with_it(tmp_path: Path) -> None:
+    real = load_encoder("all-minilm-l6-v2-q")
+    synthetic = benchmark_script("bench_hybrid_scale").SyntheticVectors(real)
+    assert synthetic.windows(TEXTS) == real.windows(TEXTS)
+    assert synthetic.name == real.name and synthetic.dim == real.dim
+    assert synthetic.cache_id != real.cache_id
+    cache = EmbeddingCache(tmp_path / "c", real.dim)
+    vecs, starts = cache.embed_windows(TEXTS, synthetic)
+    assert len(vecs) == sum(len(w) for w in real.windows(TEXTS)) and list(starts)[-1] == len(vecs)
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert abs(float(vecs[0] @ vecs[1])) < 0.5  # random, not the model's (which would agree on shared words)
+    assert np.array_equal(synthetic.encode_queries(["bone density"]), real.encode_queries(["bone density"]))
+    longer = synthetic.at_length(32)
+    assert longer.windows(TEXTS) == real.at_length(32).windows(TEXTS) and longer.cache_id == synthetic.cache_id
