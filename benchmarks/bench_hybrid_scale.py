@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -106,26 +107,39 @@ def rss_mb() -> tuple[float, float]:
     return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir: Path) -> dict[str, Any]:
+def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir: Path, *,
+             reuse: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One size's row; with ``reuse`` (the earlier run's row of this size), an index of that size whose
+    every vector is in place is searched as it is and its building figures are the earlier run's."""
     params = PipelineParams()
     real = load_encoder(params.model)
     synthetic = SyntheticVectors(real)
     index = f"bench-hybrid-scale-{n}"
-    engine.delete_index(index)
-    vector = new_vector_field(engine, real, "engine")
-    t0 = time.perf_counter()
-    ingest(engine, index, read_jsonl(corpus), progress=True, strict=True, vector=vector)
-    t_index = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ev = EngineVectors.open(engine, index, synthetic, fields=("title", "text"), progress=True,  # type: ignore[arg-type]
-                            cache=EmbeddingCache(cache_dir / str(n), real.dim))
-    t_vectors = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    settle_vector_index(engine, index)
-    t_settle = time.perf_counter() - t0
+    cache = EmbeddingCache(cache_dir / str(n), real.dim)
+    ev = None
+    if reuse is not None and engine.index_exists(index) and engine.count(index) == n:
+        ev = EngineVectors.open(engine, index, synthetic, fields=("title", "text"), build=False,  # type: ignore[arg-type]
+                                cache=cache)
+        if ev.pending:
+            ev = None
+    if ev is not None and reuse is not None:
+        engine.request("POST", f"/{index}/_forcemerge", params={"max_num_segments": 1})
+        row: dict[str, Any] = {k: reuse.get(k) for k in ("index_s", "vectors_s", "settle_s")}
+    else:
+        engine.delete_index(index)
+        vector = new_vector_field(engine, real, "engine")
+        t0 = time.perf_counter()
+        ingest(engine, index, read_jsonl(corpus), progress=True, strict=True, vector=vector)
+        t_index = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ev = EngineVectors.open(engine, index, synthetic, fields=("title", "text"), progress=True,  # type: ignore[arg-type]
+                                cache=cache)
+        t_vectors = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        settle_vector_index(engine, index)
+        row = {"index_s": t_index, "vectors_s": t_vectors, "settle_s": time.perf_counter() - t0}
     passages = int(engine.request("GET", f"/{index}/_stats/docs")["_all"]["primaries"]["docs"]["count"]) - n
-    row: dict[str, Any] = {"docs": n, "passages": passages, "index_s": t_index, "vectors_s": t_vectors,
-                           "settle_s": t_settle, "mb": store_bytes(engine, index) / 1e6}
+    row.update({"docs": n, "passages": passages, "mb": store_bytes(engine, index) / 1e6})
     with HybridSearcher(engine, index, params, vectors=ev) as hs:
         t0 = time.perf_counter()
         hs.prepare()  # the weights, measured once per index as a first search would
@@ -158,7 +172,6 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
     row["latency"] = {name: [ms(v, 50), ms(v, 95)] for name, v in times.items()}
     row["steps"] = {step: ms(v, 50) for step, v in steps.items()}
     row["rss_mb"], row["peak_rss_mb"] = rss_mb()
-    engine.delete_index(index)
     return row
 
 
@@ -190,9 +203,10 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
               "| docs | passages | indexing s | vectors into the engine s | flush and merge s | weights measured s "
               "| index MB | client RSS MB (now / peak) |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['docs']} | {r['passages']} | {r['index_s']:.0f} | {r['vectors_s']:.0f} | "
-                     f"{r['settle_s']:.0f} | {r['calibrate_s']:.0f} | {r['mb']:.0f} | {r['rss_mb']:.0f} / "
-                     f"{r['peak_rss_mb']:.0f} |")
+        built = " | ".join(f"{r[k]:.0f}" if r.get(k) is not None else "— (an earlier run's index)"
+                           for k in ("index_s", "vectors_s", "settle_s"))
+        lines.append(f"| {r['docs']} | {r['passages']} | {built} | {r['calibrate_s']:.0f} | {r['mb']:.0f} | "
+                     f"{r['rss_mb']:.0f} / {r['peak_rss_mb']:.0f} |")
     lines += ["", "The peak includes writing the vectors (built in batches here, as `esbridge index` builds them); "
               "the figure after the searches is what a client holds while it answers."]
     return "\n".join(lines) + "\n"
@@ -207,6 +221,12 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=100, help="queries to time at each size (default 100)")
     ap.add_argument("--out", default=None, help="output stem (default benchmarks/results/hybrid-scale-<distribution>)")
     ap.add_argument("--merge", action="store_true", help="keep the earlier JSON's rows of sizes not run")
+    ap.add_argument("--reuse", action="store_true",
+                    help="search a size's index of an earlier run as it is, where it is complete (its building "
+                         "figures then come from the earlier JSON; the index is kept after every run)")
+    ap.add_argument("--timeout", type=float, default=3600.0,
+                    help="seconds per request to the engine (default 3600: merging a large vector index to one "
+                         "segment takes minutes)")
     args = ap.parse_args()
     data = Path(args.data)
     corpora = sorted(data.glob("*/corpus.jsonl"))
@@ -217,28 +237,29 @@ def main() -> int:
     queries = [q for c in corpora for q in judged_queries(c.parent, per)][:args.queries]
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
-    engine = Engine.connect(prov.options())
+    engine = Engine.connect(replace(prov.options(), timeout=args.timeout))
     if engine.vector_search() is None:
         raise SystemExit(f"{engine.info.label} has no vector search: use --distribution opensearch-knn or "
                          "elasticsearch8")
     stem = Path(args.out) if args.out else HERE / "results" / f"hybrid-scale-{args.distribution}"
-    earlier = json.loads(stem.with_suffix(".json").read_text()) if args.merge and stem.with_suffix(".json").exists() \
-        else {"rows": []}
-    rows = [r for r in earlier["rows"] if r["docs"] not in sizes]
+    saved = stem.with_suffix(".json")
+    earlier = json.loads(saved.read_text()) if (args.merge or args.reuse) and saved.exists() else {"rows": []}
+    before = {r["docs"]: r for r in earlier["rows"]}
+    rows = [r for r in earlier["rows"] if r["docs"] not in sizes] if args.merge else []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             corpus = Path(tmp) / f"synthetic-{n}.jsonl"
             vocab.write_corpus(n, corpus)
-            rows.append(one_size(engine, n, corpus, queries, Path(tmp) / "vectors"))
+            rows.append(one_size(engine, n, corpus, queries, Path(tmp) / "vectors",
+                                 reuse=before.get(n, {}) if args.reuse else None))
+            rows.sort(key=lambda r: r["docs"])
+            meta = {"engine": engine.info.label, "machine": machine(), "queries": len(queries),
+                    "collections": ", ".join(c.parent.name for c in corpora), "model": PipelineParams().model,
+                    "command": f"python benchmarks/bench_hybrid_scale.py --data <folder of collections> --sizes "
+                               f"{','.join(str(r['docs']) for r in rows)} --distribution {args.distribution}"}
+            saved.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))  # each size kept as it ends
             print(f"{n} documents: done", file=sys.stderr, flush=True)
-    rows.sort(key=lambda r: r["docs"])
-    meta = {"engine": engine.info.label, "machine": machine(), "collections": ", ".join(c.parent.name for c in corpora),
-            "queries": len(queries), "model": PipelineParams().model,
-            "command": f"python benchmarks/bench_hybrid_scale.py --data <folder of collections> --sizes "
-                       f"{','.join(str(r['docs']) for r in rows)} --distribution {args.distribution}"}
-    stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     write_report(report(rows, meta), stem.with_suffix(".md"))
-    print(stem.with_suffix(".md").read_text())
     return 0
 
 

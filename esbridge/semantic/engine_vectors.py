@@ -249,11 +249,20 @@ class EngineVectors(SemanticIndex):
             if state != self._state:
                 self._count = self.engine.count(self.index, self._has_vector_query())
                 # documents without text never get one (cosine has no neutral vector): not pending
-                self.pending = max(0, self.engine.count(self.index, self._missing_query()) - self._textless)
+                missing = self.engine.count(self.index, self._missing_query())
+                if 0 < missing <= FILL_BATCH:  # few: read them, as a client that did not fill them must
+                    self._textless = self._textless_among_missing(missing)
+                self.pending = max(0, missing - self._textless)
                 self._state = state
             return wrote > 0
         finally:
             self._lock.release()
+
+    def _textless_among_missing(self, missing: int) -> int:
+        """How many of the ``missing`` documents without a vector have no text to embed."""
+        hits = self.engine.search(self.index, {"query": self._missing_query(), "size": missing,
+                                               "_source": list(self.fields)})["hits"]["hits"]
+        return sum(1 for h in hits if not document_text(h.get("_source") or {}, self.fields))
 
     def _fill(self) -> int:
         missing = self.engine.count(self.index, self._missing_query())

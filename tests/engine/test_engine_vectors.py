@@ -138,6 +138,12 @@ def test_reindexed_and_new_documents_get_vectors_of_their_text(knn_engine: Engin
     top = ev.search(encoder.encode(["how does quicksort partition"])[0], 2)
     assert top.ids[0] == "new"
     assert not ev.refresh(force=True)  # nothing left to fill
+    # another client, which never filled them, finds nothing pending either: the document without text
+    # is not waiting for a vector (before, it stayed "pending" in every client but the one that filled)
+    other = EngineVectors.open(knn_engine, knn_index, encoder, fields=("title", "text"), progress=False, build=False)
+    assert other.pending == 0 and len(other) == N_DOCS + 1
+    ingest(knn_engine, knn_index, [{"_id": "later", "text": "Heapsort builds a heap first."}], progress=False)
+    assert not other.refresh(force=True, build=False) and other.pending == 1  # a document with text waits
 
 
 def test_hybrid_pipeline_uses_the_engine_vectors(knn_engine: Engine, knn_index: str, encoder) -> None:  # type: ignore[no-untyped-def]
