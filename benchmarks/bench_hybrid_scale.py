@@ -22,6 +22,9 @@ system in turn on the same query):
 
 Also: the time to index and to fill the vectors, the index's size on disk, and this process's resident
 memory after the searches (the model, Python, and whatever esbridge keeps: no vector is kept on the client).
+Each index is merged to one segment before it is searched, as an index built once would be, or with
+``--no-merge`` searched as written (the merge of 50,000 documents' passages takes about twenty minutes on
+two cores); either way every system searches the same index.
 
 Usage (one command; starts esbridge's local node with vector search when no --url is given):
 
@@ -56,8 +59,8 @@ from esbridge.semantic.models import load_encoder
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_scale import Vocabulary, store_bytes  # noqa: E402
-from common import engine_hybrid, judged_queries, machine, ms, settle_vector_index, write_report  # noqa: E402
+from bench_scale import corpora_and_queries, store_bytes  # noqa: E402
+from common import engine_hybrid, machine, ms, settle_vector_index, write_report  # noqa: E402
 
 ENGINE_DEPTHS = (100, 1000)
 
@@ -108,7 +111,7 @@ def rss_mb() -> tuple[float, float]:
 
 
 def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir: Path, *,
-             reuse: dict[str, Any] | None = None) -> dict[str, Any]:
+             reuse: dict[str, Any] | None = None, merge: bool = True) -> dict[str, Any]:
     """One size's row; with ``reuse`` (the earlier run's row of this size), an index of that size whose
     every vector is in place is searched as it is and its building figures are the earlier run's."""
     params = PipelineParams()
@@ -123,7 +126,8 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
         if ev.pending:
             ev = None
     if ev is not None and reuse is not None:
-        engine.request("POST", f"/{index}/_forcemerge", params={"max_num_segments": 1})
+        if merge:
+            engine.request("POST", f"/{index}/_forcemerge", params={"max_num_segments": 1})
         row: dict[str, Any] = {k: reuse.get(k) for k in ("index_s", "vectors_s", "settle_s")}
     else:
         engine.delete_index(index)
@@ -136,8 +140,14 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
                                 cache=cache)
         t_vectors = time.perf_counter() - t0
         t0 = time.perf_counter()
-        settle_vector_index(engine, index)
+        if merge:
+            settle_vector_index(engine, index)
+        else:  # searched as written: the segments the engine's own merging left
+            engine.request("POST", f"/{index}/_flush")
+            engine.refresh(index)
         row = {"index_s": t_index, "vectors_s": t_vectors, "settle_s": time.perf_counter() - t0}
+    row["merged"] = merge
+    row["segments"] = len(engine.request("GET", f"/_cat/segments/{index}", params={"format": "json"}))
     passages = int(engine.request("GET", f"/{index}/_stats/docs")["_all"]["primaries"]["docs"]["count"]) - n
     row.update({"docs": n, "passages": passages, "mb": store_bytes(engine, index) / 1e6})
     with HybridSearcher(engine, index, params, vectors=ev) as hs:
@@ -200,12 +210,14 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                      f"{esb / lat['engine hybrid 1000'][0]:.2f}x | {esb / lat['engine BM25'][0]:.1f}x | "
                      + ", ".join(f"{k} {v:.1f}" for k, v in r["steps"].items()) + " |")
     lines += ["", "## Building, size and memory", "",
-              "| docs | passages | indexing s | vectors into the engine s | flush and merge s | weights measured s "
-              "| index MB | client RSS MB (now / peak) |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| docs | passages | indexing s | vectors into the engine s | flush (and merge to one segment) s "
+              "| segments searched | weights measured s | index MB | client RSS MB (now / peak) |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         built = " | ".join(f"{r[k]:.0f}" if r.get(k) is not None else "— (an earlier run's index)"
                            for k in ("index_s", "vectors_s", "settle_s"))
-        lines.append(f"| {r['docs']} | {r['passages']} | {built} | {r['calibrate_s']:.0f} | {r['mb']:.0f} | "
+        lines.append(f"| {r['docs']} | {r['passages']} | {built} | {r.get('segments', '—')} | "
+                     f"{r['calibrate_s']:.0f} | {r['mb']:.0f} | "
                      f"{r['rss_mb']:.0f} / {r['peak_rss_mb']:.0f} |")
     lines += ["", "The peak includes writing the vectors (built in batches here, as `esbridge index` builds them); "
               "the figure after the searches is what a client holds while it answers."]
@@ -224,24 +236,26 @@ def main() -> int:
     ap.add_argument("--reuse", action="store_true",
                     help="search a size's index of an earlier run as it is, where it is complete (its building "
                          "figures then come from the earlier JSON; the index is kept after every run)")
+    ap.add_argument("--no-merge", action="store_true",
+                    help="search each index as written (flushed, the engine's own merges only) instead of merged "
+                         "to one segment (which takes about 20 minutes at 50,000 documents on two cores)")
     ap.add_argument("--timeout", type=float, default=3600.0,
                     help="seconds per request to the engine (default 3600: merging a large vector index to one "
                          "segment takes minutes)")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the report from the JSON")
     args = ap.parse_args()
-    data = Path(args.data)
-    corpora = sorted(data.glob("*/corpus.jsonl"))
-    if not corpora:
-        ap.error(f"--data {args.data}: no */corpus.jsonl below it")
-    vocab = Vocabulary(corpora)
-    per = max(1, args.queries // len(corpora))
-    queries = [q for c in corpora for q in judged_queries(c.parent, per)][:args.queries]
+    stem = Path(args.out) if args.out else HERE / "results" / f"hybrid-scale-{args.distribution}"
+    if args.report_only:
+        saved = json.loads(stem.with_suffix(".json").read_text())
+        write_report(report(saved["rows"], saved["meta"]), stem.with_suffix(".md"))
+        return 0
+    corpora, vocab, queries = corpora_and_queries(Path(args.data), args.queries)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
     engine = Engine.connect(replace(prov.options(), timeout=args.timeout))
     if engine.vector_search() is None:
         raise SystemExit(f"{engine.info.label} has no vector search: use --distribution opensearch-knn or "
                          "elasticsearch8")
-    stem = Path(args.out) if args.out else HERE / "results" / f"hybrid-scale-{args.distribution}"
     saved = stem.with_suffix(".json")
     earlier = json.loads(saved.read_text()) if (args.merge or args.reuse) and saved.exists() else {"rows": []}
     before = {r["docs"]: r for r in earlier["rows"]}
@@ -251,12 +265,13 @@ def main() -> int:
             corpus = Path(tmp) / f"synthetic-{n}.jsonl"
             vocab.write_corpus(n, corpus)
             rows.append(one_size(engine, n, corpus, queries, Path(tmp) / "vectors",
-                                 reuse=before.get(n, {}) if args.reuse else None))
+                                 reuse=before.get(n, {}) if args.reuse else None, merge=not args.no_merge))
             rows.sort(key=lambda r: r["docs"])
             meta = {"engine": engine.info.label, "machine": machine(), "queries": len(queries),
                     "collections": ", ".join(c.parent.name for c in corpora), "model": PipelineParams().model,
                     "command": f"python benchmarks/bench_hybrid_scale.py --data <folder of collections> --sizes "
-                               f"{','.join(str(r['docs']) for r in rows)} --distribution {args.distribution}"}
+                               f"{','.join(str(r['docs']) for r in rows)} --distribution {args.distribution}"
+                               + (" --no-merge" if args.no_merge else "")}
             saved.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))  # each size kept as it ends
             print(f"{n} documents: done", file=sys.stderr, flush=True)
     write_report(report(rows, meta), stem.with_suffix(".md"))

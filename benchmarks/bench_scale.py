@@ -107,6 +107,16 @@ class Vocabulary:
                     out.write(json.dumps({"_id": f"s{start + i}", "title": title, "text": text}) + "\n")
 
 
+def corpora_and_queries(data: Path, count: int) -> tuple[list[Path], Vocabulary, list[str]]:
+    """The ``corpus.jsonl`` files of the collections below ``data``, their pooled :class:`Vocabulary`, and
+    ``count`` of their judged queries, taken evenly from each."""
+    corpora = sorted(data.glob("*/corpus.jsonl"))
+    if not corpora:
+        raise SystemExit(f"--data {data}: no */corpus.jsonl below it")
+    per = max(1, count // len(corpora))
+    return corpora, Vocabulary(corpora), [q for c in corpora for q in judged_queries(c.parent, per)][:count]
+
+
 def store_bytes(engine: Engine, index: str) -> int:
     stats = engine.request("GET", f"/{index}/_stats/store")
     return int(stats["_all"]["primaries"]["store"]["size_in_bytes"])
@@ -317,13 +327,7 @@ def main() -> int:
                     help="build the feature store only at sizes up to this (default: at every size)")
     args = ap.parse_args()
 
-    data = Path(args.data)
-    corpora = sorted(data.glob("*/corpus.jsonl"))
-    if not corpora:
-        ap.error(f"--data {args.data}: no */corpus.jsonl below it")
-    vocab = Vocabulary(corpora)
-    per = max(1, args.queries // len(corpora))
-    queries = [q for c in corpora for q in judged_queries(c.parent, per)][:args.queries]
+    corpora, vocab, queries = corpora_and_queries(Path(args.data), args.queries)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
     prov = provision(args.distribution, url=args.url, use_docker=False, progress=True)
