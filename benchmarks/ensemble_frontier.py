@@ -52,7 +52,7 @@ from esbridge.evaluation.metrics import per_query_metrics
 from esbridge.home import cache_dir
 from esbridge.hybrid import PipelineParams, RankedList
 from esbridge.hybrid.fusion import Fusion, fuse
-from esbridge.hybrid.pipeline import ensemble_factor, feedback_vector
+from esbridge.hybrid.pipeline import ensemble_factor
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -60,6 +60,8 @@ import engine_hybrid_levers as levers  # noqa: E402
 from common import connect_engine, engine_arguments, machine  # noqa: E402
 
 E5, MINI = (f"document {m}" for m in levers.OTHER_MODELS)
+#: the passages' mean vectors as a whole-document list (``feedback_fuse`` runs a second pass of each ``document…``)
+MEAN = "document passage mean"
 #: whole-document embeddings each family adds per document beyond the shipped default's passages
 EXTRA = {"preset": "own, e5, MiniLM", "no passages": "own, e5, MiniLM (no passages)",
          "passage mean": "e5, MiniLM", "no own whole documents": "e5, MiniLM", "own + MiniLM": "own, MiniLM"}
@@ -80,23 +82,6 @@ class MeanVectors:
 
     def vectors_of(self, ids: list[str]) -> np.ndarray:
         return self.vectors[[self.row[d] for d in ids]]
-
-
-def second_pass(g: Mapping[str, RankedList], weights: Mapping[str, float], query_vectors: Mapping[str, np.ndarray],
-                indices: Mapping[str, Any], k: int, beta: float) -> list[str]:
-    """The fusion, then each whole-document list (``document…`` and ``passage mean``) run again from its
-    query vector moved towards the fused top ``k`` (replacing the first pass), fused again: the
-    pipeline's ``document_feedback`` with share 1."""
-    lists = {n: g[n] for n in weights}
-    ids, scores, _ = fuse(lists, weights, Fusion.ZSCORE)
-    final = dict(weights)
-    for name in [n for n in weights if n.startswith("document") or n == "passage mean"]:
-        vi = indices[name]
-        hits = vi.search(feedback_vector(query_vectors[name], vi.vectors_of(ids[:k]), scores, beta, "score"),
-                         levers.DOCUMENT_DEPTH)
-        lists[f"{name} feedback"] = RankedList(list(hits.ids), np.asarray(hits.scores))
-        final[f"{name} feedback"], final[name] = weights[name], 0.0
-    return fuse(lists, final, Fusion.ZSCORE)[0]
 
 
 def variants(w0: Mapping[str, float], eff: Mapping[str, float]) -> dict[str, tuple[str, dict[str, float], int, float]]:
@@ -121,7 +106,7 @@ def variants(w0: Mapping[str, float], eff: Mapping[str, float]) -> dict[str, tup
                                                             3, 0.25)
     for d in (0.5, 1, 1.5):
         for o in (0.75, 1):
-            out[f"passage mean {d:g}, others {o:g}"] = ("passage mean", weights(1, "passage mean", d, {E5: o, MINI: o}),
+            out[f"passage mean {d:g}, others {o:g}"] = ("passage mean", weights(1, MEAN, d, {E5: o, MINI: o}),
                                                         3, 0.25)
     for d in (1, 1.5, 2, 3):
         for o in (1, 1.5, 2):
@@ -133,13 +118,15 @@ def variants(w0: Mapping[str, float], eff: Mapping[str, float]) -> dict[str, tup
 
 def measure(data: dict[str, Any], indices: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     qv = dict(data["query_vectors"])
-    qv["passage mean"] = qv["document"]  # the same model's query vector
+    qv[MEAN] = qv["document"]  # the same model's query vector
+    for g in data["queries"].values():  # a whole-document list like the others, so its second pass runs too
+        g[MEAN] = g["passage mean"]
     out: dict[str, dict[str, Any]] = {}
     rankers: dict[str, tuple[str, Callable[[str, dict[str, RankedList]], list[str]]]] = {}
     for name, (family, w, k, beta) in variants(data["weights"], data["document_effectiveness"]).items():
         if k:
-            rankers[name] = (family, lambda q, g, w=w, k=k, beta=beta: second_pass(  # type: ignore[misc]
-                g, w, {n: qv[n][q] for n in qv}, indices, k, beta))
+            rankers[name] = (family, lambda q, g, w=w, k=k, beta=beta: levers.feedback_fuse(  # type: ignore[misc]
+                g, w, {n: qv[n][q] for n in qv}, indices, k, beta, 1.0))
         else:
             rankers[name] = (family, lambda q, g, w=w: fuse({n: g[n] for n in w}, w, Fusion.ZSCORE)[0])  # type: ignore[misc]
     for row in levers.ENGINE_ROWS:
@@ -239,7 +226,7 @@ def main() -> int:
 
         passages = VectorIndex.open(engine, index, load_encoder(PipelineParams().model), fields=("title", "text"),
                                     build=False)
-        indices["passage mean"] = MeanVectors(*levers.passage_means(passages))
+        indices[MEAN] = MeanVectors(*levers.passage_means(passages))
         results[name] = measure(data, indices)
         print(f"{name}: done", file=sys.stderr, flush=True)
     meta = {"engine": engine.info.label, "machine": machine(), "seconds": embedding_seconds()}
