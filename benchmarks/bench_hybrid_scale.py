@@ -18,7 +18,9 @@ system in turn on the same query):
   ``k``, min-max normalised and averaged as OpenSearch's normalization processor does by default, at
   ``k`` = 100 (the engines' usual) and ``k`` = 1,000 (the pipeline's depths);
 * *esbridge*: the hybrid pipeline with its shipped defaults (``HybridSearcher.search``, size 10, its
-  weights measured once on the index first), with where its time goes.
+  weights measured once on the index first), with where its time goes;
+* with ``--variant NAME=VALUE,...``: the pipeline with those parameters changed as well, in turn with
+  the others on each query (e.g. ``--variant semantic_feedback_from=lexical_semantic``).
 
 Also: the time to index and to fill the vectors, the index's size on disk, and this process's resident
 memory after the searches (the model, Python, and whatever esbridge keeps: no vector is kept on the client).
@@ -110,10 +112,27 @@ def rss_mb() -> tuple[float, float]:
     return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def parse_variant(text: str) -> dict[str, Any]:
+    """``NAME=VALUE,...`` as pipeline parameter overrides (a value read as JSON where it is JSON)."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise SystemExit(f"--variant: {item!r} is not NAME=VALUE")
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+    PipelineParams().with_overrides(**out)  # refused here, naming the parameter, rather than after indexing
+    return out
+
+
 def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir: Path, *,
-             reuse: dict[str, Any] | None = None, merge: bool = True) -> dict[str, Any]:
+             reuse: dict[str, Any] | None = None, merge: bool = True,
+             variant: dict[str, Any] | None = None) -> dict[str, Any]:
     """One size's row; with ``reuse`` (the earlier run's row of this size), an index of that size whose
-    every vector is in place is searched as it is and its building figures are the earlier run's."""
+    every vector is in place is searched as it is and its building figures are the earlier run's;
+    with ``variant``, the pipeline with those parameters timed as well (``esbridge variant``)."""
     params = PipelineParams()
     real = load_encoder(params.model)
     synthetic = SyntheticVectors(real)
@@ -150,6 +169,7 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
     row["segments"] = len(engine.request("GET", f"/_cat/segments/{index}", params={"format": "json"}))
     passages = int(engine.request("GET", f"/{index}/_stats/docs")["_all"]["primaries"]["docs"]["count"]) - n
     row.update({"docs": n, "passages": passages, "mb": store_bytes(engine, index) / 1e6})
+    other = HybridSearcher(engine, index, params.with_overrides(**variant), vectors=ev) if variant else None
     with HybridSearcher(engine, index, params, vectors=ev) as hs:
         t0 = time.perf_counter()
         hs.prepare()  # the weights, measured once per index as a first search would
@@ -163,9 +183,12 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
             rr.analyze(q)
         for q in queries[:10]:  # warm-up
             hs.search(q, size=10)
+            if other is not None:
+                other.search(q, size=10)
         times: dict[str, list[float]] = {"engine BM25": [], **{f"engine hybrid {k}": [] for k in ENGINE_DEPTHS},
-                                         "esbridge": []}
+                                         "esbridge": [], **({"esbridge variant": []} if other else {})}
         steps: dict[str, list[float]] = {}
+        variant_steps: dict[str, list[float]] = {}
         for q in queries:
             t0 = time.perf_counter()
             engine.search(index, first_stage(q))
@@ -179,6 +202,16 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
             times["esbridge"].append(time.perf_counter() - t0)
             for step, s in resp["_esbridge"]["seconds"].items():
                 steps.setdefault(step, []).append(s)
+            if other is not None:
+                t0 = time.perf_counter()
+                resp = other.search(q, size=10)
+                times["esbridge variant"].append(time.perf_counter() - t0)
+                for step, s in resp["_esbridge"]["seconds"].items():
+                    variant_steps.setdefault(step, []).append(s)
+    if other is not None:
+        other.close()
+        row["variant"] = variant
+        row["variant_steps"] = {step: ms(v, 50) for step, v in variant_steps.items()}
     row["latency"] = {name: [ms(v, 50), ms(v, 95)] for name, v in times.items()}
     row["steps"] = {step: ms(v, 50) for step, v in steps.items()}
     row["rss_mb"], row["peak_rss_mb"] = rss_mb()
@@ -209,6 +242,18 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                      f"{esb / lat['engine hybrid 100'][0]:.2f}x | "
                      f"{esb / lat['engine hybrid 1000'][0]:.2f}x | {esb / lat['engine BM25'][0]:.1f}x | "
                      + ", ".join(f"{k} {v:.1f}" for k, v in r["steps"].items()) + " |")
+    varied = [r for r in rows if "esbridge variant" in r["latency"]]
+    if varied:
+        lines += ["", "## The pipeline with other parameters (same run, in turn with the above on each query)", "",
+                  "| docs | parameters | esbridge, p50 / p95 | / engine hybrid 100 | / engine hybrid 1,000 | "
+                  "/ esbridge shipped | p50 by step, ms |", "|---:|---|---:|---:|---:|---:|---|"]
+        for r in varied:
+            lat = r["latency"]
+            v = lat["esbridge variant"][0]
+            lines.append(f"| {r['docs']} | " + ", ".join(f"`{k}={json.dumps(x)}`" for k, x in r["variant"].items())
+                         + f" | {cell(lat, 'esbridge variant')} | {v / lat['engine hybrid 100'][0]:.2f}x | "
+                         f"{v / lat['engine hybrid 1000'][0]:.2f}x | {v / lat['esbridge'][0]:.2f}x | "
+                         + ", ".join(f"{k} {x:.1f}" for k, x in r["variant_steps"].items()) + " |")
     lines += ["", "## Building, size and memory", "",
               "| docs | passages | indexing s | vectors into the engine s | flush (and merge to one segment) s "
               "| segments searched | weights measured s | index MB | client RSS MB (now / peak) |",
@@ -242,8 +287,12 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=3600.0,
                     help="seconds per request to the engine (default 3600: merging a large vector index to one "
                          "segment takes minutes)")
+    ap.add_argument("--variant", default=None, metavar="NAME=VALUE,...",
+                    help="also time the pipeline with these parameters changed (e.g. "
+                         "semantic_feedback_from=lexical_semantic)")
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from the JSON")
     args = ap.parse_args()
+    variant = parse_variant(args.variant) if args.variant else None
     stem = Path(args.out) if args.out else HERE / "results" / f"hybrid-scale-{args.distribution}"
     if args.report_only:
         saved = json.loads(stem.with_suffix(".json").read_text())
@@ -265,13 +314,15 @@ def main() -> int:
             corpus = Path(tmp) / f"synthetic-{n}.jsonl"
             vocab.write_corpus(n, corpus)
             rows.append(one_size(engine, n, corpus, queries, Path(tmp) / "vectors",
-                                 reuse=before.get(n, {}) if args.reuse else None, merge=not args.no_merge))
+                                 reuse=before.get(n, {}) if args.reuse else None, merge=not args.no_merge,
+                                 variant=variant))
             rows.sort(key=lambda r: r["docs"])
             meta = {"engine": engine.info.label, "machine": machine(), "queries": len(queries),
                     "collections": ", ".join(c.parent.name for c in corpora), "model": PipelineParams().model,
                     "command": f"python benchmarks/bench_hybrid_scale.py --data <folder of collections> --sizes "
                                f"{','.join(str(r['docs']) for r in rows)} --distribution {args.distribution}"
-                               + (" --no-merge" if args.no_merge else "")}
+                               + (" --no-merge" if args.no_merge else "") + (" --reuse" if args.reuse else "")
+                               + (f" --variant {args.variant}" if args.variant else "")}
             saved.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))  # each size kept as it ends
             print(f"{n} documents: done", file=sys.stderr, flush=True)
     write_report(report(rows, meta), stem.with_suffix(".md"))

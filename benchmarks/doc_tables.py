@@ -89,6 +89,9 @@ RUNS = {
     ".": "vectors on disk, exact search (OpenSearch 3.8)",
     "opensearch-knn": "vectors in the engine, HNSW (OpenSearch 3.5 with k-NN)",
     "opensearch-knn-int8": "vectors in the engine, HNSW of int8 (OpenSearch 3.5 with k-NN)",
+    "elasticsearch8-knn": "vectors in the engine, HNSW (Elasticsearch 8.19)",
+    "elasticsearch8-knn-int8": "vectors in the engine, `int8_hnsw` (Elasticsearch 8.19)",
+    "elasticsearch8-knn-bbq": "vectors in the engine, `bbq_hnsw` rescored, oversample 3 (Elasticsearch 8.19)",
     "ensemble": "`--pipeline ensemble`, vectors on disk (OpenSearch 3.8)",
 }
 FIGURE = re.compile(r"(<!-- results-figure (?P<name>[a-z0-9-]+) -->)(?P<body>.*?)(<!-- /results-figure -->)")

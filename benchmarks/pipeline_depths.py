@@ -10,12 +10,16 @@ the shipped depths (1,000 everywhere):
   the first fusion's top documents) returns 100 documents instead of 1,000;
 * ``keyword_depth=100``: the keyword strategy's engine query returns 100;
 * both;
-* ``semantic_depth=100`` and ``300``: both semantic passes return that many.
+* ``semantic_depth=100`` and ``300``: both semantic passes return that many;
+* ``semantic_feedback_from=lexical_semantic``: not a depth but an order: the second semantic pass
+  takes its feedback documents from the lexical and semantic lists fused, without the keyword
+  strategy's, so that it runs while the keyword strategy does (written to
+  ``benchmarks/results/pipeline-feedback-order.md`` with ``--settings base,fbls``).
 
 Usage (one command; an engine that searches vectors, e.g. ``esbridge engine start``'s default node;
 ``DATA`` holds the BEIR-layout collections):
 
-    python benchmarks/pipeline_depths.py --data DATA --url URL --work DIR
+    python benchmarks/pipeline_depths.py --data DATA --url URL --work DIR [--settings base,fb100,...]
 
 Each run's ``results.json`` is kept under ``--work`` and reused when there: a run stopped part way
 goes on where it stopped.  The table goes to ``benchmarks/results/pipeline-depths.md``.
@@ -44,13 +48,16 @@ SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
                                                                       "keyword_depth=100")),
     "semantic_depth=100": ("sem100", ("semantic_depth=100",)),
     "semantic_depth=300": ("sem300", ("semantic_depth=300",)),
+    "semantic_feedback_from=lexical_semantic": ("fbls", ("semantic_feedback_from=lexical_semantic",)),
 }
+#: The settings a run makes by default (the depths; the feedback order is asked for by name).
+DEPTHS = ("base", "fb100", "kw100", "fb100kw100", "sem100", "sem300")
 
 
 def run(data: Path, url: str, work: Path, setting: str, collection: str, split: str) -> dict[str, float]:
     """The hybrid row of one ``esbridge eval`` run (made unless its results are under ``work``)."""
     folder, params = SETTINGS[setting]
-    out = work / folder / collection
+    out = work / (folder if split != "test" else f"{folder}-test") / collection
     results = out / "results.json"
     if not results.is_file():
         cmd = [sys.executable, "-m", "esbridge.cli", "eval", "--dataset", str(data / collection), "--scorers",
@@ -68,16 +75,39 @@ def main() -> int:
     ap.add_argument("--data", type=Path, required=True, help="the folder holding the BEIR-layout collections")
     ap.add_argument("--url", required=True, help="an engine that searches vectors")
     ap.add_argument("--work", type=Path, required=True, help="where each run's results are kept")
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "pipeline-depths.md")
+    ap.add_argument("--settings", default=",".join(DEPTHS),
+                    help=f"the settings to run, by folder name (default {','.join(DEPTHS)}; base always runs): "
+                         f"{', '.join(folder for folder, _ in SETTINGS.values())}")
+    ap.add_argument("--test", action="store_true",
+                    help="measure on the test judgments instead (every collection's split `test`; to report a "
+                         "setting chosen on the tuning parts, never to choose one); the table's name gets `-test`")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the table (default benchmarks/results/pipeline-depths.md, or pipeline-feedback-order.md "
+                         "for --settings base,fbls)")
     args = ap.parse_args()
-    table = {s: {c: run(args.data, args.url, args.work, s, c, split) for c, split in COLLECTIONS} for s in SETTINGS}
+    folders = {folder: name for name, (folder, _) in SETTINGS.items()}
+    asked = ["base", *(f for f in args.settings.split(",") if f and f != "base")]
+    unknown = [f for f in asked if f not in folders]
+    if unknown:
+        ap.error(f"unknown setting {', '.join(unknown)}; choose from {', '.join(folders)}")
+    out = args.out or HERE / "results" / (("pipeline-feedback-order" if asked == ["base", "fbls"]
+                                           else "pipeline-depths") + ("-test" if args.test else "") + ".md")
+    splits = [(c, "test" if args.test else split) for c, split in COLLECTIONS]
+    table = {folders[f]: {c: run(args.data, args.url, args.work, folders[f], c, split) for c, split in splits}
+             for f in asked}
     base = table["shipped (1,000 everywhere)"]
     names = [c for c, _ in COLLECTIONS]
-    lines = ["# The hybrid pipeline's depths, on tuning judgments", "",
-             f"Machine: {machine()}. The vectors in the engine (OpenSearch 3.5 with k-NN). Tuning judgments "
-             "only: SciFact's training queries, the others' fixed half `test:tune`. One run each.", "",
-             "Command: `python benchmarks/pipeline_depths.py --data DATA --url URL --work DIR`", "",
-             "Hybrid nDCG@10 (points against the shipped depths):", "",
+    title = "feedback order" if asked == ["base", "fbls"] else "depths"
+    lines = [f"# The hybrid pipeline's {title}, on tuning judgments", "",
+             f"Machine: {machine()}. The vectors in the engine (OpenSearch 3.5 with k-NN). "
+             + ("Test judgments (the split `test` of each collection), to report settings chosen on the tuning "
+                "parts. " if args.test else "Tuning judgments only: SciFact's training queries, the others' fixed "
+                                            "half `test:tune`. ")
+             + "One run each, every setting on the same index.", "",
+             "Command: `python benchmarks/pipeline_depths.py --data DATA --url URL --work DIR"
+             + ("" if asked == ["base", *DEPTHS[1:]] else f" --settings {','.join(asked)}")
+             + (" --test" if args.test else "") + "`", "",
+             "Hybrid nDCG@10 (points against the shipped settings):", "",
              "| setting | " + " | ".join(names) + " | mean | worst |", "|---|" + "---:|" * (len(names) + 2)]
     for setting, rows in table.items():
         if setting == "shipped (1,000 everywhere)":
@@ -88,7 +118,7 @@ def main() -> int:
         cells = [f"{rows[c]['ndcg@10']:.4f} ({d:+.2f})" for c, d in zip(names, diffs, strict=True)]
         lines.append(f"| {setting} | " + " | ".join(cells) + f" | {sum(diffs) / len(diffs):+.2f} | {min(diffs):+.2f} |")
     text = "\n".join(lines) + "\n"
-    args.out.write_text(text)
+    out.write_text(text)
     print(text)
     return 0
 

@@ -179,6 +179,7 @@ def _eval_config(args: argparse.Namespace, split: Any) -> Any:
         engine_hybrid_depth=args.engine_hybrid_depth,
         vectors=args.vectors,
         vector_quantization=None if args.vector_quantization == "none" else args.vector_quantization,
+        vector_oversample=args.vector_oversample,
     )
 
 
@@ -474,9 +475,14 @@ def add_commands(sub: Any, connection_args: Callable[[argparse.ArgumentParser], 
                    help="with --dataset and the pipeline: where the evaluation index keeps its passage vectors: auto "
                         "(the default) in the engine wherever it can search them (approximate kNN), else on disk "
                         "(exact search); engine; disk")
-    p.add_argument("--vector-quantization", choices=("none", "int8"), default="none",
+    p.add_argument("--vector-quantization", choices=("none", "int8", "bbq"), default="none",
                    help="with the vectors in the engine: int8 has the engine quantize the vectors it searches "
-                        "(Elasticsearch's int8_hnsw, OpenSearch's Lucene scalar quantizer); default none")
+                        "(Elasticsearch's int8_hnsw, OpenSearch's Lucene scalar quantizer), bbq to one bit a "
+                        "dimension (Elasticsearch's bbq_hnsw); default none")
+    p.add_argument("--vector-oversample", type=float, default=None, metavar="X",
+                   help="with --vector-quantization on Elasticsearch 8.19+: gather X times k nearest by the "
+                        "quantized vectors and score them again by the floats (1 to 10; 0: never); default the "
+                        "engine's")
     p.add_argument("--json", help="also write the JSON summary here")
     p.add_argument("--output", "--out", dest="out", metavar="DIR",
                    help="folder for runs, table, JSON and plots (default eval-results/<dataset>-<split>, "

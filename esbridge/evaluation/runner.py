@@ -114,8 +114,11 @@ class EvalConfig:
         vectors: with the pipeline and a collection, where the evaluation index keeps its passage
             vectors (:func:`~esbridge.semantic.engine_vectors.new_vector_field`): ``auto`` in the
             engine wherever it can search them, ``engine`` or ``disk``.
-        vector_quantization: ``None`` or ``"int8"``: the engine quantizes the vectors it searches
-            (:attr:`~esbridge.index.VectorField.quantization`).
+        vector_quantization: ``None``, ``"int8"`` or ``"bbq"``: the engine quantizes the vectors it
+            searches (:attr:`~esbridge.index.VectorField.quantization`).
+        vector_oversample: with a quantized Elasticsearch field, the nearest by the quantized
+            vectors gathered per ``k`` and scored again by the floats
+            (:attr:`~esbridge.index.VectorField.oversample`); ``None``: the engine's default.
     """
 
     scorers: tuple[str, ...]
@@ -134,6 +137,7 @@ class EvalConfig:
     engine_hybrid_depth: int = engine_style.DEPTH
     vectors: str = "auto"
     vector_quantization: str | None = None
+    vector_oversample: float | None = None
 
     def __post_init__(self) -> None:
         if self.vectors not in VECTOR_PLACES:
@@ -669,7 +673,8 @@ def run_evaluation(engine: Engine, dataset: BeirDataset, config: EvalConfig, *,
 
         pp = config.pipeline
         encoder = load_encoder(pp.model)
-        vector = new_vector_field(engine, encoder, config.vectors, quantization=config.vector_quantization)
+        vector = new_vector_field(engine, encoder, config.vectors, quantization=config.vector_quantization,
+                                  oversample=config.vector_oversample)
         documents = new_document_vector_fields(engine, vector, ([encoder] if pp.w_document > 0 else [])
                                                + [load_encoder(m) for m in pp.ensemble])
     index = ensure_index(engine, dataset, index_name(config.index_prefix, dataset, PYSERINI_BM25),

@@ -70,8 +70,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STRATEGIES", "WEIGHTINGS", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "KEYWORD_SOURCES", "PRESETS",
-           "PipelineParams",
+__all__ = ["STRATEGIES", "WEIGHTINGS", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "FEEDBACK_SOURCES",
+           "KEYWORD_SOURCES", "PRESETS", "PipelineParams",
            "PipelineResult", "HybridSearcher"]
 
 #: How the semantic feedback averages its documents' vectors.
@@ -80,6 +80,8 @@ FEEDBACK_WEIGHTINGS = ("mean", "score")
 FEEDBACK_WINDOWS = ("first", "best")
 #: Where the keyword strategy takes its feedback documents from.
 KEYWORD_SOURCES = ("lexical", "fusion")
+#: Which first fusion the semantic feedback's documents come from (:attr:`PipelineParams.semantic_feedback_from`).
+FEEDBACK_SOURCES = ("all", "lexical_semantic")
 #: The named parameter sets (:meth:`PipelineParams.preset`): the shipped defaults, and the source as written.
 PRESETS = ("default", "seed004", "ensemble")
 #: The other small models of the ``ensemble`` preset (:meth:`PipelineParams.ensemble_preset`).
@@ -112,6 +114,9 @@ class PipelineParams:
         semantic_feedback_window: which vector of a long feedback document is averaged: ``first``
             (its first passage) or ``best`` (the passage closest to the query, the one that made it
             score; on the exact on-disk path, where documents have every passage's vector).
+        semantic_feedback_from: which first fusion gives the feedback documents: ``all`` (every
+            strategy's list, the keyword strategy's too) or ``lexical_semantic`` (the lexical and
+            semantic lists alone, so the second semantic pass runs while the keyword strategy does).
         keyword_source: where the keyword strategy's feedback documents come from (topics
             without a narrative): ``lexical`` (the top of the lexical strategy) or ``fusion``
             (the top of a first fusion of the semantic and lexical strategies, weighted by rank
@@ -161,6 +166,7 @@ class PipelineParams:
     semantic_feedback_depth: int | None = None
     semantic_feedback_weighting: str = "score"
     semantic_feedback_window: str = "first"
+    semantic_feedback_from: str = "all"
     keyword_source: str = "fusion"
     fusion: Fusion = Fusion.ZSCORE
     weighting: str = "calibrated"
@@ -235,6 +241,9 @@ class PipelineParams:
         if self.semantic_feedback_window not in FEEDBACK_WINDOWS:
             raise ConfigurationError(f"pipeline parameter semantic_feedback_window must be one of "
                                      f"{', '.join(FEEDBACK_WINDOWS)}, got {self.semantic_feedback_window!r}")
+        if self.semantic_feedback_from not in FEEDBACK_SOURCES:
+            raise ConfigurationError(f"pipeline parameter semantic_feedback_from must be one of "
+                                     f"{', '.join(FEEDBACK_SOURCES)}, got {self.semantic_feedback_from!r}")
         if self.weighting not in WEIGHTINGS:
             raise ConfigurationError(f"pipeline parameter weighting must be one of {', '.join(WEIGHTINGS)}, "
                                      f"got {self.weighting!r}")
@@ -896,6 +905,12 @@ class HybridSearcher:
         qvec = None
         if semantic is not None:
             qvec, lists["semantic"], seconds["semantic"] = semantic.result()
+        early: Future[RankedList | None] | None = None
+        if qvec is not None and p.semantic_feedback > 0 and p.semantic_feedback_from == "lexical_semantic":
+            # its feedback documents need only the lexical and semantic lists: the second semantic
+            # pass waits on the engine while the keyword strategy runs
+            early = self._semantic_pool().submit(self._early_feedback_pass, dict(lists), self.fusion_weights(p),
+                                                 qvec, p, filter)
         if "keyword" in wanted and p.keyword.extractor == "topicrank":
             # the source's keyword query: the narrative's keyphrases, ranked like the query by the lexical strategy
             t1 = time.perf_counter()
@@ -929,7 +944,8 @@ class HybridSearcher:
         t3 = time.perf_counter()
         ordered = {k: lists[k] for k in (*STRATEGIES, *p.document_lists) if k in lists
                    and (k in wanted or k in p.document_lists)}
-        result = self.aggregate(ordered, qvec, filter=filter, document_vectors=document_vectors)
+        result = self.aggregate(ordered, qvec, filter=filter, document_vectors=document_vectors,
+                                semantic_feedback=early.result() if early is not None else None)
         if p.result_depth is not None:
             result.ids, result.scores = result.ids[:p.result_depth], result.scores[:p.result_depth]
             result.parts = {k: v[:p.result_depth] for k, v in result.parts.items()}
@@ -941,7 +957,8 @@ class HybridSearcher:
 
     def aggregate(self, lists: Mapping[str, RankedList], query_vector: np.ndarray | None, *,
                   params: PipelineParams | None = None, filter: Any = None,
-                  document_vectors: Mapping[str, np.ndarray] | None = None) -> PipelineResult:
+                  document_vectors: Mapping[str, np.ndarray] | None = None,
+                  semantic_feedback: RankedList | None = None) -> PipelineResult:
         """The aggregator: fuse the strategies' ``lists`` (those of weight > 0), then, with
         semantic feedback on, run the semantic strategy again from the query vector moved
         towards the first fusion's top documents and fuse once more; the whole-document lists
@@ -951,6 +968,8 @@ class HybridSearcher:
 
         ``params`` overrides the pipeline's fusion settings (its strategy settings are what
         produced ``lists``); used to measure settings without running the strategies again.
+        ``semantic_feedback``: the second semantic pass already run (:meth:`run` starts it early
+        where :attr:`PipelineParams.semantic_feedback_from` allows).
         """
         p = params or self.params
         # a strategy without a list (the semantic one of an index without vectors yet) is left out
@@ -964,13 +983,13 @@ class HybridSearcher:
         seconds: dict[str, float] = {}
         if query_vector is not None and p.semantic_feedback > 0 and ids and "semantic" in fused:
             t0 = time.perf_counter()
-            fb = self.vectors.vectors_of(ids[:p.semantic_feedback],
-                                         query_vector if p.semantic_feedback_window == "best" else None)
-            if len(fb):
-                moved = feedback_vector(query_vector, fb, scores, p.semantic_beta, p.semantic_feedback_weighting)
-                out["semantic_feedback"] = self.semantic(moved, filter=filter,
-                                                         depth=p.semantic_feedback_depth or p.semantic_depth)
-                fused["semantic"] = out["semantic_feedback"]
+            second = semantic_feedback
+            if second is None and p.semantic_feedback_from == "lexical_semantic":
+                second = self._early_feedback_pass(fused, weights, query_vector, p, filter)
+            elif second is None:
+                second = self._feedback_pass(ids, scores, query_vector, p, filter)
+            if second is not None:
+                out["semantic_feedback"] = fused["semantic"] = second
                 ids, scores, parts = fuse(fused, weights, p.fusion, rrf_k=p.rrf_k)
             seconds["semantic_feedback"] = time.perf_counter() - t0
         if whole:
@@ -1008,6 +1027,29 @@ class HybridSearcher:
                 ids, scores, parts = fuse(fused, final, p.fusion, rrf_k=p.rrf_k)
                 seconds["document_feedback"] = time.perf_counter() - t0
         return PipelineResult(lists=out, ids=ids, scores=scores, parts=parts, seconds=seconds)
+
+    def _early_feedback_pass(self, lists: Mapping[str, RankedList], weights: Mapping[str, float],
+                             query_vector: np.ndarray, p: PipelineParams, filter: Any) -> RankedList | None:
+        """:meth:`_feedback_pass` from the lexical and semantic ``lists`` alone, fused with ``weights``."""
+        seed = {k: w for k, w in weights.items() if k in ("lexical", "semantic") and k in lists}
+        if "semantic" not in seed:
+            return None
+        ids, scores, _ = fuse({k: lists[k] for k in seed}, seed, p.fusion, rrf_k=p.rrf_k)
+        return self._feedback_pass(ids, scores, query_vector, p, filter)
+
+    def _feedback_pass(self, ids: Sequence[str], scores: np.ndarray, query_vector: np.ndarray, p: PipelineParams,
+                       filter: Any) -> RankedList | None:
+        """The second semantic pass: from ``query_vector`` moved towards the top
+        :attr:`~PipelineParams.semantic_feedback` documents of the fused ``ids`` (``None`` where
+        there is none to move towards)."""
+        if not len(ids):
+            return None
+        fb = self.vectors.vectors_of(ids[:p.semantic_feedback],
+                                     query_vector if p.semantic_feedback_window == "best" else None)
+        if not len(fb):
+            return None
+        moved = feedback_vector(query_vector, fb, scores, p.semantic_beta, p.semantic_feedback_weighting)
+        return self.semantic(moved, filter=filter, depth=p.semantic_feedback_depth or p.semantic_depth)
 
     def describe(self) -> dict[str, Any]:
         """The fusion, the weights it uses and, when calibrated, what they were measured from."""

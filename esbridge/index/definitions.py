@@ -246,6 +246,8 @@ PASSAGE_VECTOR = "vector"
 
 #: The engines' dense-vector field types esbridge can index and search.
 VECTOR_TYPES = ("knn_vector", "dense_vector")
+#: What :attr:`VectorField.quantization` takes: float vectors in the graph, or the engine's quantizers.
+QUANTIZATIONS = (None, "int8", "bbq")
 
 
 @dataclass(frozen=True)
@@ -272,10 +274,15 @@ class VectorField:
     name: str = VECTOR_FIELD
     passages: int | None = None
     type: str = "knn_vector"
-    #: ``None`` (float32 in the graph) or ``"int8"``: the engine quantizes the vectors it searches
-    #: (Elasticsearch's ``int8_hnsw``, OpenSearch's Lucene scalar quantizer of 7 bits), keeping the
-    #: floats beside them; scores are then approximations of the cosine
+    #: ``None`` (float32 in the graph), ``"int8"`` or ``"bbq"``: the engine quantizes the vectors it
+    #: searches, keeping the floats beside them, and its scores are then approximations of the cosine.
+    #: ``int8``: Elasticsearch's ``int8_hnsw``, OpenSearch's Lucene scalar quantizer of 7 bits;
+    #: ``bbq``: Elasticsearch's ``bbq_hnsw`` (one bit a dimension; Elasticsearch 8.18+ only)
     quantization: str | None = None
+    #: With a quantized ``dense_vector``: Elasticsearch gathers ``oversample`` times the ``k``
+    #: nearest by the quantized vectors and scores them again by the floats
+    #: (``index_options.rescore_vector``, Elasticsearch 8.19+); ``None``: the engine's default
+    oversample: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.dim, bool) or not isinstance(self.dim, int) or not 1 <= self.dim <= 16000:
@@ -288,15 +295,30 @@ class VectorField:
             raise ConfigurationError(f"vector passages must be an integer >= 8 (word pieces), got {self.passages!r}")
         if self.type not in VECTOR_TYPES:
             raise ConfigurationError(f"vector type must be one of {', '.join(VECTOR_TYPES)}, got {self.type!r}")
-        if self.quantization not in (None, "int8"):
-            raise ConfigurationError(f"vector quantization must be None or 'int8', got {self.quantization!r}")
+        if self.quantization not in QUANTIZATIONS:
+            raise ConfigurationError(f"vector quantization must be None, 'int8' or 'bbq', got {self.quantization!r}")
+        if self.quantization == "bbq" and self.type != "dense_vector":
+            raise ConfigurationError("vector quantization 'bbq' is Elasticsearch's (bbq_hnsw, a dense_vector field); "
+                                     "OpenSearch's k-NN field takes None or 'int8'")
+        if self.oversample is not None:
+            if self.type != "dense_vector" or self.quantization is None:
+                raise ConfigurationError("vector oversample applies to a quantized Elasticsearch dense_vector field "
+                                         "(quantization 'int8' or 'bbq'); leave it None here")
+            if (isinstance(self.oversample, bool) or not isinstance(self.oversample, (int, float))
+                    or not (self.oversample == 0 or 1.0 <= self.oversample <= 10.0)):
+                raise ConfigurationError(f"vector oversample must be 0 (no rescoring) or a number in [1, 10], "
+                                         f"got {self.oversample!r}")
 
     def _vector_mapping(self) -> dict[str, Any]:
         if self.type == "dense_vector":
             # plain HNSW of floats: Elasticsearch 8.14+ would otherwise quantize vectors of 384+
             # dimensions to int8, and its scores would no longer be the cosine
+            kind = {None: "hnsw", "int8": "int8_hnsw", "bbq": "bbq_hnsw"}[self.quantization]
+            options: dict[str, Any] = {"type": kind}
+            if self.oversample is not None:
+                options["rescore_vector"] = {"oversample": float(self.oversample)}
             return {"type": "dense_vector", "dims": self.dim, "index": True, "similarity": "cosine",
-                    "index_options": {"type": "int8_hnsw" if self.quantization == "int8" else "hnsw"}}
+                    "index_options": options}
         method: dict[str, Any] = {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}
         if self.quantization == "int8":
             method["parameters"] = {"encoder": {"name": "sq", "parameters": {"bits": 7}}}
@@ -320,6 +342,8 @@ class VectorField:
             meta["passages"] = self.passages
         if self.quantization is not None:
             meta["quantization"] = self.quantization
+        if self.oversample is not None:
+            meta["oversample"] = float(self.oversample)
         return meta
 
 
@@ -461,11 +485,11 @@ def _id_property(layout: IndexLayout, props: dict[str, Any]) -> tuple[list[str],
 
 
 def document_vector_field(model: str, dim: int, type: str = "knn_vector", *,
-                          quantization: str | None = None) -> VectorField:
+                          quantization: str | None = None, oversample: float | None = None) -> VectorField:
     """The field of one vector per whole document of ``model`` (``esbridge_document_<model>``, the
     model's name with every character other than a letter or digit written ``_``)."""
     return VectorField(dim=dim, model=model, name=f"esbridge_document_{re.sub(r'[^A-Za-z0-9]', '_', model)}",
-                       type=type, quantization=quantization)
+                       type=type, quantization=quantization, oversample=oversample)
 
 
 def _check_document_vectors(vector: VectorField | None, document_vectors: Sequence[VectorField]) -> None:

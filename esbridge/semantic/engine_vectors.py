@@ -81,14 +81,15 @@ def unpack_vectors(packed: str, dim: int) -> np.ndarray | None:
 
 
 def new_vector_field(engine: Engine, encoder: Encoder, where: str = "auto", *,
-                     quantization: str | None = None) -> VectorField | None:
+                     quantization: str | None = None, oversample: float | None = None) -> VectorField | None:
     """The engine vector field a new index gets for ``encoder``'s passages, or ``None`` where esbridge
     keeps the vectors on disk.
 
     ``where``: ``auto`` (the default) puts them in the engine wherever it can search vectors
     (:meth:`~esbridge.engine.client.Engine.vector_search`) and the model embeds passages of one
     length, else on disk with a warning naming the cost; ``engine`` raises where that cannot be;
-    ``disk`` always keeps them on disk.  ``quantization``: :attr:`VectorField.quantization`.
+    ``disk`` always keeps them on disk.  ``quantization``, ``oversample``: :attr:`VectorField.quantization`,
+    :attr:`VectorField.oversample`.
 
     Raises:
         ConfigurationError: ``where`` is unknown, or ``engine`` where the engine or model cannot.
@@ -107,7 +108,7 @@ def new_vector_field(engine: Engine, encoder: Encoder, where: str = "auto", *,
                "which one vector field cannot hold")
     else:
         return VectorField(dim=encoder.dim, model=encoder.name, passages=lengths[0] if lengths else None, type=kind,
-                           quantization=quantization)
+                           quantization=quantization, oversample=oversample)
     if where == "engine":
         raise ConfigurationError(f"--vectors engine: {why}; keep the vectors on disk (--vectors disk)")
     log.warning("%s: esbridge keeps the document vectors on disk, and every client machine embeds every document "
@@ -123,7 +124,8 @@ def new_document_vector_fields(engine: Engine, vector: VectorField | None, encod
     kept on disk), else one of the same type and quantization per model."""
     if vector is None:
         return []
-    return [document_vector_field(e.name, e.dim, vector.type, quantization=vector.quantization) for e in encoders]
+    return [document_vector_field(e.name, e.dim, vector.type, quantization=vector.quantization,
+                                  oversample=vector.oversample) for e in encoders]
 
 
 def document_vector_models(engine: Engine, index: str) -> list[str]:

@@ -175,6 +175,37 @@ def test_pipeline_fuses_its_strategies(engine: Engine, hybrid_index: str, tmp_pa
                 assert h["_esbridge"]["strategies"], h
 
 
+def test_feedback_from_the_lexical_and_semantic_lists_runs_beside_the_keyword_strategy(  # type: ignore[no-untyped-def]
+        engine: Engine, hybrid_index: str, tmp_path: Path, encoder, cache) -> None:
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
+    params = PipelineParams(model=MODEL, window=50, semantic_depth=50, w_keyword=0.5,
+                            semantic_feedback_from="lexical_semantic")
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        weights = hs.fusion_weights()
+        differs = 0
+        for q in [q["text"] for q in judged_queries(limit=4)]:
+            res = hs.run(q)
+            # the feedback documents: the top of the lexical and semantic lists fused, the keyword list left out
+            seed = {k: weights[k] for k in ("semantic", "lexical")}
+            first, first_scores, _ = fuse({k: res.lists[k] for k in seed}, seed, params.fusion)
+            moved = vi.embed_query(q) + params.semantic_beta * feedback_centroid(
+                vi.vectors_of(first[:params.semantic_feedback]), first_scores, params.semantic_feedback_weighting)
+            again = vi.search((moved / np.linalg.norm(moved)).astype(np.float32), params.semantic_depth)
+            assert again.ids == list(res.lists["semantic_feedback"].ids)
+            ids, scores, _ = fuse({"semantic": res.lists["semantic_feedback"], "lexical": res.lists["lexical"],
+                                   "keyword": res.lists["keyword"]}, weights, params.fusion)
+            assert ids == res.ids
+            np.testing.assert_allclose(scores, res.scores)
+            # the aggregator alone (the tuning's path) reads the same lists the same way
+            lists = {k: res.lists[k] for k in ("semantic", "lexical", "keyword")}
+            assert hs.aggregate(lists, vi.embed_query(q)).ids == res.ids
+            # and it is not the shipped order's feedback: that one reads the keyword list too
+            shipped = hs.aggregate(lists, vi.embed_query(q), params=params.with_overrides(semantic_feedback_from="all"))
+            differs += shipped.lists["semantic_feedback"].ids != res.lists["semantic_feedback"].ids
+        assert differs, "the keyword list never moved the feedback documents: the test shows nothing"
+
+
 def test_whole_document_list_joins_the_last_fusion(engine: Engine, hybrid_index: str, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                    encoder, cache) -> None:
     vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,

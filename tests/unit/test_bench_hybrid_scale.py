@@ -28,3 +28,17 @@ def test_synthetic_vectors_cut_as_the_model_and_embed_queries_with_it(tmp_path: 
     assert np.array_equal(synthetic.encode_queries(["bone density"]), real.encode_queries(["bone density"]))
     longer = synthetic.at_length(32)
     assert longer.windows(TEXTS) == real.at_length(32).windows(TEXTS) and longer.cache_id == synthetic.cache_id
+
+
+def test_a_variant_is_read_as_pipeline_parameters() -> None:
+    import pytest
+
+    from esbridge.errors import ConfigurationError
+
+    bench = benchmark_script("bench_hybrid_scale")
+    assert bench.parse_variant("semantic_feedback_from=lexical_semantic, semantic_depth=300") == {
+        "semantic_feedback_from": "lexical_semantic", "semantic_depth": 300}
+    with pytest.raises(SystemExit, match="is not NAME=VALUE"):
+        bench.parse_variant("semantic_depth")
+    with pytest.raises(ConfigurationError, match="semantic_feedback_from must be one of"):
+        bench.parse_variant("semantic_feedback_from=keyword")

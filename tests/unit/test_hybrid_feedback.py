@@ -35,6 +35,8 @@ def test_unknown_choices_are_refused_by_name() -> None:
         PipelineParams(semantic_feedback_weighting="median")
     with pytest.raises(ConfigurationError, match="keyword_source"):
         PipelineParams(keyword_source="semantic")
+    with pytest.raises(ConfigurationError, match="semantic_feedback_from must be one of all, lexical_semantic"):
+        PipelineParams(semantic_feedback_from="keyword")
 
 
 def _searcher(params: PipelineParams) -> HybridSearcher:

@@ -75,8 +75,29 @@ def test_int8_quantization_is_each_engines_own() -> None:
     assert os_.mapping()["properties"]["vector"]["method"]["parameters"] == {
         "encoder": {"name": "sq", "parameters": {"bits": 7}}}
     assert os_.to_meta()["quantization"] == "int8" and "quantization" not in VectorField(dim=8, model="m").to_meta()
-    with pytest.raises(ConfigurationError, match="quantization must be None or 'int8'"):
+    with pytest.raises(ConfigurationError, match="quantization must be None, 'int8' or 'bbq'"):
+        VectorField(dim=8, model="m", quantization="int4")
+
+
+def test_bbq_and_oversampling_are_elasticsearchs() -> None:
+    from esbridge.index import VectorField
+
+    bbq = VectorField(dim=8, model="m", passages=64, type="dense_vector", quantization="bbq", oversample=3)
+    assert bbq.mapping()["properties"]["vector"]["index_options"] == {"type": "bbq_hnsw",
+                                                                       "rescore_vector": {"oversample": 3.0}}
+    assert bbq.to_meta()["quantization"] == "bbq" and bbq.to_meta()["oversample"] == 3.0
+    assert VectorField(dim=8, model="m", type="dense_vector", quantization="int8", oversample=0).mapping()[
+        "index_options"] == {"type": "int8_hnsw", "rescore_vector": {"oversample": 0.0}}
+    assert "oversample" not in VectorField(dim=8, model="m", type="dense_vector", quantization="bbq").to_meta()
+    with pytest.raises(ConfigurationError, match="'bbq' is Elasticsearch's"):
         VectorField(dim=8, model="m", quantization="bbq")
+    with pytest.raises(ConfigurationError, match="oversample applies to a quantized Elasticsearch"):
+        VectorField(dim=8, model="m", quantization="int8", oversample=2)
+    with pytest.raises(ConfigurationError, match="oversample applies to a quantized Elasticsearch"):
+        VectorField(dim=8, model="m", type="dense_vector", oversample=2)
+    for bad in (0.5, 11, True, "2"):
+        with pytest.raises(ConfigurationError, match="oversample must be 0"):
+            VectorField(dim=8, model="m", type="dense_vector", quantization="bbq", oversample=bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("kind", ["knn_vector", "dense_vector"])
