@@ -45,12 +45,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from esbridge.cli.options import pipeline_params
 from esbridge.engine.client import Engine
 from esbridge.hybrid import HybridSearcher, PipelineParams
 from esbridge.ingest import ingest, read_jsonl
@@ -112,24 +113,29 @@ def rss_mb() -> tuple[float, float]:
     return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def parse_variant(text: str) -> dict[str, Any]:
-    """``NAME=VALUE,...`` as pipeline parameter overrides (a value read as JSON where it is JSON)."""
-    out: dict[str, Any] = {}
-    for item in filter(None, (t.strip() for t in text.split(","))):
-        name, eq, value = item.partition("=")
-        if not eq:
-            raise SystemExit(f"--variant: {item!r} is not NAME=VALUE")
-        try:
-            out[name] = json.loads(value)
-        except json.JSONDecodeError:
-            out[name] = value
-    PipelineParams().with_overrides(**out)  # refused here, naming the parameter, rather than after indexing
-    return out
+def variant_params(text: str) -> tuple[PipelineParams, dict[str, Any]]:
+    """``NAME=VALUE,...`` read as ``esbridge eval --pipeline-param`` reads each (refused here, naming the
+    parameter, rather than after indexing): the parameters, and those that differ from the shipped ones."""
+    params = pipeline_params([t.strip() for t in text.split(",") if t.strip()])
+    shipped = PipelineParams()
+    changed = {f.name: getattr(params, f.name) for f in fields(PipelineParams)
+               if getattr(params, f.name) != getattr(shipped, f.name)}
+    # as JSON writes them (an enum by its value, nested parameters as objects)
+    return params, json.loads(json.dumps(changed, default=lambda o: getattr(o, "value", None) or asdict(o)))
+
+
+def timed(searcher: HybridSearcher, q: str, times: list[float], steps: dict[str, list[float]]) -> None:
+    """One search of ``searcher``: its wall time added to ``times``, its steps' to ``steps``."""
+    t0 = time.perf_counter()
+    resp = searcher.search(q, size=10)
+    times.append(time.perf_counter() - t0)
+    for step, s in resp["_esbridge"]["seconds"].items():
+        steps.setdefault(step, []).append(s)
 
 
 def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir: Path, *,
              reuse: dict[str, Any] | None = None, merge: bool = True,
-             variant: dict[str, Any] | None = None) -> dict[str, Any]:
+             variant: tuple[PipelineParams, dict[str, Any]] | None = None) -> dict[str, Any]:
     """One size's row; with ``reuse`` (the earlier run's row of this size), an index of that size whose
     every vector is in place is searched as it is and its building figures are the earlier run's;
     with ``variant``, the pipeline with those parameters timed as well (``esbridge variant``)."""
@@ -169,7 +175,7 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
     row["segments"] = len(engine.request("GET", f"/_cat/segments/{index}", params={"format": "json"}))
     passages = int(engine.request("GET", f"/{index}/_stats/docs")["_all"]["primaries"]["docs"]["count"]) - n
     row.update({"docs": n, "passages": passages, "mb": store_bytes(engine, index) / 1e6})
-    other = HybridSearcher(engine, index, params.with_overrides(**variant), vectors=ev) if variant else None
+    other = HybridSearcher(engine, index, variant[0], vectors=ev) if variant else None
     with HybridSearcher(engine, index, params, vectors=ev) as hs:
         t0 = time.perf_counter()
         hs.prepare()  # the weights, measured once per index as a first search would
@@ -197,20 +203,12 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
                 t0 = time.perf_counter()
                 engine_hybrid(engine, index, ev, first_stage, q, k)
                 times[f"engine hybrid {k}"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            resp = hs.search(q, size=10)
-            times["esbridge"].append(time.perf_counter() - t0)
-            for step, s in resp["_esbridge"]["seconds"].items():
-                steps.setdefault(step, []).append(s)
+            timed(hs, q, times["esbridge"], steps)
             if other is not None:
-                t0 = time.perf_counter()
-                resp = other.search(q, size=10)
-                times["esbridge variant"].append(time.perf_counter() - t0)
-                for step, s in resp["_esbridge"]["seconds"].items():
-                    variant_steps.setdefault(step, []).append(s)
+                timed(other, q, times["esbridge variant"], variant_steps)
     if other is not None:
         other.close()
-        row["variant"] = variant
+        row["variant"] = variant[1]
         row["variant_steps"] = {step: ms(v, 50) for step, v in variant_steps.items()}
     row["latency"] = {name: [ms(v, 50), ms(v, 95)] for name, v in times.items()}
     row["steps"] = {step: ms(v, 50) for step, v in steps.items()}
@@ -292,7 +290,7 @@ def main() -> int:
                          "semantic_feedback_from=lexical_semantic)")
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from the JSON")
     args = ap.parse_args()
-    variant = parse_variant(args.variant) if args.variant else None
+    variant = variant_params(args.variant) if args.variant else None
     stem = Path(args.out) if args.out else HERE / "results" / f"hybrid-scale-{args.distribution}"
     if args.report_only:
         saved = json.loads(stem.with_suffix(".json").read_text())

@@ -36,9 +36,13 @@ def test_a_variant_is_read_as_pipeline_parameters() -> None:
     from esbridge.errors import ConfigurationError
 
     bench = benchmark_script("bench_hybrid_scale")
-    assert bench.parse_variant("semantic_feedback_from=lexical_semantic, semantic_depth=300") == {
-        "semantic_feedback_from": "lexical_semantic", "semantic_depth": 300}
-    with pytest.raises(SystemExit, match="is not NAME=VALUE"):
-        bench.parse_variant("semantic_depth")
+    params, changed = bench.variant_params("semantic_feedback_from=lexical_semantic, semantic_depth=300, "
+                                           "fusion=rrf, keyword_depth=100")
+    assert params.semantic_feedback_from == "lexical_semantic" and params.semantic_depth == 300
+    assert changed == {"semantic_feedback_from": "lexical_semantic", "semantic_depth": 300, "fusion": "rrf",
+                       "keyword": {**changed["keyword"], "depth": 100}}
+    assert bench.variant_params("semantic_depth=1000")[1] == {}  # the shipped value: nothing changed
+    with pytest.raises(ConfigurationError, match="must look like NAME=VALUE"):
+        bench.variant_params("semantic_depth")
     with pytest.raises(ConfigurationError, match="semantic_feedback_from must be one of"):
-        bench.parse_variant("semantic_feedback_from=keyword")
+        bench.variant_params("semantic_feedback_from=keyword")
