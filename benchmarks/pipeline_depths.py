@@ -14,7 +14,10 @@ the shipped depths (1,000 everywhere):
 * ``semantic_feedback_from=lexical_semantic``: not a depth but an order: the second semantic pass
   takes its feedback documents from the lexical and semantic lists fused, without the keyword
   strategy's, so that it runs while the keyword strategy does (written to
-  ``benchmarks/results/pipeline-feedback-order.md`` with ``--settings base,fbls``).
+  ``benchmarks/results/pipeline-feedback-order.md`` with ``--settings base,fbls``);
+* ``semantic_feedback_scope=candidates``: the second semantic pass searches only the documents of
+  the first fusion (the engine's kNN filtered to their ids) instead of the whole index
+  (``benchmarks/results/pipeline-feedback-scope.md`` with ``--settings base,fbcand``).
 
 Usage (one command; an engine that searches vectors, e.g. ``esbridge engine start``'s default node;
 ``DATA`` holds the BEIR-layout collections):
@@ -49,7 +52,11 @@ SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "semantic_depth=100": ("sem100", ("semantic_depth=100",)),
     "semantic_depth=300": ("sem300", ("semantic_depth=300",)),
     "semantic_feedback_from=lexical_semantic": ("fbls", ("semantic_feedback_from=lexical_semantic",)),
+    "semantic_feedback_scope=candidates": ("fbcand", ("semantic_feedback_scope=candidates",)),
 }
+#: The settings asked for alone (with ``base``) that have a table of their own: folder -> (file, title).
+ALONE = {"fbls": ("pipeline-feedback-order", "feedback order"),
+         "fbcand": ("pipeline-feedback-scope", "feedback scope")}
 #: The settings a run makes by default (the depths; the feedback order is asked for by name).
 DEPTHS = ("base", "fb100", "kw100", "fb100kw100", "sem100", "sem300")
 
@@ -83,22 +90,21 @@ def main() -> int:
                          "setting chosen on the tuning parts, never to choose one); the table's name gets `-test`")
     ap.add_argument("--out", type=Path, default=None,
                     help="the table (default benchmarks/results/pipeline-depths.md, or pipeline-feedback-order.md "
-                         "for --settings base,fbls)")
+                         "for --settings base,fbls, pipeline-feedback-scope.md for base,fbcand)")
     args = ap.parse_args()
     folders = {folder: name for name, (folder, _) in SETTINGS.items()}
     asked = ["base", *(f for f in args.settings.split(",") if f and f != "base")]
     unknown = [f for f in asked if f not in folders]
     if unknown:
         ap.error(f"unknown setting {', '.join(unknown)}; choose from {', '.join(folders)}")
-    out = args.out or HERE / "results" / (("pipeline-feedback-order" if asked == ["base", "fbls"]
-                                           else "pipeline-depths") + ("-test" if args.test else "") + ".md")
+    stem, title = ALONE[asked[1]] if len(asked) == 2 and asked[1] in ALONE else ("pipeline-depths", "depths")
+    out = args.out or HERE / "results" / (stem + ("-test" if args.test else "") + ".md")
     splits = [(c, "test" if args.test else split) for c, split in COLLECTIONS]
     table = {folders[f]: {c: run(args.data, args.url, args.work, folders[f], c, split) for c, split in splits}
              for f in asked}
     base = table["shipped (1,000 everywhere)"]
     names = [c for c, _ in COLLECTIONS]
-    title = "feedback order" if asked == ["base", "fbls"] else "depths"
-    lines = [f"# The hybrid pipeline's {title}, on tuning judgments", "",
+    lines = [f"# The hybrid pipeline's {title}, on {'test' if args.test else 'tuning'} judgments", "",
              f"Machine: {machine()}. The vectors in the engine (OpenSearch 3.5 with k-NN). "
              + ("Test judgments (the split `test` of each collection), to report settings chosen on the tuning "
                 "parts. " if args.test else "Tuning judgments only: SciFact's training queries, the others' fixed "

@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["STRATEGIES", "WEIGHTINGS", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "FEEDBACK_SOURCES",
-           "KEYWORD_SOURCES", "PRESETS", "PipelineParams",
+           "FEEDBACK_SCOPES", "KEYWORD_SOURCES", "PRESETS", "PipelineParams",
            "PipelineResult", "HybridSearcher"]
 
 #: How the semantic feedback averages its documents' vectors.
@@ -82,6 +82,8 @@ FEEDBACK_WINDOWS = ("first", "best")
 KEYWORD_SOURCES = ("lexical", "fusion")
 #: Which first fusion the semantic feedback's documents come from (:attr:`PipelineParams.semantic_feedback_from`).
 FEEDBACK_SOURCES = ("all", "lexical_semantic")
+#: Which documents the second semantic pass searches (:attr:`PipelineParams.semantic_feedback_scope`).
+FEEDBACK_SCOPES = ("index", "candidates")
 #: The named parameter sets (:meth:`PipelineParams.preset`): the shipped defaults, and the source as written.
 PRESETS = ("default", "seed004", "ensemble")
 #: The other small models of the ``ensemble`` preset (:meth:`PipelineParams.ensemble_preset`).
@@ -117,6 +119,12 @@ class PipelineParams:
         semantic_feedback_from: which first fusion gives the feedback documents: ``all`` (every
             strategy's list, the keyword strategy's too) or ``lexical_semantic`` (the lexical and
             semantic lists alone, so the second semantic pass runs while the keyword strategy does).
+        semantic_feedback_scope: which documents the second semantic pass searches: ``index``
+            (the whole index: a kNN search as deep as the first) or ``candidates`` (only the
+            documents of the first fusion that gave its feedback documents, scored exactly by the
+            moved vector: with the vectors in the engine, its kNN search filtered to their ids,
+            which it answers by reading their passages' vectors rather than searching its graphs;
+            documents no strategy found are not looked for again).
         keyword_source: where the keyword strategy's feedback documents come from (topics
             without a narrative): ``lexical`` (the top of the lexical strategy) or ``fusion``
             (the top of a first fusion of the semantic and lexical strategies, weighted by rank
@@ -167,6 +175,7 @@ class PipelineParams:
     semantic_feedback_weighting: str = "score"
     semantic_feedback_window: str = "first"
     semantic_feedback_from: str = "all"
+    semantic_feedback_scope: str = "index"
     keyword_source: str = "fusion"
     fusion: Fusion = Fusion.ZSCORE
     weighting: str = "calibrated"
@@ -244,6 +253,9 @@ class PipelineParams:
         if self.semantic_feedback_from not in FEEDBACK_SOURCES:
             raise ConfigurationError(f"pipeline parameter semantic_feedback_from must be one of "
                                      f"{', '.join(FEEDBACK_SOURCES)}, got {self.semantic_feedback_from!r}")
+        if self.semantic_feedback_scope not in FEEDBACK_SCOPES:
+            raise ConfigurationError(f"pipeline parameter semantic_feedback_scope must be one of "
+                                     f"{', '.join(FEEDBACK_SCOPES)}, got {self.semantic_feedback_scope!r}")
         if self.weighting not in WEIGHTINGS:
             raise ConfigurationError(f"pipeline parameter weighting must be one of {', '.join(WEIGHTINGS)}, "
                                      f"got {self.weighting!r}")
@@ -575,13 +587,14 @@ class HybridSearcher:
 
     # ---- the strategies --------------------------------------------------------------
 
-    def semantic(self, query: str | np.ndarray, *, filter: Any = None, depth: int | None = None) -> RankedList:
+    def semantic(self, query: str | np.ndarray, *, filter: Any = None, depth: int | None = None,
+                 among: Sequence[str] | None = None) -> RankedList:
         """The semantic strategy's list for a query text or vector (with a filter, only the top
-        documents that match it)."""
+        documents that match it; with ``among``, only those documents are searched)."""
         vi = self.vectors
         vi.refresh(build=self.build)
         vec = vi.embed_query(query) if isinstance(query, str) else query
-        return self._filtered(vi.search(vec, depth or self.params.semantic_depth), filter)
+        return self._filtered(vi.search(vec, depth or self.params.semantic_depth, among=among), filter)
 
     def document(self, query_vector: np.ndarray, *, filter: Any = None, depth: int | None = None) -> RankedList:
         """The whole-document kNN list for a query vector (with a filter, only the top documents that
@@ -1041,7 +1054,8 @@ class HybridSearcher:
                        filter: Any) -> RankedList | None:
         """The second semantic pass: from ``query_vector`` moved towards the top
         :attr:`~PipelineParams.semantic_feedback` documents of the fused ``ids`` (``None`` where
-        there is none to move towards)."""
+        there is none to move towards); searching those ``ids`` alone where
+        :attr:`~PipelineParams.semantic_feedback_scope` says ``candidates``."""
         if not len(ids):
             return None
         fb = self.vectors.vectors_of(ids[:p.semantic_feedback],
@@ -1049,7 +1063,8 @@ class HybridSearcher:
         if not len(fb):
             return None
         moved = feedback_vector(query_vector, fb, scores, p.semantic_beta, p.semantic_feedback_weighting)
-        return self.semantic(moved, filter=filter, depth=p.semantic_feedback_depth or p.semantic_depth)
+        return self.semantic(moved, filter=filter, depth=p.semantic_feedback_depth or p.semantic_depth,
+                             among=ids if p.semantic_feedback_scope == "candidates" else None)
 
     def describe(self) -> dict[str, Any]:
         """The fusion, the weights it uses and, when calibrated, what they were measured from."""

@@ -373,27 +373,38 @@ class EngineVectors(SemanticIndex):
 
     # ---- searching ----------------------------------------------------------------------
 
-    def knn_query(self, query_vector: np.ndarray, k: int) -> dict[str, Any]:
+    def knn_query(self, query_vector: np.ndarray, k: int, *, among: Sequence[str] | None = None) -> dict[str, Any]:
         """The engine's query for the ``k`` documents nearest ``query_vector`` (by their best
-        passage where the field holds passages), scored ``(1 + cos) / 2``."""
+        passage where the field holds passages), scored ``(1 + cos) / 2``; with ``among``, of
+        those documents only: the engine's kNN filter, which it answers by an exact search of
+        their vectors where they are few."""
         vec = np.asarray(query_vector, dtype=np.float32).tolist()
         if self.type == "dense_vector":
             knn: dict[str, Any] = {"knn": {"field": self.vector_path, "query_vector": vec, "k": k,
                                            "num_candidates": min(max(k, 100), MAX_KNN_DEPTH)}}
+            inner = knn["knn"]
         else:
             knn = {"knn": {self.vector_path: {"vector": vec, "k": k}}}
+            inner = knn["knn"][self.vector_path]
+        if among is not None:
+            inner["filter"] = {"ids": {"values": list(among)}}
         if self.passages is None:
             return knn
         return {"nested": {"path": self.field, "score_mode": "max", "query": knn}}
 
-    def search(self, query_vector: np.ndarray, k: int) -> SemanticHits:
+    def search(self, query_vector: np.ndarray, k: int, *, among: Sequence[str] | None = None) -> SemanticHits:
         """The engine's ``k`` nearest documents by cosine (of their best passage), best first,
-        with their cosines."""
+        with their cosines; with ``among``, of those documents only (ids without a vector left out)."""
         self._check_depth(k)
         if k > MAX_KNN_DEPTH:
             raise ConfigurationError(f"semantic depth k must be at most {MAX_KNN_DEPTH} where the engine searches the "
                                      f"vectors (its kNN query's limit), got {k}")
-        body = {"size": k, "_source": False, "query": self.knn_query(query_vector, k)}
+        if among is not None:
+            among = list(dict.fromkeys(among))
+            if not among:
+                return SemanticHits([], np.zeros(0))
+            k = min(k, len(among))
+        body = {"size": k, "_source": False, "query": self.knn_query(query_vector, k, among=among)}
         hits = run(ids_search_plan(self.index, body, self.id_values), self.engine)["hits"]["hits"]
         ids = [str(h["_id"]) for h in hits]
         scores = np.array([2.0 * float(h["_score"]) - 1.0 for h in hits], dtype=np.float64)

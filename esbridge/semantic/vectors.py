@@ -93,6 +93,14 @@ def document_scores(sims: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
     return best if levels <= 1 else best.reshape(*best.shape[:-1], levels, n).mean(axis=-2)
 
 
+def _top_among(ids: list[str], sims: np.ndarray, k: int) -> SemanticHits:
+    """The ``k`` best of ``ids`` by ``sims`` (``nan``: no vector, left out), ties by position."""
+    sims = np.asarray(sims, dtype=np.float64)
+    keep = np.flatnonzero(~np.isnan(sims))
+    order = keep[np.lexsort((keep, -sims[keep]))][:k]
+    return SemanticHits([ids[i] for i in order], sims[order])
+
+
 def _scroll_sources(engine: Engine, index: str, fields: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     for h in engine.scroll(index, {"_source": list(fields)}):
         yield str(h["_id"]), h.get("_source") or {}
@@ -274,9 +282,13 @@ class VectorIndex(SemanticIndex):
     def __len__(self) -> int:
         return len(self.ids)
 
-    def search(self, query_vector: np.ndarray, k: int) -> SemanticHits:
-        """The ``k`` documents of highest cosine with ``query_vector``, best first (ties by row)."""
+    def search(self, query_vector: np.ndarray, k: int, *, among: Sequence[str] | None = None) -> SemanticHits:
+        """The ``k`` documents of highest cosine with ``query_vector``, best first (ties by row);
+        with ``among``, of those documents only (ids without a vector left out)."""
         self._check_depth(k)
+        if among is not None:
+            unique = list(dict.fromkeys(among))
+            return _top_among(unique, self.similarity(query_vector, unique), k)
         with self._lock:
             vecs, ids, starts = self.vectors, self.ids, self.starts
         if not ids:

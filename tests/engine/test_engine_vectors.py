@@ -94,9 +94,29 @@ def test_engine_knn_over_passages_equals_exact_search_over_the_same_passages(  #
         np.testing.assert_allclose(ev.vectors_of(ids[:5]), exact.vectors_of(ids[:5]), atol=1e-7)
         np.testing.assert_allclose(ev.vectors_of(ids[:5], qv), exact.vectors_of(ids[:5], qv), atol=1e-7)
         np.testing.assert_allclose(ev.similarity(qv, ids[:5]), exact.similarity(qv, ids[:5]), atol=1e-6)
+        _among_agrees(ev, exact, qv, ids, want.ids)
     assert np.isnan(ev.similarity(qv, ["no-such-doc"])[0])
     with pytest.raises(ConfigurationError, match="semantic depth k must be at most 10000"):
         ev.search(qv, 10_001)
+
+
+def _among_agrees(ev: EngineVectors, exact: VectorIndex, qv: np.ndarray, ids: list[str],
+                  top: list[str]) -> None:
+    """A search of some documents only (the second semantic pass over the first fusion's documents):
+    the engine's filtered kNN equals the exact cosines of those documents' passages."""
+    # some of the top (not its first three), some far below it, one id twice and one without a document
+    far = [d for d in ids if d not in top][-30:]
+    among = [*top[3:], *far, far[-1], "no-such-doc"]
+    unique = [d for d in dict.fromkeys(among) if d != "no-such-doc"]
+    cosines = exact.similarity(qv, unique)
+    order = np.lexsort((np.arange(len(cosines)), -cosines))[:10]
+    got = ev.search(qv, 10, among=among)
+    assert got.ids == [unique[i] for i in order] and not set(got.ids) & set(top[:3])
+    np.testing.assert_allclose(got.scores, cosines[order], atol=2e-6)
+    assert exact.search(qv, 10, among=among).ids == got.ids
+    # asked for more than there are: every one of them that has a vector, once
+    assert sorted(ev.search(qv, 100, among=among).ids) == sorted(unique)
+    assert ev.search(qv, 10, among=[]).ids == []
 
 
 def test_engine_knn_top_k_equals_exact_cosine_top_k(knn_engine: Engine, knn_doc_index: str, encoder) -> None:  # type: ignore[no-untyped-def]
@@ -233,6 +253,7 @@ def test_elasticsearch_dense_vector_over_passages_equals_exact_search(engine: En
             np.testing.assert_allclose(got.scores, want.scores, atol=2e-6)
             np.testing.assert_allclose(ev.vectors_of(ids[:5], qv), exact.vectors_of(ids[:5], qv), atol=1e-7)
             np.testing.assert_allclose(ev.similarity(qv, ids[:5]), exact.similarity(qv, ids[:5]), atol=1e-6)
+            _among_agrees(ev, exact, qv, ids, want.ids)
         # the hybrid pipeline's semantic strategy searches the engine's vectors
         with HybridSearcher(engine, name, PipelineParams(model=encoder.name), progress=False) as hs:
             assert isinstance(hs.vectors, EngineVectors)

@@ -14,6 +14,7 @@ import pytest
 from esbridge.engine.client import Engine
 from esbridge.hybrid import HybridSearcher, PipelineParams, fuse
 from esbridge.hybrid.calibration import CalibrationParams, weights_from
+from esbridge.hybrid.keyword import KeywordParams
 from esbridge.hybrid.pipeline import feedback_centroid
 from esbridge.index import IndexLayout, create_index
 from esbridge.semantic.cache import EmbeddingCache
@@ -204,6 +205,39 @@ def test_feedback_from_the_lexical_and_semantic_lists_runs_beside_the_keyword_st
             shipped = hs.aggregate(lists, vi.embed_query(q), params=params.with_overrides(semantic_feedback_from="all"))
             differs += shipped.lists["semantic_feedback"].ids != res.lists["semantic_feedback"].ids
         assert differs, "the keyword list never moved the feedback documents: the test shows nothing"
+
+
+def test_feedback_among_the_candidates_searches_the_first_fusions_documents_only(  # type: ignore[no-untyped-def]
+        engine: Engine, hybrid_index: str, tmp_path: Path, encoder, cache) -> None:
+    vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
+                          progress=False)
+    params = PipelineParams(model=MODEL, window=20, semantic_depth=20, w_keyword=0.5,
+                            keyword=KeywordParams(depth=20), semantic_feedback_scope="candidates")
+    with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
+        weights = hs.fusion_weights()
+        differs = 0
+        for q in [q["text"] for q in judged_queries(limit=4)]:
+            res = hs.run(q)
+            first, first_scores, _ = fuse({k: res.lists[k] for k in ("semantic", "lexical", "keyword")},
+                                          weights, params.fusion)
+            moved = vi.embed_query(q) + params.semantic_beta * feedback_centroid(
+                vi.vectors_of(first[:params.semantic_feedback]), first_scores, params.semantic_feedback_weighting)
+            moved = (moved / np.linalg.norm(moved)).astype(np.float32)
+            # the moved vector's cosines with the first fusion's documents, best first: nothing else
+            cosines = vi.similarity(moved, first)
+            order = np.lexsort((np.arange(len(first)), -cosines))[:params.semantic_depth]
+            assert list(res.lists["semantic_feedback"].ids) == [first[i] for i in order]
+            np.testing.assert_allclose(res.lists["semantic_feedback"].scores, cosines[order], atol=1e-6)
+            ids, scores, _ = fuse({"semantic": res.lists["semantic_feedback"], "lexical": res.lists["lexical"],
+                                   "keyword": res.lists["keyword"]}, weights, params.fusion)
+            assert ids == res.ids
+            np.testing.assert_allclose(scores, res.scores)
+            # the whole index's search finds documents no strategy had found
+            lists = {k: res.lists[k] for k in ("semantic", "lexical", "keyword")}
+            shipped = hs.aggregate(lists, vi.embed_query(q),
+                                   params=params.with_overrides(semantic_feedback_scope="index"))
+            differs += bool(set(shipped.lists["semantic_feedback"].ids) - set(first))
+        assert differs, "the whole index's second pass found nothing new: the test shows nothing"
 
 
 def test_whole_document_list_joins_the_last_fusion(engine: Engine, hybrid_index: str, tmp_path: Path,  # type: ignore[no-untyped-def]

@@ -64,3 +64,14 @@ def test_keyword_feedback_from_the_first_fusion() -> None:
     assert got.ids == ["c", "a", "b"]
     assert np.allclose(got.scores, [1.0, 0.75, 0.5])
     assert versions == [None, (5, 1), (6, 1)]
+
+
+def test_a_search_among_some_documents_keeps_the_best_of_those_that_have_a_vector() -> None:
+    from esbridge.semantic.vectors import _top_among
+
+    got = _top_among(["a", "b", "c", "d"], np.array([0.2, np.nan, 0.7, 0.2]), 3)
+    assert got.ids == ["c", "a", "d"]  # b has no vector; the tie keeps the order asked for
+    np.testing.assert_allclose(got.scores, [0.7, 0.2, 0.2])
+    assert _top_among([], np.zeros(0), 5).ids == []
+    with pytest.raises(ConfigurationError, match="semantic_feedback_scope must be one of index, candidates"):
+        PipelineParams(semantic_feedback_scope="passages")
