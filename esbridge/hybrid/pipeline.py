@@ -121,10 +121,11 @@ class PipelineParams:
             semantic lists alone, so the second semantic pass runs while the keyword strategy does).
         semantic_feedback_scope: which documents the second semantic pass searches: ``index``
             (the whole index: a kNN search as deep as the first) or ``candidates`` (only the
-            documents of the first fusion that gave its feedback documents, scored exactly by the
-            moved vector: with the vectors in the engine, its kNN search filtered to their ids,
-            which it answers by reading their passages' vectors rather than searching its graphs;
-            documents no strategy found are not looked for again).
+            documents of the first fusion that gave its feedback documents, scored by the moved
+            vector: exactly on disk; with the vectors in the engine, its kNN search filtered to
+            their ids, which reads their passages' vectors directly where there are few and
+            otherwise searches its graphs with every other document left out; documents no
+            strategy found are not looked for again).
         keyword_source: where the keyword strategy's feedback documents come from (topics
             without a narrative): ``lexical`` (the top of the lexical strategy) or ``fusion``
             (the top of a first fusion of the semantic and lexical strategies, weighted by rank

@@ -376,8 +376,8 @@ class EngineVectors(SemanticIndex):
     def knn_query(self, query_vector: np.ndarray, k: int, *, among: Sequence[str] | None = None) -> dict[str, Any]:
         """The engine's query for the ``k`` documents nearest ``query_vector`` (by their best
         passage where the field holds passages), scored ``(1 + cos) / 2``; with ``among``, of
-        those documents only: the engine's kNN filter, which it answers by an exact search of
-        their vectors where they are few."""
+        those documents only: the engine's kNN filter, which it answers by reading their vectors
+        directly where they are few, otherwise by a graph search that skips every other document."""
         vec = np.asarray(query_vector, dtype=np.float32).tolist()
         if self.type == "dense_vector":
             knn: dict[str, Any] = {"knn": {"field": self.vector_path, "query_vector": vec, "k": k,

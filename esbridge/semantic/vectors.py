@@ -93,12 +93,14 @@ def document_scores(sims: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
     return best if levels <= 1 else best.reshape(*best.shape[:-1], levels, n).mean(axis=-2)
 
 
-def _top_among(ids: list[str], sims: np.ndarray, k: int) -> SemanticHits:
-    """The ``k`` best of ``ids`` by ``sims`` (``nan``: no vector, left out), ties by position."""
+def best_of(ids: Sequence[str], sims: np.ndarray, k: int) -> SemanticHits:
+    """The ``k`` best of ``ids`` by ``sims``, best first, ties by position (``nan``: no vector, left out)."""
     sims = np.asarray(sims, dtype=np.float64)
     keep = np.flatnonzero(~np.isnan(sims))
-    order = keep[np.lexsort((keep, -sims[keep]))][:k]
-    return SemanticHits([ids[i] for i in order], sims[order])
+    if k < len(keep):
+        keep = keep[np.argpartition(-sims[keep], k - 1)[:k]]
+    top = keep[np.lexsort((keep, -sims[keep]))]
+    return SemanticHits([ids[i] for i in top], sims[top])
 
 
 def _scroll_sources(engine: Engine, index: str, fields: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -288,17 +290,14 @@ class VectorIndex(SemanticIndex):
         self._check_depth(k)
         if among is not None:
             unique = list(dict.fromkeys(among))
-            return _top_among(unique, self.similarity(query_vector, unique), k)
+            return best_of(unique, self.similarity(query_vector, unique), k)
         with self._lock:
             vecs, ids, starts = self.vectors, self.ids, self.starts
         if not ids:
             return SemanticHits([], np.zeros(0))
         sims = document_scores(np.asarray(vecs @ query_vector.astype(np.float32), dtype=np.float64),
                                starts, len(ids))
-        k = min(k, len(ids))
-        top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
-        top = top[np.lexsort((top, -sims[top]))]
-        return SemanticHits([ids[i] for i in top], sims[top])
+        return best_of(ids, sims, k)
 
     def vectors_of(self, ids: Sequence[str], query_vector: np.ndarray | None = None) -> np.ndarray:
         """The vectors of those ``ids`` that have one (ids without a vector are left out): each

@@ -67,11 +67,12 @@ def test_keyword_feedback_from_the_first_fusion() -> None:
 
 
 def test_a_search_among_some_documents_keeps_the_best_of_those_that_have_a_vector() -> None:
-    from esbridge.semantic.vectors import _top_among
+    from esbridge.semantic.vectors import best_of
 
-    got = _top_among(["a", "b", "c", "d"], np.array([0.2, np.nan, 0.7, 0.2]), 3)
+    got = best_of(["a", "b", "c", "d"], np.array([0.2, np.nan, 0.7, 0.2]), 3)
     assert got.ids == ["c", "a", "d"]  # b has no vector; the tie keeps the order asked for
     np.testing.assert_allclose(got.scores, [0.7, 0.2, 0.2])
-    assert _top_among([], np.zeros(0), 5).ids == []
+    assert best_of(["a", "b", "c", "d"], np.array([0.2, np.nan, 0.7, 0.2]), 1).ids == ["c"]
+    assert best_of([], np.zeros(0), 5).ids == []
     with pytest.raises(ConfigurationError, match="semantic_feedback_scope must be one of index, candidates"):
         PipelineParams(semantic_feedback_scope="passages")
