@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["STRATEGIES", "WEIGHTINGS", "FEEDBACK_WEIGHTINGS", "FEEDBACK_WINDOWS", "FEEDBACK_SOURCES",
-           "FEEDBACK_SCOPES", "KEYWORD_SOURCES", "PRESETS", "PipelineParams",
+           "FEEDBACK_CANDIDATES_FROM", "FEEDBACK_SCOPES", "KEYWORD_SOURCES", "PRESETS", "PipelineParams",
            "PipelineResult", "HybridSearcher"]
 
 #: How the semantic feedback averages its documents' vectors.
@@ -83,7 +83,13 @@ KEYWORD_SOURCES = ("lexical", "fusion")
 #: Which first fusion the semantic feedback's documents come from (:attr:`PipelineParams.semantic_feedback_from`).
 FEEDBACK_SOURCES = ("all", "lexical_semantic")
 #: Which documents the second semantic pass searches (:attr:`PipelineParams.semantic_feedback_scope`).
-FEEDBACK_SCOPES = ("index", "candidates")
+FEEDBACK_SCOPES = ("auto", "index", "candidates")
+#: Documents with a vector from which the ``auto`` feedback scope searches the candidates only: below,
+#: the second search of the whole index costs a few milliseconds more than the filtered one (2 to 19 ms
+#: at 5,000 and 50,000 documents on OpenSearch 3.5 and Elasticsearch 8.19); from 200,000 it is the
+#: pipeline's step that grows most (``benchmarks/results/hybrid-scale-*-candidates.md``). A bound by
+#: cost: on the judged collections (all below it) either scope ranks within 0.2 points nDCG@10.
+FEEDBACK_CANDIDATES_FROM = 100_000
 #: The named parameter sets (:meth:`PipelineParams.preset`): the shipped defaults, and the source as written.
 PRESETS = ("default", "seed004", "ensemble")
 #: The other small models of the ``ensemble`` preset (:meth:`PipelineParams.ensemble_preset`).
@@ -119,7 +125,10 @@ class PipelineParams:
         semantic_feedback_from: which first fusion gives the feedback documents: ``all`` (every
             strategy's list, the keyword strategy's too) or ``lexical_semantic`` (the lexical and
             semantic lists alone, so the second semantic pass runs while the keyword strategy does).
-        semantic_feedback_scope: which documents the second semantic pass searches: ``index``
+        semantic_feedback_scope: which documents the second semantic pass searches: ``auto`` (the
+            default: ``index`` on an index of fewer than :data:`FEEDBACK_CANDIDATES_FROM` documents
+            with a vector, ``candidates`` from there, where the whole index's second search
+            becomes the pipeline's most costly step; :meth:`HybridSearcher.feedback_scope`), ``index``
             (the whole index: a kNN search as deep as the first) or ``candidates`` (only the
             documents of the first fusion that gave its feedback documents, scored by the moved
             vector: exactly on disk; with the vectors in the engine, its kNN search filtered to
@@ -176,7 +185,7 @@ class PipelineParams:
     semantic_feedback_weighting: str = "score"
     semantic_feedback_window: str = "first"
     semantic_feedback_from: str = "all"
-    semantic_feedback_scope: str = "index"
+    semantic_feedback_scope: str = "auto"
     keyword_source: str = "fusion"
     fusion: Fusion = Fusion.ZSCORE
     weighting: str = "calibrated"
@@ -1065,13 +1074,25 @@ class HybridSearcher:
             return None
         moved = feedback_vector(query_vector, fb, scores, p.semantic_beta, p.semantic_feedback_weighting)
         return self.semantic(moved, filter=filter, depth=p.semantic_feedback_depth or p.semantic_depth,
-                             among=ids if p.semantic_feedback_scope == "candidates" else None)
+                             among=ids if self.feedback_scope(p) == "candidates" else None)
+
+    def feedback_scope(self, params: PipelineParams | None = None) -> str:
+        """Which documents the second semantic pass searches on this index: ``index`` or
+        ``candidates`` (:attr:`PipelineParams.semantic_feedback_scope`, ``auto`` resolved by the
+        number of documents with a vector against :data:`FEEDBACK_CANDIDATES_FROM`)."""
+        scope = (params or self.params).semantic_feedback_scope
+        if scope != "auto":
+            return scope
+        return "candidates" if len(self.vectors) >= FEEDBACK_CANDIDATES_FROM else "index"
 
     def describe(self) -> dict[str, Any]:
         """The fusion, the weights it uses and, when calibrated, what they were measured from."""
         p = self.params
         out: dict[str, Any] = {"fusion": p.fusion.value, "weighting": p.weighting,
                                "weights": self.fusion_weights(), "scorer": p.scorer, "model": p.model}
+        if p.semantic_feedback > 0:  # ``auto`` resolved once the vectors are open (describing opens nothing)
+            out["semantic_feedback_scope"] = (self.feedback_scope() if self._vectors is not None
+                                              else p.semantic_feedback_scope)
         cal = self.calibration() if p.weighting == "calibrated" else None
         if cal is not None:
             out["calibration"] = {"effectiveness": cal.effectiveness, "queries": cal.queries,

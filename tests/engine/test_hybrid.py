@@ -208,7 +208,7 @@ def test_feedback_from_the_lexical_and_semantic_lists_runs_beside_the_keyword_st
 
 
 def test_feedback_among_the_candidates_searches_the_first_fusions_documents_only(  # type: ignore[no-untyped-def]
-        engine: Engine, hybrid_index: str, tmp_path: Path, encoder, cache) -> None:
+        engine: Engine, hybrid_index: str, tmp_path: Path, encoder, cache, monkeypatch) -> None:
     vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
                           progress=False)
     params = PipelineParams(model=MODEL, window=20, semantic_depth=20, w_keyword=0.5,
@@ -216,6 +216,7 @@ def test_feedback_among_the_candidates_searches_the_first_fusions_documents_only
     with HybridSearcher(engine, hybrid_index, params, vectors=vi) as hs:
         weights = hs.fusion_weights()
         differs = 0
+        seen: dict[str, tuple[list[str], list[str]]] = {}
         for q in [q["text"] for q in judged_queries(limit=4)]:
             res = hs.run(q)
             first, first_scores, _ = fuse({k: res.lists[k] for k in ("semantic", "lexical", "keyword")},
@@ -237,7 +238,18 @@ def test_feedback_among_the_candidates_searches_the_first_fusions_documents_only
             shipped = hs.aggregate(lists, vi.embed_query(q),
                                    params=params.with_overrides(semantic_feedback_scope="index"))
             differs += bool(set(shipped.lists["semantic_feedback"].ids) - set(first))
+            seen[q] = (res.lists["semantic_feedback"].ids, shipped.lists["semantic_feedback"].ids)
         assert differs, "the whole index's second pass found nothing new: the test shows nothing"
+    # ``auto`` (the default): the candidates from FEEDBACK_CANDIDATES_FROM documents with a vector on,
+    # the whole index below (the bound moved to this index's size)
+    import esbridge.hybrid.pipeline as pipeline
+
+    with HybridSearcher(engine, hybrid_index, params.with_overrides(semantic_feedback_scope="auto"), vectors=vi) as hs:
+        for bound, scope in ((len(vi), "candidates"), (len(vi) + 1, "index")):
+            monkeypatch.setattr(pipeline, "FEEDBACK_CANDIDATES_FROM", bound)
+            for q, (among, whole) in seen.items():
+                assert hs.run(q).lists["semantic_feedback"].ids == (among if scope == "candidates" else whole)
+            assert hs.search(q, size=1)["_esbridge"]["pipeline"]["semantic_feedback_scope"] == scope
 
 
 def test_whole_document_list_joins_the_last_fusion(engine: Engine, hybrid_index: str, tmp_path: Path,  # type: ignore[no-untyped-def]

@@ -74,5 +74,26 @@ def test_a_search_among_some_documents_keeps_the_best_of_those_that_have_a_vecto
     np.testing.assert_allclose(got.scores, [0.7, 0.2, 0.2])
     assert best_of(["a", "b", "c", "d"], np.array([0.2, np.nan, 0.7, 0.2]), 1).ids == ["c"]
     assert best_of([], np.zeros(0), 5).ids == []
-    with pytest.raises(ConfigurationError, match="semantic_feedback_scope must be one of index, candidates"):
+    with pytest.raises(ConfigurationError, match="semantic_feedback_scope must be one of auto, index, candidates"):
         PipelineParams(semantic_feedback_scope="passages")
+
+
+class _Counted:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def test_the_automatic_feedback_scope_follows_the_documents_with_a_vector() -> None:
+    from esbridge.hybrid.pipeline import FEEDBACK_CANDIDATES_FROM
+
+    hs = _searcher(PipelineParams())
+    assert hs.params.semantic_feedback_scope == "auto"
+    for n, scope in ((0, "index"), (FEEDBACK_CANDIDATES_FROM - 1, "index"), (FEEDBACK_CANDIDATES_FROM, "candidates")):
+        hs._vectors = _Counted(n)  # type: ignore[assignment]
+        assert hs.feedback_scope() == scope
+        # a scope given by name is kept, whatever the size
+        assert hs.feedback_scope(PipelineParams(semantic_feedback_scope="index")) == "index"
+        assert hs.feedback_scope(PipelineParams(semantic_feedback_scope="candidates")) == "candidates"
