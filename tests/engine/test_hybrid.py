@@ -58,20 +58,35 @@ def hybrid_index(engine: Engine, index_name: str) -> str:
     return index_name
 
 
-def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hybrid_index: str, encoder,  # type: ignore[no-untyped-def]
-                                                             cache, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def by_hand(encoder):  # type: ignore[no-untyped-def]
+    """The documents' ids, each one's windows embedded one document at a time (a document scores by its
+    best window), and each text embedded whole (up to the model's 256 word pieces): made by hand, once
+    for every engine."""
     docs = _docs()
+    texts = [document_text(d, ("title", "text")) for d in docs.values()]
+    return list(docs), [encoder.encode_ids(w) for w in encoder.windows(texts)], encoder.encode(texts)
+
+
+@pytest.fixture(scope="module")
+def by_hand_two_lengths():  # type: ignore[no-untyped-def]
+    """The encoder of passages of 64 and 128 word pieces, and each length's windows of every document
+    embedded one document at a time: made by hand, once for every engine."""
+    both = load_encoder(MODEL, passage_tokens=(64, 128))
+    texts = [document_text(d, ("title", "text")) for d in _docs().values()]
+    return both, [[both.at_length(n).encode_ids(w) for w in both.at_length(n).windows(texts)] for n in (64, 128)]
+
+
+def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hybrid_index: str, encoder,  # type: ignore[no-untyped-def]
+                                                             cache, tmp_path: Path, by_hand) -> None:
     vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
                           progress=False)
     assert len(vi) == N_DOCS
-    ids = list(docs)
-    texts = [document_text(docs[i], ("title", "text")) for i in ids]
-    # each document's windows, embedded one by one: a document scores by its best window
-    windows = [encoder.encode_ids(w) for w in encoder.windows(texts)]
+    ids, windows, whole = by_hand
+    texts = [document_text(d, ("title", "text")) for d in _docs().values()]
     assert sum(len(w) > 1 for w in windows) > N_DOCS // 2  # most abstracts are longer than the model reads
     first_only = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path / "first",
                                   cache=cache, progress=False, windows=False)
-    whole = encoder.encode(texts)  # without windows: each text up to the model's 256 word pieces
     for q in ("vitamin D and bone density", "stem cells in the bone marrow", "ocular hypertension"):
         qv = encoder.encode([q])[0]
         for index, sims in ((vi, np.array([float((w @ qv).max()) for w in windows])),
@@ -105,11 +120,9 @@ def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hyb
 
 
 def test_several_passage_lengths_score_the_mean_of_their_best_passages(  # type: ignore[no-untyped-def]
-        engine: Engine, hybrid_index: str, cache, tmp_path: Path) -> None:
-    docs = _docs()
-    ids = list(docs)
-    texts = [document_text(docs[i], ("title", "text")) for i in ids]
-    both = load_encoder(MODEL, passage_tokens=(64, 128))
+        engine: Engine, hybrid_index: str, cache, tmp_path: Path, by_hand_two_lengths) -> None:
+    ids = list(_docs())
+    both, per_length = by_hand_two_lengths
     assert both.passage_lengths == (64, 128) and both.passage_tokens == 64
     # a document with no text: one window at each length, zero, so it matches nothing
     engine.request("PUT", f"/{hybrid_index}/_doc/blank", body={"title": "", "text": ""}, params={"refresh": "true"})
@@ -117,7 +130,6 @@ def test_several_passage_lengths_score_the_mean_of_their_best_passages(  # type:
                           progress=False)
     # by hand: each length's windows embedded one document at a time, the best window at each
     # length, the mean over the two lengths
-    per_length = [[both.at_length(n).encode_ids(w) for w in both.at_length(n).windows(texts)] for n in (64, 128)]
     assert sum(len(w) > 1 for w in per_length[1]) > 0 and sum(map(len, per_length[0])) > sum(map(len, per_length[1]))
     assert len(vi.vectors) == sum(map(len, per_length[0])) + sum(map(len, per_length[1])) + 2
     blank = vi.ids.index("blank")
