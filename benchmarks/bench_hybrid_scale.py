@@ -20,8 +20,7 @@ system in turn on the same query):
 * *esbridge*: the hybrid pipeline with its shipped defaults (``HybridSearcher.search``, size 10, its
   weights measured once on the index first), with where its time goes and which documents its second
   semantic pass searched (``semantic_feedback_scope``: by default the whole index below
-  ``FEEDBACK_CANDIDATES_FROM`` documents, the first fusion's candidates from there; a row of a run made
-  before that default searched the whole index);
+  ``FEEDBACK_CANDIDATES_FROM`` documents, the first fusion's candidates from there);
 * with ``--variant NAME=VALUE,...``: the pipeline with those parameters changed as well, in turn with
   the others on each query (e.g. ``--variant semantic_feedback_from=lexical_semantic``).
 
@@ -243,7 +242,7 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         esb = lat["esbridge"][0]
         lines.append(f"| {r['docs']} | {cell(lat, 'engine BM25')} | {cell(lat, 'engine hybrid 100')} | "
                      f"{cell(lat, 'engine hybrid 1000')} | {cell(lat, 'esbridge')} | "
-                     f"{r.get('feedback_scope', 'index')} | {esb / lat['engine hybrid 100'][0]:.2f}x | "
+                     f"{r['feedback_scope']} | {esb / lat['engine hybrid 100'][0]:.2f}x | "
                      f"{esb / lat['engine hybrid 1000'][0]:.2f}x | {esb / lat['engine BM25'][0]:.1f}x | "
                      + ", ".join(f"{k} {v:.1f}" for k, v in r["steps"].items()) + " |")
     varied = [r for r in rows if "esbridge variant" in r["latency"]]

@@ -45,6 +45,11 @@ def _docs() -> dict[str, dict[str, str]]:
     return {d["_id"]: {"title": d["title"], "text": d["text"]} for d in documents(N_DOCS)}
 
 
+def _texts() -> list[str]:
+    """Each document's text as the vectors embed it, in the order of :func:`_docs`."""
+    return [document_text(d, ("title", "text")) for d in _docs().values()]
+
+
 def _fill(engine: Engine, index: str, docs: dict[str, dict[str, str]]) -> None:
     create_index(engine, index, IndexLayout(), shards=2)
     body = "".join(json.dumps({"index": {"_id": i}}) + "\n" + json.dumps(src) + "\n" for i, src in docs.items())
@@ -60,12 +65,11 @@ def hybrid_index(engine: Engine, index_name: str) -> str:
 
 @pytest.fixture(scope="module")
 def by_hand(encoder):  # type: ignore[no-untyped-def]
-    """The documents' ids, each one's windows embedded one document at a time (a document scores by its
+    """The documents' ids and texts, each one's windows embedded one document at a time (a document scores by its
     best window), and each text embedded whole (up to the model's 256 word pieces): made by hand, once
     for every engine."""
-    docs = _docs()
-    texts = [document_text(d, ("title", "text")) for d in docs.values()]
-    return list(docs), [encoder.encode_ids(w) for w in encoder.windows(texts)], encoder.encode(texts)
+    texts = _texts()
+    return list(_docs()), texts, [encoder.encode_ids(w) for w in encoder.windows(texts)], encoder.encode(texts)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +77,7 @@ def by_hand_two_lengths():  # type: ignore[no-untyped-def]
     """The encoder of passages of 64 and 128 word pieces, and each length's windows of every document
     embedded one document at a time: made by hand, once for every engine."""
     both = load_encoder(MODEL, passage_tokens=(64, 128))
-    texts = [document_text(d, ("title", "text")) for d in _docs().values()]
+    texts = _texts()
     return both, [[both.at_length(n).encode_ids(w) for w in both.at_length(n).windows(texts)] for n in (64, 128)]
 
 
@@ -82,8 +86,7 @@ def test_semantic_top_k_is_exact_cosine_over_the_whole_index(engine: Engine, hyb
     vi = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path, cache=cache,
                           progress=False)
     assert len(vi) == N_DOCS
-    ids, windows, whole = by_hand
-    texts = [document_text(d, ("title", "text")) for d in _docs().values()]
+    ids, texts, windows, whole = by_hand
     assert sum(len(w) > 1 for w in windows) > N_DOCS // 2  # most abstracts are longer than the model reads
     first_only = VectorIndex.open(engine, hybrid_index, encoder, fields=("title", "text"), home=tmp_path / "first",
                                   cache=cache, progress=False, windows=False)
@@ -261,7 +264,7 @@ def test_feedback_among_the_candidates_searches_the_first_fusions_documents_only
             monkeypatch.setattr(pipeline, "FEEDBACK_CANDIDATES_FROM", bound)
             for q, (among, whole) in seen.items():
                 assert hs.run(q).lists["semantic_feedback"].ids == (among if scope == "candidates" else whole)
-            assert hs.search(q, size=1)["_esbridge"]["pipeline"]["semantic_feedback_scope"] == scope
+            assert hs.search(next(iter(seen)), size=1)["_esbridge"]["pipeline"]["semantic_feedback_scope"] == scope
 
 
 def test_whole_document_list_joins_the_last_fusion(engine: Engine, hybrid_index: str, tmp_path: Path,  # type: ignore[no-untyped-def]
