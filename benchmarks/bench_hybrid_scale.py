@@ -139,23 +139,34 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
              reuse: dict[str, Any] | None = None, merge: bool = True,
              variant: tuple[PipelineParams, dict[str, Any]] | None = None) -> dict[str, Any]:
     """One size's row; with ``reuse`` (the earlier run's row of this size), an index of that size whose
-    every vector is in place is searched as it is and its building figures are the earlier run's;
-    with ``variant``, the pipeline with those parameters timed as well (``esbridge variant``)."""
+    every vector is in place is searched as it is and its building figures are the earlier run's (an
+    interrupted run's index, with no earlier row, has its missing vectors filled first); with
+    ``variant``, the pipeline with those parameters timed as well (``esbridge variant``)."""
     params = PipelineParams()
     real = load_encoder(params.model)
     synthetic = SyntheticVectors(real)
     index = f"bench-hybrid-scale-{n}"
     cache = EmbeddingCache(cache_dir / str(n), real.dim)
     ev = None
+    resumed = False
     if reuse is not None and engine.index_exists(index) and engine.count(index) == n:
         ev = EngineVectors.open(engine, index, synthetic, fields=("title", "text"), build=False,  # type: ignore[arg-type]
                                 cache=cache)
-        if ev.pending:
+        if ev.pending and not reuse:  # an interrupted run's index, whole but for vectors: finish them
+            print(f"{index}: {ev.pending} documents still without vectors; filling them", file=sys.stderr)
+            ev = EngineVectors.open(engine, index, synthetic, fields=("title", "text"), progress=True,  # type: ignore[arg-type]
+                                    cache=cache)
+            if not merge:
+                engine.request("POST", f"/{index}/_flush")
+            resumed = True
+        elif ev.pending:
             ev = None
     if ev is not None and reuse is not None:
         if merge:
             engine.request("POST", f"/{index}/_forcemerge", params={"max_num_segments": 1})
         row: dict[str, Any] = {k: reuse.get(k) for k in ("index_s", "vectors_s", "settle_s")}
+        if resumed:
+            row["resumed"] = True
     else:
         engine.delete_index(index)
         vector = new_vector_field(engine, real, "engine")
@@ -262,7 +273,8 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
               "| segments searched | weights measured s | index MB | client RSS MB (now / peak) |",
               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        built = " | ".join(f"{r[k]:.0f}" if r.get(k) is not None else "— (an earlier run's index)"
+        earlier = "— (an interrupted run's index, finished here)" if r.get("resumed") else "— (an earlier run's index)"
+        built = " | ".join(f"{r[k]:.0f}" if r.get(k) is not None else earlier
                            for k in ("index_s", "vectors_s", "settle_s"))
         lines.append(f"| {r['docs']} | {r['passages']} | {built} | {r.get('segments', '—')} | "
                      f"{r['calibrate_s']:.0f} | {r['mb']:.0f} | "
@@ -283,7 +295,8 @@ def main() -> int:
     ap.add_argument("--merge", action="store_true", help="keep the earlier JSON's rows of sizes not run")
     ap.add_argument("--reuse", action="store_true",
                     help="search a size's index of an earlier run as it is, where it is complete (its building "
-                         "figures then come from the earlier JSON; the index is kept after every run)")
+                         "figures then come from the earlier JSON; the index is kept after every run); an "
+                         "interrupted run's index, every document in but not every vector, has them finished first")
     ap.add_argument("--no-merge", action="store_true",
                     help="search each index as written (flushed, the engine's own merges only) instead of merged "
                          "to one segment (which takes about 20 minutes at 50,000 documents on two cores)")

@@ -46,3 +46,20 @@ def test_a_variant_is_read_as_pipeline_parameters() -> None:
         bench.variant_params("semantic_depth")
     with pytest.raises(ConfigurationError, match="semantic_feedback_from must be one of"):
         bench.variant_params("semantic_feedback_from=keyword")
+
+
+def test_the_report_says_which_building_figures_it_lacks_and_why() -> None:
+    bench = benchmark_script("bench_hybrid_scale")
+    lat = {name: [10.0, 12.0] for name in ("engine BM25", "engine hybrid 100", "engine hybrid 1000", "esbridge")}
+    steps = {"lexical": 1.0}
+    built = {"docs": 5000, "passages": 40000, "index_s": 12.0, "vectors_s": 340.0, "settle_s": 1.0, "segments": 3,
+             "calibrate_s": 9.0, "mb": 480.0, "rss_mb": 200.0, "peak_rss_mb": 400.0, "latency": lat, "steps": steps,
+             "feedback_scope": "index"}
+    reused = {**built, "docs": 50000, "index_s": None, "vectors_s": None, "settle_s": None}
+    resumed = {**reused, "docs": 500000, "resumed": True}
+    meta = {"engine": "E", "machine": "M", "collections": "c", "model": "m", "queries": 1, "command": "x"}
+    rows = {line.split(" | ")[0]: line for line in bench.report([built, reused, resumed], meta).splitlines()
+            if line.startswith("| ") and " | 9 | " in line}
+    assert "| 12 | 340 | 1 |" in rows["| 5000"]
+    assert rows["| 50000"].count("— (an earlier run's index)") == 3
+    assert rows["| 500000"].count("— (an interrupted run's index, finished here)") == 3
