@@ -151,11 +151,10 @@ def one_size(engine: Engine, n: int, corpus: Path, queries: list[str], cache_dir
     resumed = False
     if reuse is not None and engine.index_exists(index) and engine.count(index) == n:
         ev = EngineVectors.open(engine, index, synthetic, fields=("title", "text"), build=False,  # type: ignore[arg-type]
-                                cache=cache)
+                                cache=cache, progress=True)
         if ev.pending and not reuse:  # an interrupted run's index, whole but for vectors: finish them
             print(f"{index}: {ev.pending} documents still without vectors; filling them", file=sys.stderr)
-            ev = EngineVectors.open(engine, index, synthetic, fields=("title", "text"), progress=True,  # type: ignore[arg-type]
-                                    cache=cache)
+            ev.refresh(force=True)
             if not merge:
                 engine.request("POST", f"/{index}/_flush")
             resumed = True
