@@ -64,6 +64,11 @@ def test_the_report_and_its_summary(tmp_path: Path) -> None:
     assert "The 2 slowest tests:" in text
     assert "| `tests.engine.test_b::test_slow[opensearch]` | 61.2 |" in text
     assert "test_one" not in text
+    assert "first run" not in text
+    first = st.report(st.read_junit(tmp_path / "junit.xml"), "cpu: AMD EPYC, cores: 2", CPUINFO, 2, "pytest",
+                      first_run=True)
+    assert ("in 16 min 54 s on AMD EPYC 7B13, 2 cores, AVX2, no AVX-512, its first run on the machine "
+            "(`$ESBRIDGE_HOME` empty: every download, build and embedding included)\n") in first
 
 
 def test_durations_and_the_readme_command() -> None:
