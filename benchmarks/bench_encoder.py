@@ -1,4 +1,5 @@
-"""Embedding throughput of the onnxruntime encoder against the numpy encoder it replaced.
+"""Embedding throughput of the shipped models (and of the numpy encoder they replaced), and the
+encoder's forward-pass limits against its former batching.
 
 On the first ``--docs`` documents of the shipped SciFact sample (title and abstract), each
 encoder embeds, with no cache:
@@ -14,6 +15,12 @@ commit is not at hand), and onnxruntime with all-minilm-l6-v2 (fp32), all-minilm
 bge-small-en-v1.5-q and e5-small-v2-q (int8; the last three are the ``ensemble`` preset's whole-document
 models).  Each is timed ``--repeat`` times, the best run kept, in one process
 on one machine.
+
+Then the forward passes: the three int8 models embed the same documents and passages with each
+limit of :data:`BATCHINGS` in turn (at most so many texts, and so many word pieces padding
+included, per pass; the first is the encoder's former 16 texts a pass, whatever their length),
+each row's speed also as a ratio to that former batching; the encoder's defaults
+(``esbridge.semantic.encoder.BATCH_SIZE``, ``BATCH_TOKENS``) are one of them.
 
 Usage (one command, from the repository's root):
 
@@ -40,11 +47,17 @@ from typing import Any
 
 import numpy as np
 
+from esbridge.errors import ConfigurationError
+from esbridge.semantic.encoder import BATCH_SIZE, BATCH_TOKENS
 from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "esbridge" / "resources" / "demo" / "scifact-sample" / "corpus.jsonl.gz"
+#: (texts, word pieces) per forward pass timed by the second table; the first is the former batching
+BATCHINGS: tuple[tuple[int, int | None], ...] = ((16, None), (32, 512), (32, 1024), (32, 2048), (64, 2048))
+#: the models of the second table
+BATCHING_MODELS = ("all-minilm-l6-v2-q", "bge-small-en-v1.5-q", "e5-small-v2-q")
 #: the last commit with the numpy encoder (esbridge/semantic/encoder.py) and its PyPI-wheel model
 NUMPY_COMMIT = "b5f9ba7"
 
@@ -80,6 +93,11 @@ def numpy_encoder(commit: str, folder: Path) -> Any:
                               capture_output=True, text=True).stdout
 
     enc = _module("numpy_encoder", show("esbridge/semantic/encoder.py"), folder)
+    # that commit's models.py finds esbridge's home folder where esbridge.home now keeps it
+    if "esbridge.engine.local" not in sys.modules:
+        import esbridge.home
+
+        sys.modules["esbridge.engine.local"] = esbridge.home
     models = _module("numpy_models", show("esbridge/semantic/models.py"), folder)
     return enc.SentenceEncoder(models.model_dir("all-MiniLM-L6-v2"), name="numpy all-MiniLM-L6-v2")
 
@@ -91,6 +109,48 @@ def timed(fn: Any, repeat: int) -> tuple[float, Any]:
         out = fn()
         best = min(best, time.perf_counter() - t)
     return best, out
+
+
+def limit(batching: tuple[int, int | None]) -> str:
+    texts, pieces = batching
+    return f"{texts} texts" + (f", {pieces} word pieces" if pieces else " (any length)")
+
+
+def batching_rows(texts: list[str], repeat: int) -> list[tuple[str, str, list[float]]]:
+    """``(model, what, speed under each of BATCHINGS)``: documents/s whole, passages/s."""
+    rows = []
+    for name in BATCHING_MODELS:
+        enc = load_encoder(name)
+        whole = enc.tokenize(texts)
+        windows = [w for ws in enc.windows(texts) for w in ws]
+        enc.encode_ids(whole[:16])  # warm-up
+        for what, items in (("documents/s, whole", whole), ("passages/s, 64 word pieces", windows)):
+            speeds = []
+            for size, pieces in BATCHINGS:
+                enc.batch_size, enc.batch_tokens = size, pieces or 1 << 30
+                t, _ = timed(lambda enc=enc, items=items: enc.encode_ids(items), repeat)
+                speeds.append(len(items) / t)
+            print(f"{name} {what}: " + ", ".join(f"{v:.1f}" for v in speeds), file=sys.stderr)
+            rows.append((name, what, speeds))
+    return rows
+
+
+def batching_table(rows: list[tuple[str, str, list[float]]]) -> list[str]:
+    head = " | ".join(limit(b) + (" (former)" if j == 0 else "") for j, b in enumerate(BATCHINGS))
+    out = ["Texts and word pieces per forward pass (speed, and its ratio to the former batching):", "",
+           f"| model | speed | {head} |", "|---|---|" + "---:|" * len(BATCHINGS)]
+    for name, what, v in rows:
+        out.append(f"| {name} | {what} | " + " | ".join(
+            f"{x:.1f}" + ("" if j == 0 else f" ({x / v[0]:.2f}x)") for j, x in enumerate(v)) + " |")
+    if (BATCH_SIZE, BATCH_TOKENS) in BATCHINGS:
+        j = BATCHINGS.index((BATCH_SIZE, BATCH_TOKENS))
+        spans = []
+        for what in dict.fromkeys(w for _, w, _ in rows):
+            ratios = [v[j] / v[0] for _, w, v in rows if w == what]
+            spans.append(f"{min(ratios):.2f}x–{max(ratios):.2f}x in {what.split(',')[0]}")
+        out += ["", f"The encoder's defaults ({limit(BATCHINGS[j])} per pass) against the former batching: "
+                + ", ".join(spans) + "."]
+    return [*out, ""]
 
 
 def main() -> int:
@@ -106,7 +166,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             encoders.append(("numpy (replaced), all-MiniLM-L6-v2 fp32", numpy_encoder(args.numpy_commit, Path(tmp))))
-        except (subprocess.CalledProcessError, OSError, ImportError) as err:  # the old code no longer loads
+        except (subprocess.CalledProcessError, OSError, ImportError, ConfigurationError) as err:
+            # the old code no longer loads, or needs a package esbridge no longer installs (threadpoolctl)
             print(f"numpy encoder skipped: {err}", file=sys.stderr)
         for name in ("all-minilm-l6-v2", "all-minilm-l6-v2-q", "bge-small-en-v1.5-q", "e5-small-v2-q"):
             encoders.append((f"onnxruntime, {name}", load_encoder(name)))
@@ -124,23 +185,32 @@ def main() -> int:
                 diff = f"{float(np.abs(vecs - reference).max()):.1e}"
             rows.append((label, len(texts) / t_docs, len(windows), len(windows) / t_pass, diff))
             print(f"{label}: {len(texts) / t_docs:.1f} docs/s, {len(windows) / t_pass:.1f} passages/s", file=sys.stderr)
+        batching = batching_rows(texts, args.repeat)
     import onnxruntime
 
+    with_numpy = any(label.startswith("numpy") for label, *_ in rows)
+    options = "".join(f" --{k} {v}" for k, v, default in (("docs", args.docs, 300), ("repeat", args.repeat, 1))
+                      if v != default)
     lines = [
-        "# Embedding throughput: onnxruntime against the numpy encoder it replaced",
+        "# Embedding throughput" + (": onnxruntime against the numpy encoder it replaced" if with_numpy else ""),
         "",
         f"Machine: {machine()}; Python {platform.python_version()}, numpy {np.__version__}, "
         f"onnxruntime {onnxruntime.__version__} (CPU execution provider); load average at the end "
         f"{os.getloadavg()[0]:.1f} (other work on the machine slows every row).",
         f"Data: the first {len(texts)} documents of the shipped SciFact sample (title and abstract). "
-        f"Best of {args.repeat} runs each, one process. Command: `python benchmarks/bench_encoder.py"
-        f"{'' if args.docs == 300 else f' --docs {args.docs}'}`.",
+        f"Best of {args.repeat} runs each, one process. Command: `python benchmarks/bench_encoder.py{options}`."
+        + ("" if with_numpy else " The numpy encoder esbridge used before no longer loads from the git history "
+           "(it needs a package esbridge no longer installs): left out."),
         "",
         "| encoder | documents/s (whole, up to the model's maximum) | passages | passages/s (64 word pieces) "
         "| max abs diff from numpy |",
         "|---|---:|---:|---:|---:|",
         *(f"| {label} | {d:.1f} | {n} | {p:.1f} | {diff} |" for label, d, n, p, diff in rows),
         "",
+        f"The rows above embed with the encoder's defaults: at most {BATCH_SIZE} texts and {BATCH_TOKENS} word "
+        "pieces (padding included) per forward pass.",
+        "",
+        *batching_table(batching),
     ]
     args.out.write_text("\n".join(lines))
     print("\n".join(lines))

@@ -59,6 +59,12 @@ def providers() -> list[str]:
         or ["CPUExecutionProvider"]
 
 
+#: texts per forward pass at most (:class:`SentenceEncoder`'s ``batch_size``)
+BATCH_SIZE = 32
+#: word pieces per forward pass at most, padding included (``batch_tokens``)
+BATCH_TOKENS = 1024
+
+
 def _check_texts(texts: Sequence[str]) -> None:
     for i, t in enumerate(texts):
         if not isinstance(t, str):
@@ -72,8 +78,12 @@ class SentenceEncoder:
         model_dir: a folder with ``model.onnx`` and ``tokenizer.json``
             (:func:`esbridge.semantic.models.model_dir`).
         spec: the model's facts (pooling, maximum input, prefixes).
-        batch_size: texts per forward pass; texts are sorted by length first so a batch
-            carries little padding.
+        batch_size: at most this many texts per forward pass; texts are sorted by length first
+            so a batch carries little padding.
+        batch_tokens: at most this many word pieces per forward pass, padding included (a text
+            longer than that alone): long texts go a few at a time, whose attention matrices stay
+            in the CPU's caches, short ones ``batch_size`` at a time (measured:
+            ``benchmarks/results/encoder.md``).
         threads: onnxruntime's intra-op threads (default: onnxruntime's, the machine's cores).
 
     :meth:`encode` embeds documents (with the model's passage prefix), :meth:`encode_queries`
@@ -90,15 +100,17 @@ class SentenceEncoder:
     threads.
     """
 
-    def __init__(self, model_dir: str | Path, spec: ModelSpec, *, batch_size: int = 16,
-                 threads: int | None = None, passage_tokens: int | Sequence[int] | None = None) -> None:
+    def __init__(self, model_dir: str | Path, spec: ModelSpec, *, batch_size: int = BATCH_SIZE,
+                 batch_tokens: int = BATCH_TOKENS, threads: int | None = None,
+                 passage_tokens: int | Sequence[int] | None = None) -> None:
         path = Path(model_dir)
         for required in ("model.onnx", "tokenizer.json"):
             if not (path / required).is_file():
                 raise ConfigurationError(
                     f"{path} is not an ONNX sentence-embedding model folder: {required} is missing")
-        if batch_size < 1:
-            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        for name, value in (("batch_size", batch_size), ("batch_tokens", batch_tokens)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
         if spec.pooling not in ("mean", "cls"):
             raise ConfigurationError(f"model {spec.name}: pooling must be 'mean' or 'cls', got {spec.pooling!r}")
         self.path = path
@@ -150,6 +162,7 @@ class SentenceEncoder:
         #: (the first of :attr:`passage_lengths`)
         self.passage_tokens: int = self.passage_lengths[0]
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
 
     def _check_passage_tokens(self, n: object) -> None:
         low = 3 + len(self._passage_prefix_ids)
@@ -250,12 +263,26 @@ class SentenceEncoder:
             if not 2 <= len(row) <= self.max_tokens:
                 raise ConfigurationError(f"word-piece sequence {i} has {len(row)} ids; the model reads 2 to "
                                          f"{self.max_tokens}")
-        order = np.argsort([len(x) for x in ids], kind="stable")
-        for s in range(0, len(order), self.batch_size):
-            batch = order[s:s + self.batch_size]
+        for batch in self.batches([len(x) for x in ids]):
             out[batch] = self._forward([ids[i] for i in batch])
             if progress is not None:
                 progress(len(batch))
+        return out
+
+    def batches(self, lengths: Sequence[int]) -> list[np.ndarray]:
+        """The forward passes :meth:`encode_ids` makes of sequences of ``lengths`` word pieces: their
+        positions, shortest first, each pass at most :attr:`batch_size` of them and, padded to its
+        longest, at most :attr:`batch_tokens` word pieces (a longer one alone)."""
+        order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
+        out = []
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while (end < len(order) and end - start < self.batch_size
+                   and (end - start + 1) * lengths[order[end]] <= self.batch_tokens):
+                end += 1
+            out.append(order[start:end])
+            start = end
         return out
 
     def _forward(self, ids: Sequence[Sequence[int]]) -> np.ndarray:

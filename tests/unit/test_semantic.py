@@ -143,6 +143,44 @@ def test_window_vectors_are_the_encoders_and_cached_once(long_encoder, tmp_path:
         encoder.encode_ids([[101] + [1000] * 298 + [102]])
 
 
+def test_forward_passes_hold_at_most_so_many_texts_and_word_pieces(encoder) -> None:  # type: ignore[no-untyped-def]
+    lengths = [300, 5, 40, 40, 9, 1000, 64, 64, 64, 64, 64, 7]
+    old = encoder.batch_size, encoder.batch_tokens
+    try:
+        encoder.batch_size, encoder.batch_tokens = 4, 256
+        passes = [list(map(int, b)) for b in encoder.batches(lengths)]
+    finally:
+        encoder.batch_size, encoder.batch_tokens = old
+    # every position once, shortest first (ties in their order)
+    assert [i for b in passes for i in b] == [1, 11, 4, 2, 3, 6, 7, 8, 9, 10, 0, 5]
+    for b in passes:
+        longest = max(lengths[i] for i in b)
+        assert len(b) <= 4 and (len(b) * longest <= 256 or len(b) == 1)
+    # filled up to either limit: four short ones, four padded to 64 (256 pieces), then the long ones alone
+    assert passes == [[1, 11, 4, 2], [3, 6, 7, 8], [9, 10], [0], [5]]
+    assert encoder.batches([]) == []
+
+
+@pytest.mark.parametrize("name, value", [("batch_size", 0), ("batch_tokens", 0), ("batch_tokens", 1.5),
+                                         ("batch_size", True)])
+def test_batch_limits_are_checked(name: str, value: object) -> None:
+    with pytest.raises(ConfigurationError, match=f"{name} must be an integer >= 1"):
+        load_encoder("all-minilm-l6-v2", **{name: value})
+
+
+def test_a_pass_of_one_long_text_or_of_many_gives_the_same_vectors(encoder) -> None:  # type: ignore[no-untyped-def]
+    texts = [LONG, "cells", "tissue growth in mice", LONG[:400], "a" * 50]
+    old = encoder.batch_size, encoder.batch_tokens
+    try:
+        encoder.batch_size, encoder.batch_tokens = 64, 1 << 30
+        together = encoder.encode(texts)
+        encoder.batch_tokens = 16  # every text alone
+        alone = encoder.encode(texts)
+    finally:
+        encoder.batch_size, encoder.batch_tokens = old
+    np.testing.assert_allclose(alone, together, atol=2e-6)
+
+
 def test_encoder_refuses_non_text(encoder) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigurationError, match="text 1"):
         encoder.encode(["ok", None])  # type: ignore[list-item]
