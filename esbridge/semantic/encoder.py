@@ -81,9 +81,9 @@ class SentenceEncoder:
         batch_size: at most this many texts per forward pass; texts are sorted by length first
             so a batch carries little padding.
         batch_tokens: at most this many word pieces per forward pass, padding included (a text
-            longer than that alone): long texts go a few at a time, whose attention matrices stay
-            in the CPU's caches, short ones ``batch_size`` at a time (measured:
-            ``benchmarks/results/encoder.md``).
+            longer than that alone): long texts go a few at a time, keeping a pass's attention
+            matrices small, short ones ``batch_size`` at a time (measured faster for whole
+            documents, the same for passages: ``benchmarks/results/encoder.md``).
         threads: onnxruntime's intra-op threads (default: onnxruntime's, the machine's cores).
 
     :meth:`encode` embeds documents (with the model's passage prefix), :meth:`encode_queries`
