@@ -47,7 +47,6 @@ from typing import Any
 
 import numpy as np
 
-from esbridge.errors import ConfigurationError
 from esbridge.semantic.encoder import BATCH_SIZE, BATCH_TOKENS
 from esbridge.semantic.models import load_encoder
 from esbridge.semantic.text import document_text
@@ -93,11 +92,6 @@ def numpy_encoder(commit: str, folder: Path) -> Any:
                               capture_output=True, text=True).stdout
 
     enc = _module("numpy_encoder", show("esbridge/semantic/encoder.py"), folder)
-    # that commit's models.py finds esbridge's home folder where esbridge.home now keeps it
-    if "esbridge.engine.local" not in sys.modules:
-        import esbridge.home
-
-        sys.modules["esbridge.engine.local"] = esbridge.home
     models = _module("numpy_models", show("esbridge/semantic/models.py"), folder)
     return enc.SentenceEncoder(models.model_dir("all-MiniLM-L6-v2"), name="numpy all-MiniLM-L6-v2")
 
@@ -166,8 +160,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             encoders.append(("numpy (replaced), all-MiniLM-L6-v2 fp32", numpy_encoder(args.numpy_commit, Path(tmp))))
-        except (subprocess.CalledProcessError, OSError, ImportError, ConfigurationError) as err:
-            # the old code no longer loads, or needs a package esbridge no longer installs (threadpoolctl)
+        except (subprocess.CalledProcessError, OSError, ImportError) as err:  # the old code no longer loads
             print(f"numpy encoder skipped: {err}", file=sys.stderr)
         for name in ("all-minilm-l6-v2", "all-minilm-l6-v2-q", "bge-small-en-v1.5-q", "e5-small-v2-q"):
             encoders.append((f"onnxruntime, {name}", load_encoder(name)))
@@ -200,7 +193,7 @@ def main() -> int:
         f"Data: the first {len(texts)} documents of the shipped SciFact sample (title and abstract). "
         f"Best of {args.repeat} runs each, one process. Command: `python benchmarks/bench_encoder.py{options}`."
         + ("" if with_numpy else " The numpy encoder esbridge used before no longer loads from the git history "
-           "(it needs a package esbridge no longer installs): left out."),
+           "(it imports modules esbridge has since moved or no longer installs): left out."),
         "",
         "| encoder | documents/s (whole, up to the model's maximum) | passages | passages/s (64 word pieces) "
         "| max abs diff from numpy |",

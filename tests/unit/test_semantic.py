@@ -174,7 +174,8 @@ def test_a_pass_of_one_long_text_or_of_many_gives_the_same_vectors(encoder) -> N
     try:
         encoder.batch_size, encoder.batch_tokens = 64, 1 << 30
         together = encoder.encode(texts)
-        encoder.batch_tokens = 16  # every text alone
+        encoder.batch_tokens = 1  # every text alone
+        assert all(len(b) == 1 for b in encoder.batches([len(x) for x in encoder.tokenize(texts)]))
         alone = encoder.encode(texts)
     finally:
         encoder.batch_size, encoder.batch_tokens = old
